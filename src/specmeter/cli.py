@@ -1,0 +1,207 @@
+"""The `specmeter` command line. Thin: parse, validate, call one function per command."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+from specmeter import __version__
+from specmeter.config import (
+    EngineSpec,
+    LoadSpec,
+    SpecConfig,
+    build_model,
+    load_yaml,
+    parse_spec_json,
+)
+from specmeter.errors import SpecmeterError
+from specmeter.progress import RichReporter
+from specmeter.report.console import render
+from specmeter.runner import RunPlan, execute, plan_phases
+from specmeter.store import RunStore, load_summary, new_run_id, redact_argv
+
+app = typer.Typer(
+    name="specmeter",
+    help="Measure speculative decoding on real serving engines (vLLM first) and say what to deploy.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+API_KEY_ENV = ("SPECMETER_API_KEY", "OPENAI_API_KEY")
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: give concurrency levels as integers, e.g. 1,4,16") from None
+
+
+def _env_pairs(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"{item!r}: give server environment as KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def _api_key(flag: str | None) -> str | None:
+    if flag:
+        return flag
+    for name in API_KEY_ENV:
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
+
+
+def build_plan_inputs(
+    config_file: Path | None,
+    cli_engine: dict[str, Any],
+    cli_spec: str | None,
+    cli_load: dict[str, Any],
+) -> tuple[EngineSpec, SpecConfig, LoadSpec]:
+    """Merge a YAML config (sections engine/spec/load) with CLI flags (flags win), then validate."""
+    raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
+    where = str(config_file) if config_file else "command line"
+    unknown = set(raw) - {"engine", "spec", "load"}
+    if unknown:
+        raise SpecmeterError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}; use engine, spec and load")
+    engine_raw = {**(raw.get("engine") or {}), **{k: v for k, v in cli_engine.items() if v is not None}}
+    load_raw = {**(raw.get("load") or {}), **{k: v for k, v in cli_load.items() if v is not None}}
+    engine = build_model(EngineSpec, engine_raw, f"{where}: engine")
+    load = build_model(LoadSpec, load_raw, f"{where}: load")
+    if cli_spec is not None:
+        spec = parse_spec_json(cli_spec)
+    else:
+        spec = build_model(SpecConfig, raw.get("spec") or {}, f"{where}: spec")
+    return engine, spec, load
+
+
+@app.command()
+def run(
+    endpoint: Annotated[Optional[str], typer.Option(help="Attach to a running OpenAI-compatible server at this base URL.")] = None,
+    engine: Annotated[str, typer.Option(help="Engine to launch (launch mode).")] = "vllm",
+    model: Annotated[Optional[str], typer.Option(help="Target model path or hub id to launch.")] = None,
+    spec: Annotated[Optional[str], typer.Option(help='Speculative config as JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\'.')] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="YAML file with engine/spec/load sections (flags override it).")] = None,
+    baseline: Annotated[bool, typer.Option(help="Also run the same engine with speculation off, for the speedup.")] = True,
+    baseline_endpoint: Annotated[Optional[str], typer.Option(help="Attach mode: a server with speculation off, for the speedup.")] = None,
+    dataset: Annotated[str, typer.Option(help="Workload: sample, jsonl, speed-bench, gsm8k, mt-bench, spec-bench, sonnet, random.")] = "sample",
+    dataset_path: Annotated[Optional[str], typer.Option(help="File or directory of the dataset.")] = None,
+    category: Annotated[Optional[list[str]], typer.Option(help="Only these categories (repeatable).")] = None,
+    num_prompts: Annotated[Optional[int], typer.Option(help="Conversations to send per level (stratified by category).")] = None,
+    concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop concurrency levels, e.g. 1,4,16.")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option(help="Output cap per request.")] = None,
+    ignore_eos: Annotated[Optional[bool], typer.Option(help="Force max-tokens outputs (biases acceptance).")] = None,
+    temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature (0 = greedy).")] = None,
+    api: Annotated[Optional[str], typer.Option(help="chat or completions.")] = None,
+    warmup: Annotated[Optional[int], typer.Option(help="Warmup requests per level, excluded from results.")] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="Launch mode: model dtype (float32, bfloat16, ...).")] = None,
+    max_model_len: Annotated[Optional[int], typer.Option(help="Launch mode: context length.")] = None,
+    served_model_name: Annotated[Optional[str], typer.Option(help="Model name to request (default: from /v1/models).")] = None,
+    engine_arg: Annotated[Optional[list[str]], typer.Option(help="Extra server argument (repeatable), e.g. --engine-arg=--enforce-eager.")] = None,
+    engine_env: Annotated[Optional[list[str]], typer.Option(help="Launch mode: server environment KEY=VALUE (repeatable).")] = None,
+    startup_timeout: Annotated[Optional[float], typer.Option(help="Seconds to wait for a launched server.")] = None,
+    request_timeout: Annotated[Optional[float], typer.Option(help="Seconds before one request counts as timed out.")] = None,
+    max_error_rate: Annotated[Optional[float], typer.Option(help="Stop when more than this fraction of requests fail.")] = None,
+    api_key: Annotated[Optional[str], typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}); never written anywhere.")] = None,
+    out: Annotated[Path, typer.Option(help="Directory that receives the run directory.")] = Path("runs"),
+    name: Annotated[Optional[str], typer.Option(help="Run directory name (default: timestamp + label).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout instead of tables.")] = False,
+) -> None:
+    """Benchmark one speculative config (and its speculation-off baseline) on a workload."""
+    from specmeter.workload import load_conversations
+
+    eng, sp, ld = build_plan_inputs(
+        config,
+        {"endpoint": endpoint, "kind": engine, "model": model, "dtype": dtype, "max_model_len": max_model_len,
+         "served_model_name": served_model_name, "extra_args": engine_arg or None,
+         "env": _env_pairs(engine_env) if engine_env else None,
+         "startup_timeout_s": startup_timeout},
+        spec,
+        {"concurrency": _levels(concurrency) if concurrency else None, "num_prompts": num_prompts,
+         "max_tokens": max_tokens, "ignore_eos": ignore_eos, "temperature": temperature, "api": api,
+         "warmup": warmup, "request_timeout_s": request_timeout, "max_error_rate": max_error_rate},
+    )
+    convs, workload = load_conversations(dataset, dataset_path, ld, categories=category)
+    if ld.ignore_eos:
+        err_console.print("[yellow]note: --ignore-eos forces output lengths; forced tails bias acceptance[/]")
+    plan = RunPlan(
+        phases=plan_phases(eng, sp, baseline, baseline_endpoint), load=ld, conversations=convs,
+        workload=workload, api_key=_api_key(api_key), command=["specmeter", *redact_argv(sys.argv[1:])],
+    )
+    _execute(plan, out / (name or new_run_id(sp.label())), json_out)
+
+
+def _execute(plan: RunPlan, run_dir: Path, json_out: bool) -> None:
+    store = RunStore(run_dir)
+    reporter = RichReporter(err_console if json_out else console)
+    if not json_out:
+        console.print(f"[bold]specmeter[/] {__version__}: run directory [cyan]{run_dir}[/]")
+    with reporter:
+        summary = execute(plan, store, reporter)
+    if json_out:
+        sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
+    else:
+        render(summary, console)
+        console.print(f"results: [cyan]{run_dir}[/] (summary.json, requests.jsonl, server logs)")
+
+
+@app.command()
+def demo(
+    concurrency: Annotated[str, typer.Option(help="Concurrency levels.")] = "1,4",
+    num_prompts: Annotated[int, typer.Option(help="Conversations per level from the sample workload.")] = 22,
+    k: Annotated[int, typer.Option("-k", "--num-speculative-tokens", help="Draft length K.")] = 4,
+    max_tokens: Annotated[int, typer.Option(help="Output cap per request.")] = 128,
+    out: Annotated[Path, typer.Option(help="Directory that receives the run directory.")] = Path("runs"),
+) -> None:
+    """The embedded default: vLLM CPU with the project's tiny target/draft pair, SD vs speculation off."""
+    from specmeter.demo import demo_plan
+
+    plan, label = demo_plan(_levels(concurrency), num_prompts, k, max_tokens)
+    plan.command = ["specmeter", *sys.argv[1:]]
+    _execute(plan, out / new_run_id(label), json_out=False)
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `specmeter run`.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,
+) -> None:
+    """Show the report of a finished (or interrupted) run."""
+    summary = load_summary(run_dir)
+    if json_out:
+        sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
+    else:
+        render(summary, console)
+
+
+@app.command()
+def version() -> None:
+    """Print specmeter's version and the engines installed here."""
+    from specmeter.engines.vllm import VLLMAdapter
+
+    console.print(json.dumps({"specmeter": __version__, "vllm": VLLMAdapter().version()}))
+
+
+def main() -> None:
+    try:
+        app()
+    except SpecmeterError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise SystemExit(exc.exit_code) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""Validated configuration models: what to speculate with, which engine, what load.
+
+Everything a run does is decided here, before any server starts, so that a wrong key, type or
+impossible value fails in one line that names the key and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from specmeter.errors import InputError
+
+
+class SpecMethod(str, Enum):
+    """Drafters specmeter knows how to configure on every engine that supports them."""
+
+    none = "none"
+    ngram = "ngram"
+    suffix = "suffix"
+    draft_model = "draft_model"
+    eagle = "eagle"
+    eagle3 = "eagle3"
+    mtp = "mtp"
+
+
+NEEDS_DRAFT_MODEL = {SpecMethod.draft_model, SpecMethod.eagle, SpecMethod.eagle3}
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SpecConfig(StrictModel):
+    """Engine-neutral speculative decoding configuration."""
+
+    method: SpecMethod = SpecMethod.none
+    num_speculative_tokens: int | None = Field(
+        default=None, ge=1, le=64, description="K: tokens drafted per step (the maximum under dynamic K)."
+    )
+    # `model` is vLLM's own key for it: accept both so a vLLM speculative config pastes in unchanged.
+    draft_model: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("draft_model", "model"),
+        description="Path or hub id of the draft/EAGLE/MTP head (alias: model).",
+    )
+    prompt_lookup_min: int | None = Field(default=None, ge=1, description="n-gram: shortest match.")
+    prompt_lookup_max: int | None = Field(default=None, ge=1, description="n-gram: longest match.")
+    num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = Field(
+        default=None, description="Dynamic K: [[start_bs, end_bs, K], ...], inclusive ranges from 1."
+    )
+    draft_tensor_parallel_size: int | None = Field(default=None, ge=1)
+    extra: dict[str, Any] = Field(default_factory=dict, description="Passed through to the engine as is.")
+
+    @property
+    def enabled(self) -> bool:
+        return self.method is not SpecMethod.none
+
+    @property
+    def k(self) -> int:
+        return self.num_speculative_tokens or 0
+
+    @model_validator(mode="after")
+    def _check(self) -> SpecConfig:
+        if not self.enabled:
+            return self
+        if self.num_speculative_tokens is None:
+            raise ValueError(f"method {self.method.value} needs num_speculative_tokens (K >= 1)")
+        if self.method in NEEDS_DRAFT_MODEL and not self.draft_model:
+            raise ValueError(f"method {self.method.value} needs draft_model (a path or hub id)")
+        lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError(f"prompt_lookup_min ({lo}) must not exceed prompt_lookup_max ({hi})")
+        if self.num_speculative_tokens_per_batch_size is not None:
+            validate_dynamic_k(self.num_speculative_tokens_per_batch_size, self.num_speculative_tokens)
+        return self
+
+    def label(self) -> str:
+        """Short human label, e.g. 'draft_model K=4' or 'off'."""
+        if not self.enabled:
+            return "off"
+        dyn = " dynamic" if self.num_speculative_tokens_per_batch_size else ""
+        return f"{self.method.value} K={self.k}{dyn}"
+
+
+def validate_dynamic_k(table: list[tuple[int, int, int]], k_max: int) -> None:
+    """vLLM's rules: inclusive [start, end] ranges, first starts at 1, contiguous, 0 <= K <= K_max."""
+    if not table:
+        raise ValueError("num_speculative_tokens_per_batch_size must not be empty")
+    expected_start = 1
+    for start, end, k in table:
+        if start != expected_start:
+            raise ValueError(
+                f"num_speculative_tokens_per_batch_size: range [{start}, {end}] must start at "
+                f"{expected_start} (ranges are inclusive, contiguous and begin at batch size 1)"
+            )
+        if end < start:
+            raise ValueError(f"num_speculative_tokens_per_batch_size: range [{start}, {end}] ends before it starts")
+        if not 0 <= k <= k_max:
+            raise ValueError(
+                f"num_speculative_tokens_per_batch_size: K={k} for [{start}, {end}] must be in "
+                f"[0, num_speculative_tokens={k_max}]"
+            )
+        expected_start = end + 1
+
+
+class EngineSpec(StrictModel):
+    """How to reach the engine: attach to `endpoint`, or launch `kind` serving `model`."""
+
+    kind: Literal["vllm"] = "vllm"
+    model: str | None = Field(default=None, description="Target model path or hub id (launch mode).")
+    endpoint: str | None = Field(default=None, description="Base URL of a running server (attach mode).")
+    served_model_name: str | None = None
+    host: str = Field(default="127.0.0.1", description="Bind address of a launched server (loopback).")
+    port: int | None = Field(default=None, ge=1, le=65535, description="None: pick a free port.")
+    dtype: str | None = Field(default=None, description="e.g. float32, bfloat16; engine default if None.")
+    max_model_len: int | None = Field(default=None, ge=16)
+    max_num_seqs: int | None = Field(default=None, ge=1)
+    trust_remote_code: bool = False
+    extra_args: list[str] = Field(default_factory=list, description="Extra server CLI arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra server environment variables.")
+    startup_timeout_s: float = Field(default=600.0, gt=0)
+
+    @model_validator(mode="after")
+    def _mode(self) -> EngineSpec:
+        if self.endpoint is None and self.model is None:
+            raise ValueError("give either endpoint (attach to a running server) or model (launch one)")
+        if self.endpoint is not None and not self.endpoint.startswith(("http://", "https://")):
+            raise ValueError(f"endpoint {self.endpoint!r} must start with http:// or https://")
+        return self
+
+    @property
+    def launch(self) -> bool:
+        return self.endpoint is None
+
+
+class LoadSpec(StrictModel):
+    """The load pattern and sampling parameters, identical for the SD run and its baseline."""
+
+    api: Literal["chat", "completions"] = "chat"
+    concurrency: list[int] = Field(default_factory=lambda: [1], description="Closed-loop concurrency levels.")
+    num_prompts: int | None = Field(default=None, ge=1, description="Conversations per level (None: all).")
+    warmup: int = Field(default=2, ge=0, description="Requests sent first and excluded from results.")
+    max_tokens: int = Field(default=128, ge=1)
+    ignore_eos: bool = Field(default=False, description="Force max_tokens outputs (biases acceptance).")
+    temperature: float = Field(default=0.0, ge=0.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    seed: int = 0
+    request_timeout_s: float = Field(default=300.0, gt=0)
+    max_error_rate: float = Field(default=0.5, ge=0.0, le=1.0)
+
+    @field_validator("concurrency")
+    @classmethod
+    def _positive(cls, levels: list[int]) -> list[int]:
+        if not levels:
+            raise ValueError("concurrency needs at least one level")
+        for c in levels:
+            if c < 1:
+                raise ValueError(f"concurrency {c} must be >= 1")
+        return levels
+
+
+def parse_spec_json(text: str, where: str = "--spec") -> SpecConfig:
+    """Parse a speculative config from JSON (CLI) with an error naming the key and the fix."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); quote it like '{{\"method\": \"ngram\", \"num_speculative_tokens\": 4}}'") from exc
+    return build_model(SpecConfig, raw, where)
+
+
+def build_model(cls: type[BaseModel], raw: Any, where: str) -> Any:
+    """Validate `raw` into `cls`; turn the first pydantic error into one line naming the key."""
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: expected a mapping of keys to values, got {type(raw).__name__}")
+    try:
+        return cls.model_validate(raw)
+    except ValidationError as exc:
+        raise InputError(format_validation_error(exc, where)) from exc
+
+
+def format_validation_error(exc: ValidationError, where: str) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
+    msg = err.get("msg", "invalid value").removeprefix("Value error, ")
+    if err.get("type") == "extra_forbidden":
+        return f"{where}: unknown key {loc!r}; remove it or check the spelling"
+    key = f" key {loc!r}:" if loc else ""
+    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{where}:{key} {msg}{more}"
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    """Read a YAML config with the safe loader (no object construction)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InputError(f"{path}: config file not found; check the path") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{path}{line}: not valid YAML ({getattr(exc, 'problem', exc)}); fix the syntax") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: top level must be a mapping of keys, got {type(data).__name__}")
+    return data

@@ -1,0 +1,57 @@
+"""The embedded default: the real vLLM CPU build serving the project's tiny target/draft pair.
+
+The models live in the repository's models/ directory (weights committed), found from the package
+location or SPECMETER_MODELS_DIR. Greedy decoding so acceptance is deterministic and comparable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from specmeter.config import EngineSpec, LoadSpec, SpecConfig, SpecMethod
+from specmeter.errors import InputError
+from specmeter.runner import RunPlan, plan_phases
+from specmeter.workload import load_conversations
+
+TARGET = "demo-target"
+DRAFT = "demo-draft"
+# fp32: these CPUs may lack bf16 units; the demo must measure the model, not a slow dtype path.
+DEMO_DTYPE = "float32"
+# A small KV cache keeps two demo servers (and the tests) well inside a 24 GiB machine.
+DEMO_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2"}
+
+
+def models_dir() -> Path:
+    env = os.environ.get("SPECMETER_MODELS_DIR")
+    if env:
+        return Path(env)
+    for parent in Path(__file__).resolve().parents:
+        candidate = parent / "models"
+        if (candidate / TARGET).is_dir():
+            return candidate
+    raise InputError(
+        "demo models not found (models/demo-target); run from a clone of the specmeter repository "
+        "or set SPECMETER_MODELS_DIR to the directory that holds demo-target and demo-draft"
+    )
+
+
+def demo_engine(model: Path | None = None) -> EngineSpec:
+    return EngineSpec(
+        kind="vllm", model=str(model or models_dir() / TARGET), dtype=DEMO_DTYPE, max_model_len=2048,
+        env=dict(DEMO_ENV),
+    )
+
+
+def demo_spec(k: int = 4, draft: Path | None = None) -> SpecConfig:
+    return SpecConfig(method=SpecMethod.draft_model, num_speculative_tokens=k,
+                      draft_model=str(draft or models_dir() / DRAFT))
+
+
+def demo_plan(levels: list[int], num_prompts: int, k: int, max_tokens: int) -> tuple[RunPlan, str]:
+    engine, spec = demo_engine(), demo_spec(k)
+    load = LoadSpec(concurrency=levels, num_prompts=num_prompts, max_tokens=max_tokens, temperature=0.0, warmup=2)
+    convs, workload = load_conversations("sample", None, load)
+    plan = RunPlan(phases=plan_phases(engine, spec, baseline=True, baseline_endpoint=None), load=load,
+                   conversations=convs, workload=workload)
+    return plan, f"demo-{spec.label().replace(' ', '')}"

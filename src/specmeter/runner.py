@@ -1,0 +1,257 @@
+"""One benchmark run: for each phase (SD on, speculation off) launch or attach, sweep the load levels,
+snapshot the engine's counters around each level, and write everything to the run directory as it
+happens. The run summary is rewritten after every level, so a stop at any point loses nothing measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from specmeter import __version__
+from specmeter.analysis.speedup import compute_speedups
+from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from specmeter.data.model import Conversation
+from specmeter.engines.base import EngineAdapter
+from specmeter.engines.launcher import LaunchedServer, log_tail
+from specmeter.engines.registry import get_adapter
+from specmeter.errors import EngineError, RunIncomplete, SpecmeterError
+from specmeter.load.client import OpenAIClient
+from specmeter.load.records import RequestRecord
+from specmeter.load.scheduler import ErrorRateExceeded, count_requests, run_level
+from specmeter.metrics.latency import summarize_latency
+from specmeter.metrics.prometheus import Snapshot, parse_exposition
+from specmeter.metrics.sd_summary import summarize_sd
+from specmeter.results import LevelResult, PhaseResult, RunSummary
+from specmeter.store import RunStore, environment_info, model_fingerprint
+
+BASELINE = "baseline"
+SD = "sd"
+
+
+class Reporter(Protocol):
+    """Progress sink (the CLI draws bars; tests pass a silent one)."""
+
+    def phase_start(self, name: str, label: str) -> None: ...
+    def server_ready(self, name: str, seconds: float) -> None: ...
+    def level_start(self, phase: str, concurrency: int, total: int) -> None: ...
+    def request_done(self, record: RequestRecord) -> None: ...
+    def level_done(self, phase: str, level: LevelResult) -> None: ...
+    def note(self, message: str) -> None: ...
+
+
+class SilentReporter:
+    def phase_start(self, name: str, label: str) -> None: ...
+    def server_ready(self, name: str, seconds: float) -> None: ...
+    def level_start(self, phase: str, concurrency: int, total: int) -> None: ...
+    def request_done(self, record: RequestRecord) -> None: ...
+    def level_done(self, phase: str, level: LevelResult) -> None: ...
+    def note(self, message: str) -> None: ...
+
+
+@dataclass
+class PhasePlan:
+    name: str
+    spec: SpecConfig
+    engine: EngineSpec
+
+
+@dataclass
+class RunPlan:
+    phases: list[PhasePlan]
+    load: LoadSpec
+    conversations: list[Conversation]
+    workload: dict[str, Any] = field(default_factory=dict)
+    api_key: str | None = None
+    command: list[str] = field(default_factory=list)
+
+
+def plan_phases(engine: EngineSpec, spec: SpecConfig, baseline: bool, baseline_endpoint: str | None) -> list[PhasePlan]:
+    """SD first, then the same engine with speculation off (launch mode) or at baseline_endpoint."""
+    phases = [PhasePlan(SD if spec.enabled or not engine.launch else BASELINE, spec, engine)]
+    if not baseline or not spec.enabled:
+        return phases
+    if engine.launch:
+        phases.append(PhasePlan(BASELINE, SpecConfig(), engine))
+    elif baseline_endpoint:
+        phases.append(PhasePlan(BASELINE, SpecConfig(), engine.model_copy(update={"endpoint": baseline_endpoint})))
+    return phases
+
+
+class EngineDied(EngineError):
+    pass
+
+
+async def _snapshot(client: OpenAIClient) -> Snapshot | None:
+    try:
+        text = await client.get_text("/metrics")
+    except Exception:  # noqa: BLE001 - a server without /metrics is allowed; SD then comes per request
+        return None
+    return parse_exposition(text, taken_at=time.monotonic())
+
+
+async def _served_model(client: OpenAIClient, engine: EngineSpec) -> str:
+    if engine.served_model_name:
+        return engine.served_model_name
+    if engine.launch and engine.model:
+        return engine.model
+    try:
+        data = await client.get_json("/v1/models")
+        return str(data["data"][0]["id"])
+    except Exception as exc:  # noqa: BLE001
+        raise EngineError(
+            f"{engine.endpoint}/v1/models did not name a model ({type(exc).__name__}); pass --served-model-name"
+        ) from exc
+
+
+async def _run_phase(
+    plan: RunPlan,
+    phase: PhasePlan,
+    adapter: EngineAdapter,
+    base_url: str,
+    server: LaunchedServer | None,
+    store: RunStore,
+    reporter: Reporter,
+    result: PhaseResult,
+    on_level: Any,
+) -> None:
+    load = plan.load
+    async with OpenAIClient(base_url, adapter, api_key=plan.api_key, timeout_s=load.request_timeout_s) as client:
+        model = await _served_model(client, phase.engine)
+
+        def on_record(record: RequestRecord) -> None:
+            store.append(record)
+            reporter.request_done(record)
+            if server is not None and not record.ok and not server.alive():
+                raise EngineDied(
+                    f"the {adapter.name} server died during the run (last log lines of {server.log_path}):\n"
+                    f"{log_tail(server.log_path)}"
+                )
+
+        for concurrency in load.concurrency:
+            if load.warmup:
+                warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}"}) for c in plan.conversations[: load.warmup]]
+                await run_level(client, warm, min(concurrency, len(warm)), load, model, phase.name, on_record, warmup=True)
+            before = await _snapshot(client)
+            reporter.level_start(phase.name, concurrency, count_requests(plan.conversations))
+            level = await run_level(client, plan.conversations, concurrency, load, model, phase.name, on_record)
+            after = await _snapshot(client)
+            lr = LevelResult(
+                concurrency=concurrency,
+                latency=summarize_latency(level.records, level.wall_s),
+                sd=summarize_sd(adapter, before, after, level.records),
+            )
+            result.levels.append(lr)
+            reporter.level_done(phase.name, lr)
+            on_level()
+
+
+def execute(plan: RunPlan, store: RunStore, reporter: Reporter | None = None) -> RunSummary:
+    """Run every phase; always leaves summary.json consistent with what was measured."""
+    reporter = reporter or SilentReporter()
+    t0 = time.perf_counter()
+    first = plan.phases[0]
+    summary = RunSummary(
+        specmeter_version=__version__,
+        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        command=plan.command,
+        config={
+            "engine": first.engine.model_dump(mode="json"),
+            "spec": first.spec.model_dump(mode="json"),
+            "load": plan.load.model_dump(mode="json"),
+            "phases": [p.name for p in plan.phases],
+        },
+        workload=plan.workload,
+        models={"target": model_fingerprint(first.engine.model), "draft": model_fingerprint(first.spec.draft_model)},
+        environment=environment_info(),
+    )
+    store.write_summary(summary)
+    try:
+        for phase in plan.phases:
+            adapter = get_adapter(phase.engine.kind)
+            result = PhaseResult(
+                name=phase.name, spec_label=phase.spec.label(), spec=phase.spec.model_dump(mode="json"),
+                engine_version=adapter.version() if phase.engine.launch else None,
+            )
+            summary.phases.append(result)
+            reporter.phase_start(phase.name, phase.spec.label())
+            with ExitStack() as stack:
+                server: LaunchedServer | None = None
+                if phase.engine.launch:
+                    server = LaunchedServer(adapter, phase.engine, phase.spec, store.server_log(phase.name))
+                    result.server_command = server.command
+                    result.server_log = server.log_path.name
+                    store.write_summary(summary)
+                    stack.enter_context(server)
+                    result.startup_s = server.startup_seconds
+                    reporter.server_ready(phase.name, server.startup_seconds or 0.0)
+                    base_url = server.base_url
+                else:
+                    assert phase.engine.endpoint is not None
+                    base_url = phase.engine.endpoint
+                _run_async(_run_phase(plan, phase, adapter, base_url, server, store, reporter, result,
+                                      lambda: store.write_summary(summary)))
+        summary.speedup = compute_speedups(summary, store.read_records())
+        summary.status = "complete"
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+        _mark_incomplete(summary, "interrupted by the user (Ctrl-C or SIGTERM)")
+        raise RunIncomplete(f"run interrupted; what finished is in {store.root}; `specmeter run --resume {store.root}` completes it") from exc
+    except ErrorRateExceeded as exc:
+        _mark_incomplete(summary, str(exc))
+        raise RunIncomplete(f"stopped early: {exc}; results so far are in {store.root}") from exc
+    except SpecmeterError as exc:
+        _mark_incomplete(summary, str(exc))
+        raise
+    finally:
+        summary.wall_s = time.perf_counter() - t0
+        store.write_summary(summary)
+        store.close()
+    return summary
+
+
+def _mark_incomplete(summary: RunSummary, reason: str) -> None:
+    summary.status = "incomplete"
+    summary.incomplete_reason = reason
+
+
+def _run_async(coro: Any) -> None:
+    """asyncio.run with SIGTERM treated like Ctrl-C: cancel in-flight requests, then unwind."""
+    with asyncio.Runner() as runner:
+        loop = runner.get_loop()
+        task_holder: list[asyncio.Task[Any]] = []
+
+        def _cancel() -> None:
+            for t in task_holder:
+                t.cancel()
+
+        try:
+            loop.add_signal_handler(signal.SIGTERM, _cancel)
+        except (NotImplementedError, RuntimeError):  # not the main thread / not Unix
+            pass
+
+        async def main() -> None:
+            task_holder.append(asyncio.current_task())  # type: ignore[arg-type]
+            await coro
+
+        try:
+            runner.run(main())
+        finally:
+            try:
+                loop.remove_signal_handler(signal.SIGTERM)
+            except (NotImplementedError, RuntimeError):
+                pass
+
+
+def records_by_phase(records: Sequence[RequestRecord]) -> dict[tuple[str, int], list[RequestRecord]]:
+    out: dict[tuple[str, int], list[RequestRecord]] = {}
+    for r in records:
+        if not r.warmup:
+            out.setdefault((r.phase, r.concurrency), []).append(r)
+    return out
