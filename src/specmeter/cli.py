@@ -33,8 +33,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
+# Logs and CI are not terminals: give tables room instead of rich's 80-column default.
+console = Console(width=None if sys.stdout.isatty() else 150)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 API_KEY_ENV = ("SPECMETER_API_KEY", "OPENAI_API_KEY")
 
@@ -51,8 +52,19 @@ def _env_pairs(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise typer.BadParameter(f"{item!r}: give server environment as KEY=VALUE")
+            raise typer.BadParameter(f"{item!r}: give it as KEY=VALUE")
         out[key] = value
+    return out
+
+
+def _dataset_options(items: list[str]) -> dict[str, Any]:
+    """KEY=VALUE pairs; values that parse as JSON (numbers, true/false, lists) are taken as such."""
+    out: dict[str, Any] = {}
+    for key, value in _env_pairs(items).items():
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
     return out
 
 
@@ -99,6 +111,7 @@ def run(
     baseline_endpoint: Annotated[Optional[str], typer.Option(help="Attach mode: a server with speculation off, for the speedup.")] = None,
     dataset: Annotated[str, typer.Option(help="Workload: sample, jsonl, speed-bench, gsm8k, mt-bench, spec-bench, sonnet, random.")] = "sample",
     dataset_path: Annotated[Optional[str], typer.Option(help="File or directory of the dataset.")] = None,
+    dataset_option: Annotated[Optional[list[str]], typer.Option(help="Loader option KEY=VALUE (repeatable), e.g. input_len=256 for random/sonnet, config=qualitative for speed-bench.")] = None,
     category: Annotated[Optional[list[str]], typer.Option(help="Only these categories (repeatable).")] = None,
     num_prompts: Annotated[Optional[int], typer.Option(help="Conversations to send per level (stratified by category).")] = None,
     concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop concurrency levels, e.g. 1,4,16.")] = None,
@@ -119,9 +132,17 @@ def run(
     out: Annotated[Path, typer.Option(help="Directory that receives the run directory.")] = Path("runs"),
     name: Annotated[Optional[str], typer.Option(help="Run directory name (default: timestamp + label).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout instead of tables.")] = False,
+    resume: Annotated[Optional[Path], typer.Option(help="Finish an interrupted run directory (its own config is used; other flags are ignored).")] = None,
 ) -> None:
     """Benchmark one speculative config (and its speculation-off baseline) on a workload."""
     from specmeter.workload import load_conversations
+
+    if resume is not None:
+        from specmeter.resume import resume_plan
+
+        plan = resume_plan(resume, _api_key(api_key))
+        _execute(plan, resume, json_out)
+        return
 
     eng, sp, ld = build_plan_inputs(
         config,
@@ -134,7 +155,12 @@ def run(
          "max_tokens": max_tokens, "ignore_eos": ignore_eos, "temperature": temperature, "api": api,
          "warmup": warmup, "request_timeout_s": request_timeout, "max_error_rate": max_error_rate},
     )
-    convs, workload = load_conversations(dataset, dataset_path, ld, categories=category)
+    if eng.launch:
+        from specmeter.engines.preflight import check_local_models
+
+        check_local_models(eng, sp)
+    convs, workload = load_conversations(dataset, dataset_path, ld, categories=category,
+                                         options=_dataset_options(dataset_option or []))
     if ld.ignore_eos:
         err_console.print("[yellow]note: --ignore-eos forces output lengths; forced tails bias acceptance[/]")
     plan = RunPlan(
@@ -172,6 +198,32 @@ def demo(
     plan, label = demo_plan(_levels(concurrency), num_prompts, k, max_tokens)
     plan.command = ["specmeter", *sys.argv[1:]]
     _execute(plan, out / new_run_id(label), json_out=False)
+
+
+data_app = typer.Typer(help="Prepare benchmark datasets (run once, with network, before benchmarking).",
+                       no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("prepare")
+def data_prepare(
+    dataset: Annotated[str, typer.Argument(help="Dataset to prepare: speed-bench.")],
+    config: Annotated[str, typer.Option(help="qualitative, throughput_1k/2k/8k/16k/32k, or all.")] = "qualitative",
+    revision: Annotated[Optional[str], typer.Option(help="Dataset revision (commit) to pin.")] = None,
+    out: Annotated[Path, typer.Option(help="Output directory for the prepared JSONL files.")] = Path("data/speed-bench"),
+    seed: Annotated[int, typer.Option(help="Seed for anything sampled while filling rows.")] = 0,
+) -> None:
+    """Download a hub dataset with `datasets`, fill or drop placeholder rows, write JSONL + manifest."""
+    from specmeter.errors import InputError
+
+    if dataset != "speed-bench":
+        raise InputError(f"data prepare: unknown dataset {dataset!r}; available: speed-bench")
+    from specmeter.data.speed_bench_prepare import DEFAULT_REVISION, prepare
+
+    report = prepare(config, revision=revision or DEFAULT_REVISION, out_dir=out, seed=seed)
+    for line in report.lines():
+        console.print(line, highlight=False)
+    console.print(f"prepared into [cyan]{out}[/]; run: specmeter run --dataset speed-bench --dataset-path {out}")
 
 
 @app.command()

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from specmeter.metrics.categories import CategoryBreakdown
 from specmeter.metrics.latency import LatencySummary
 from specmeter.metrics.sd_summary import SDSummary
 
@@ -18,6 +19,9 @@ class LevelResult(BaseModel):
     concurrency: int
     latency: LatencySummary
     sd: SDSummary
+    categories: CategoryBreakdown | None = None
+    resumed: bool = Field(default=False, description="Finished by --resume on a new server: wall time and "
+                          "throughput span two servers; SD comes from per-request stats.")
 
 
 class PhaseResult(BaseModel):
@@ -29,6 +33,7 @@ class PhaseResult(BaseModel):
     engine_version: str | None = None
     server_command: list[str] | None = None
     server_log: str | None = None
+    server_pid: int | None = Field(default=None, description="Process (group) id of the launched server.")
     startup_s: float | None = None
     levels: list[LevelResult] = Field(default_factory=list)
 

@@ -26,6 +26,7 @@ from specmeter.errors import EngineError, RunIncomplete, SpecmeterError
 from specmeter.load.client import OpenAIClient
 from specmeter.load.records import RequestRecord
 from specmeter.load.scheduler import ErrorRateExceeded, count_requests, run_level
+from specmeter.metrics.categories import category_breakdown
 from specmeter.metrics.latency import summarize_latency
 from specmeter.metrics.prometheus import Snapshot, parse_exposition
 from specmeter.metrics.sd_summary import summarize_sd
@@ -71,6 +72,10 @@ class RunPlan:
     workload: dict[str, Any] = field(default_factory=dict)
     api_key: str | None = None
     command: list[str] = field(default_factory=list)
+    # Resume: the summary and records already on disk. Finished levels are kept as they are; an
+    # unfinished level re-sends only the conversations that have not fully succeeded.
+    prior: RunSummary | None = None
+    prior_records: list[RequestRecord] = field(default_factory=list)
 
 
 def plan_phases(engine: EngineSpec, spec: SpecConfig, baseline: bool, baseline_endpoint: str | None) -> list[PhasePlan]:
@@ -136,17 +141,35 @@ async def _run_phase(
                 )
 
         for concurrency in load.concurrency:
+            if result.level(concurrency) is not None:
+                continue  # finished before a resume
+            prior = [r for r in plan.prior_records
+                     if r.phase == phase.name and r.concurrency == concurrency and not r.warmup]
+            skip = completed_conversations(prior, plan.conversations)
             if load.warmup:
                 warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}"}) for c in plan.conversations[: load.warmup]]
                 await run_level(client, warm, min(concurrency, len(warm)), load, model, phase.name, on_record, warmup=True)
             before = await _snapshot(client)
             reporter.level_start(phase.name, concurrency, count_requests(plan.conversations))
-            level = await run_level(client, plan.conversations, concurrency, load, model, phase.name, on_record)
+            level = await run_level(client, plan.conversations, concurrency, load, model, phase.name, on_record, skip=skip)
             after = await _snapshot(client)
+            sd = summarize_sd(adapter, before, after, level.records)
+            records, wall = level.records, level.wall_s
+            if prior:
+                records = latest_records([*prior, *level.records])
+                wall += max((r.start_s + (r.e2e_s or 0.0) for r in prior), default=0.0)
+                if sd.available:
+                    sd = summarize_sd(adapter, None, None, records)
+                    sd.counters_invalid_reason = (
+                        "level finished by --resume on a new server: counter deltas cover only the resumed "
+                        "requests, so per-request stats are used"
+                    )
             lr = LevelResult(
                 concurrency=concurrency,
-                latency=summarize_latency(level.records, level.wall_s),
-                sd=summarize_sd(adapter, before, after, level.records),
+                latency=summarize_latency(records, wall),
+                sd=sd,
+                categories=category_breakdown(records),
+                resumed=bool(prior),
             )
             result.levels.append(lr)
             reporter.level_done(phase.name, lr)
@@ -158,29 +181,39 @@ def execute(plan: RunPlan, store: RunStore, reporter: Reporter | None = None) ->
     reporter = reporter or SilentReporter()
     t0 = time.perf_counter()
     first = plan.phases[0]
-    summary = RunSummary(
-        specmeter_version=__version__,
-        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        command=plan.command,
-        config={
-            "engine": first.engine.model_dump(mode="json"),
-            "spec": first.spec.model_dump(mode="json"),
-            "load": plan.load.model_dump(mode="json"),
-            "phases": [p.name for p in plan.phases],
-        },
-        workload=plan.workload,
-        models={"target": model_fingerprint(first.engine.model), "draft": model_fingerprint(first.spec.draft_model)},
-        environment=environment_info(),
-    )
+    if plan.prior is not None:
+        summary = plan.prior
+        summary.status, summary.incomplete_reason, summary.speedup = "running", None, []
+    else:
+        summary = RunSummary(
+            specmeter_version=__version__,
+            created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            command=plan.command,
+            config={
+                "engine": first.engine.model_dump(mode="json"),
+                "spec": first.spec.model_dump(mode="json"),
+                "load": plan.load.model_dump(mode="json"),
+                "baseline": [p.name for p in plan.phases] != [first.name],
+                "baseline_endpoint": next((p.engine.endpoint for p in plan.phases[1:] if not p.engine.launch), None),
+            },
+            workload=plan.workload,
+            models={"target": model_fingerprint(first.engine.model), "draft": model_fingerprint(first.spec.draft_model)},
+            environment=environment_info(),
+        )
     store.write_summary(summary)
     try:
         for phase in plan.phases:
             adapter = get_adapter(phase.engine.kind)
-            result = PhaseResult(
-                name=phase.name, spec_label=phase.spec.label(), spec=phase.spec.model_dump(mode="json"),
-                engine_version=adapter.version() if phase.engine.launch else None,
-            )
-            summary.phases.append(result)
+            result = summary.phase(phase.name)
+            if result is None:
+                label = phase.spec.label() if phase.engine.launch or phase.spec.enabled else "as the server runs"
+                result = PhaseResult(
+                    name=phase.name, spec_label=label, spec=phase.spec.model_dump(mode="json"),
+                    engine_version=adapter.version() if phase.engine.launch else None,
+                )
+                summary.phases.append(result)
+            if all(result.level(c) is not None for c in plan.load.concurrency):
+                continue  # finished before a resume: no server needed
             reporter.phase_start(phase.name, phase.spec.label())
             with ExitStack() as stack:
                 server: LaunchedServer | None = None
@@ -191,6 +224,7 @@ def execute(plan: RunPlan, store: RunStore, reporter: Reporter | None = None) ->
                     store.write_summary(summary)
                     stack.enter_context(server)
                     result.startup_s = server.startup_seconds
+                    result.server_pid = server.proc.pid if server.proc else None
                     reporter.server_ready(phase.name, server.startup_seconds or 0.0)
                     base_url = server.base_url
                 else:
@@ -198,7 +232,7 @@ def execute(plan: RunPlan, store: RunStore, reporter: Reporter | None = None) ->
                     base_url = phase.engine.endpoint
                 _run_async(_run_phase(plan, phase, adapter, base_url, server, store, reporter, result,
                                       lambda: store.write_summary(summary)))
-        summary.speedup = compute_speedups(summary, store.read_records())
+        summary.speedup = compute_speedups(summary, latest_records(store.read_records()))
         summary.status = "complete"
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
         _mark_incomplete(summary, "interrupted by the user (Ctrl-C or SIGTERM)")
@@ -206,6 +240,10 @@ def execute(plan: RunPlan, store: RunStore, reporter: Reporter | None = None) ->
     except ErrorRateExceeded as exc:
         _mark_incomplete(summary, str(exc))
         raise RunIncomplete(f"stopped early: {exc}; results so far are in {store.root}") from exc
+    except EngineDied as exc:
+        _mark_incomplete(summary, str(exc))
+        raise RunIncomplete(f"{exc}\nwhat finished is in {store.root}; `specmeter run --resume {store.root}` "
+                            "completes the run on a new server") from exc
     except SpecmeterError as exc:
         _mark_incomplete(summary, str(exc))
         raise
@@ -249,9 +287,15 @@ def _run_async(coro: Any) -> None:
                 pass
 
 
-def records_by_phase(records: Sequence[RequestRecord]) -> dict[tuple[str, int], list[RequestRecord]]:
-    out: dict[tuple[str, int], list[RequestRecord]] = {}
+def latest_records(records: Sequence[RequestRecord]) -> list[RequestRecord]:
+    """One record per (phase, level, conversation, turn): the last one written (a resume re-sends)."""
+    out: dict[tuple[str, int, str, int, bool], RequestRecord] = {}
     for r in records:
-        if not r.warmup:
-            out.setdefault((r.phase, r.concurrency), []).append(r)
-    return out
+        out[(r.phase, r.concurrency, r.conversation_id, r.turn, r.warmup)] = r
+    return list(out.values())
+
+
+def completed_conversations(records: Sequence[RequestRecord], conversations: Sequence[Conversation]) -> set[str]:
+    """Ids of conversations whose every turn has a successful record."""
+    ok = {(r.conversation_id, r.turn) for r in latest_records(records) if r.ok}
+    return {c.id for c in conversations if all((c.id, t) in ok for t in range(len(c.turns)))}

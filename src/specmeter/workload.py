@@ -29,6 +29,10 @@ def load_conversations(
     info = {
         "dataset": dataset,
         "path": path,
+        # What resume needs to rebuild the same selection.
+        "selection": {"categories": categories or None, "num_prompts": load.num_prompts, "seed": load.seed,
+                      "options": options or {}},
+        "conversation_ids": [c.id for c in chosen],
         "conversations": len(chosen),
         "requests": sum(len(c.turns) for c in chosen),
         "multi_turn": sum(1 for c in chosen if c.multi_turn),

@@ -32,7 +32,8 @@ def sd_table(summary: RunSummary) -> Table | None:
         return None
     t = Table(title="Speculative decoding (from the engine)", title_justify="left")
     for col in ("phase", "conc", "AL", "AR", "per-position a_i", "conditional c_i", "steps", "source", "check"):
-        t.add_column(col, justify="right" if col in {"conc", "AL", "AR", "steps"} else "left")
+        t.add_column(col, justify="right" if col in {"conc", "AL", "AR", "steps"} else "left",
+                     no_wrap=col not in {"per-position a_i", "conditional c_i"})
     for phase, lv, c in rows:
         check = "agree" if lv.sd.agree else ("DIFFER" if lv.sd.agree is False else "-")
         t.add_row(
@@ -43,22 +44,61 @@ def sd_table(summary: RunSummary) -> Table | None:
     return t
 
 
+def throughput_table(summary: RunSummary) -> Table:
+    t = Table(title="Throughput (warmup excluded)", title_justify="left")
+    for col in ("phase", "speculation", "conc", "ok/sent", "out tok/s", "req/s", "tok/chunk", "wall s"):
+        t.add_column(col, justify="left" if col in {"phase", "speculation"} else "right")
+    for phase in summary.phases:
+        for lv in phase.levels:
+            la = lv.latency
+            t.add_row(
+                phase.name, phase.spec_label, str(lv.concurrency), f"{la.num_ok}/{la.num_requests}",
+                _f(la.output_tokens_per_s, "{:.1f}"), _f(la.requests_per_s), _f(la.tokens_per_chunk),
+                _f(la.wall_s, "{:.1f}"),
+            )
+    return t
+
+
 def latency_table(summary: RunSummary) -> Table:
-    t = Table(title="Latency and throughput (ms; warmup excluded)", title_justify="left")
-    cols = ("phase", "conc", "ok/sent", "out tok/s", "req/s", "TTFT p50", "TTFT p99", "TPOT mean",
-            "TPOT p50", "TPOT p99", "ICL p50", "ITL/tok p50", "tok/chunk", "E2E p50")
+    t = Table(title="Latency, ms (ICL: gap between chunks; ITL: gap per token in the chunk)", title_justify="left")
+    cols = ("phase", "conc", "TTFT p50", "TTFT p99", "TPOT mean", "TPOT p50", "TPOT p99", "ICL p50",
+            "ITL p50", "E2E p50", "E2E p99")
     for col in cols:
         t.add_column(col, justify="left" if col == "phase" else "right")
     for phase in summary.phases:
         for lv in phase.levels:
             la = lv.latency
             t.add_row(
-                f"{phase.name} ({phase.spec_label})", str(lv.concurrency), f"{la.num_ok}/{la.num_requests}",
-                _f(la.output_tokens_per_s, "{:.1f}"), _f(la.requests_per_s), _ms(la.ttft_s.p50), _ms(la.ttft_s.p99),
-                _ms(la.tpot_s.mean), _ms(la.tpot_s.p50), _ms(la.tpot_s.p99), _ms(la.inter_chunk_s.p50),
-                _ms(la.itl_per_token_s.p50), _f(la.tokens_per_chunk), _ms(la.e2e_s.p50),
+                phase.name, str(lv.concurrency), _ms(la.ttft_s.p50), _ms(la.ttft_s.p99), _ms(la.tpot_s.mean),
+                _ms(la.tpot_s.p50), _ms(la.tpot_s.p99), _ms(la.inter_chunk_s.p50), _ms(la.itl_per_token_s.p50),
+                _ms(la.e2e_s.p50), _ms(la.e2e_s.p99),
             )
     return t
+
+
+def category_table(summary: RunSummary) -> Table | None:
+    """Per-category acceptance of the first level that has it (acceptance barely moves with load)."""
+    for phase in summary.phases:
+        for lv in phase.levels:
+            cb = lv.categories
+            if cb is None:
+                continue
+            t = Table(
+                title=f"Acceptance per category ({phase.name}, concurrency {lv.concurrency}, per-request stats)",
+                title_justify="left",
+            )
+            for col in ("category", "requests", "AL steps", "AL req-mean", "AR", "per-position a_i", "conditional c_i"):
+                t.add_column(col, justify="left" if col in {"category", "per-position a_i", "conditional c_i"} else "right")
+            for row in cb.categories:
+                t.add_row(row.category, str(row.requests), _f(row.al_step_weighted), _f(row.al_request_mean),
+                          _f(row.acceptance_rate), _rates(row.per_position_rate), _rates(row.conditional_rate))
+            t.add_section()
+            t.add_row("macro avg", "-", _f(cb.macro_al), "-", _f(cb.macro_ar), "", "")
+            p = cb.pooled
+            t.add_row("pooled", str(p.requests), _f(p.al_step_weighted), _f(p.al_request_mean),
+                      _f(p.acceptance_rate), _rates(p.per_position_rate), _rates(p.conditional_rate))
+            return t
+    return None
 
 
 def speedup_table(summary: RunSummary) -> Table | None:
@@ -120,7 +160,9 @@ def notes(summary: RunSummary) -> list[str]:
 def render(summary: RunSummary, console: Console | None = None) -> None:
     console = console or Console()
     parts: list[object] = []
-    for table in (sd_table(summary), latency_table(summary), speedup_table(summary)):
+    tables = (sd_table(summary), category_table(summary), throughput_table(summary), latency_table(summary),
+              speedup_table(summary))
+    for table in tables:
         if table is not None:
             parts.append(table)
     console.print(Group(*parts))  # type: ignore[arg-type]

@@ -1,0 +1,53 @@
+"""Checks that need no server: run before anything launches, so bad input fails in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from specmeter.config import EngineSpec, SpecConfig, SpecMethod
+from specmeter.errors import InputError
+from specmeter.store import file_sha256
+
+
+def _looks_local(ref: str) -> bool:
+    return ref.startswith(("/", "./", "../", "~")) or Path(ref).exists()
+
+
+def _read_config(model_dir: Path) -> dict[str, Any]:
+    path = model_dir / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{model_dir}: no config.json; point at a Hugging Face model directory") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); fix or re-download the model") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    return data
+
+
+def _tokenizer_fingerprint(model_dir: Path) -> str | None:
+    tok = model_dir / "tokenizer.json"
+    return file_sha256(tok) if tok.exists() else None
+
+
+def check_local_models(engine: EngineSpec, spec: SpecConfig) -> None:
+    """Local model paths exist; a draft model shares the target's vocabulary (same tokenizer)."""
+    target = Path(engine.model).expanduser() if engine.model and _looks_local(engine.model) else None
+    draft = Path(spec.draft_model).expanduser() if spec.draft_model and _looks_local(spec.draft_model) else None
+    for role, path in (("target model", target), ("draft model", draft)):
+        if path is not None and not path.is_dir():
+            raise InputError(f"{role} {path} does not exist; check the path (or pass a hub id)")
+    if target is None or draft is None or spec.method is not SpecMethod.draft_model:
+        return
+    t_cfg, d_cfg = _read_config(target), _read_config(draft)
+    t_vocab, d_vocab = t_cfg.get("vocab_size"), d_cfg.get("vocab_size")
+    t_tok, d_tok = _tokenizer_fingerprint(target), _tokenizer_fingerprint(draft)
+    if t_vocab != d_vocab or (t_tok and d_tok and t_tok != d_tok):
+        what = f"vocab_size {d_vocab} vs {t_vocab}" if t_vocab != d_vocab else "tokenizer.json differs"
+        raise InputError(
+            f"draft model {draft} uses a different tokenizer than target {target} ({what}); "
+            "draft_model speculation needs a draft trained on the target's tokenizer"
+        )
