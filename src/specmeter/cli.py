@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, get_type_hints
 
 import typer
 from rich.console import Console
@@ -133,6 +134,8 @@ def run(
     name: Annotated[Optional[str], typer.Option(help="Run directory name (default: timestamp + label).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout instead of tables.")] = False,
     resume: Annotated[Optional[Path], typer.Option(help="Finish an interrupted run directory (its own config is used; other flags are ignored).")] = None,
+    vocab_size: Annotated[Optional[int], typer.Option(help="compare-workloads: the target's vocabulary size (read from a local model if not given).")] = None,
+    compare_random: Annotated[bool, typer.Option(hidden=True)] = False,
 ) -> None:
     """Benchmark one speculative config (and its speculation-off baseline) on a workload."""
     from specmeter.workload import load_conversations
@@ -163,11 +166,32 @@ def run(
                                          options=_dataset_options(dataset_option or []))
     if ld.ignore_eos:
         err_console.print("[yellow]note: --ignore-eos forces output lengths; forced tails bias acceptance[/]")
+    phases = plan_phases(eng, sp, baseline, baseline_endpoint)
+    if compare_random:
+        from specmeter.compare import KIND, compare_phases, vocab_from_model
+
+        vocab, special = (vocab_size, []) if vocab_size else vocab_from_model(eng.model)
+        phases = compare_phases(eng, sp, ld, vocab, special, baseline_endpoint if baseline else None)
+        workload = {**workload, "kind": KIND, "vocab_size": vocab, "excluded_token_ids": special}
     plan = RunPlan(
-        phases=plan_phases(eng, sp, baseline, baseline_endpoint), load=ld, conversations=convs,
+        phases=phases, load=ld, conversations=convs,
         workload=workload, api_key=_api_key(api_key), command=["specmeter", *redact_argv(sys.argv[1:])],
     )
-    _execute(plan, out / (name or new_run_id(sp.label())), json_out)
+    _execute(plan, out / (name or new_run_id(("compare-" if compare_random else "") + sp.label())), json_out)
+
+
+def compare_workloads(**options: Any) -> None:
+    """Same engine config on a real dataset and on random tokens of matched lengths, side by side."""
+    run(**options, compare_random=True)
+
+
+# compare-workloads takes run's options (minus resume), so the two commands cannot drift apart.
+_run_hints = get_type_hints(run, include_extras=True)  # annotations are strings under `from __future__`
+compare_workloads.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [p.replace(annotation=_run_hints[name]) for name, p in inspect.signature(run).parameters.items()
+     if name not in {"resume", "compare_random"}]
+)
+app.command("compare-workloads")(compare_workloads)
 
 
 def _execute(plan: RunPlan, run_dir: Path, json_out: bool) -> None:

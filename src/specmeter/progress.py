@@ -30,7 +30,7 @@ class RichReporter:
         self.progress.stop()
 
     def phase_start(self, name: str, label: str) -> None:
-        self.progress.console.print(f"[bold]phase {name}[/]: speculation {label}")
+        self.progress.console.print(f"[bold]phase {name}[/] (speculation {label})")
 
     def server_ready(self, name: str, seconds: float) -> None:
         self.progress.console.print(f"  server ready in {seconds:.0f} s")

@@ -30,6 +30,7 @@ class PhaseResult(BaseModel):
     name: str
     spec_label: str
     spec: dict[str, Any]
+    workload: str = Field(default="main", description="Which workload this phase sent (compare-workloads).")
     engine_version: str | None = None
     server_command: list[str] | None = None
     server_log: str | None = None
@@ -51,6 +52,9 @@ class SpeedupResult(BaseModel):
     """SD against the same engine with speculation off, at one concurrency, on identical work."""
 
     concurrency: int
+    workload: str = "main"
+    sd_phase: str = "sd"
+    baseline_phase: str = "baseline"
     output_throughput: Ratio = Field(description="SD output tok/s / baseline output tok/s.")
     tpot: Ratio = Field(description="Baseline mean TPOT / SD mean TPOT (>1 means SD is faster).")
     ttft: Ratio = Field(description="Baseline mean TTFT / SD mean TTFT.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specmeter.compare import KIND, compare_phases
 from specmeter.config import EngineSpec, LoadSpec, SpecConfig, build_model
 from specmeter.errors import InputError
 from specmeter.runner import RunPlan, plan_phases
@@ -29,7 +30,11 @@ def resume_plan(run_dir: Path, api_key: str | None) -> RunPlan:
             f"{run_dir}: the workload {wl['dataset']} ({wl.get('path') or 'built-in'}) no longer gives the same "
             "conversations as when the run started; restore that dataset file or start a new run"
         )
-    phases = plan_phases(engine, spec, bool(cfg.get("baseline")), cfg.get("baseline_endpoint"))
+    if wl.get("kind") == KIND:
+        phases = compare_phases(engine, spec, load, int(wl["vocab_size"]), wl.get("excluded_token_ids") or [],
+                                cfg.get("baseline_endpoint"))
+    else:
+        phases = plan_phases(engine, spec, bool(cfg.get("baseline")), cfg.get("baseline_endpoint"))
     return RunPlan(
         phases=phases, load=load, conversations=convs, workload=wl, api_key=api_key,
         command=summary.command, prior=summary, prior_records=RunStore(run_dir).read_records(),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -59,9 +59,21 @@ class SilentReporter:
 
 @dataclass
 class PhasePlan:
+    """One engine configuration on one workload. Consecutive phases with the same server share it."""
+
     name: str
     spec: SpecConfig
     engine: EngineSpec
+    workload: str = "main"
+    # None: the run's conversations. `derive` builds them at phase start from the records already
+    # written (e.g. random tokens matched to a real workload's measured lengths).
+    conversations: list[Conversation] | None = None
+    derive: Callable[[list[RequestRecord]], list[Conversation]] | None = None
+    load: LoadSpec | None = None
+    server_name: str | None = None  # names the server log; defaults to the phase name
+
+    def server_key(self) -> str:
+        return self.engine.model_dump_json() + self.spec.model_dump_json()
 
 
 @dataclass
@@ -127,7 +139,8 @@ async def _run_phase(
     result: PhaseResult,
     on_level: Any,
 ) -> None:
-    load = plan.load
+    load = phase.load or plan.load
+    conversations = phase.conversations if phase.conversations is not None else plan.conversations
     async with OpenAIClient(base_url, adapter, api_key=plan.api_key, timeout_s=load.request_timeout_s) as client:
         model = await _served_model(client, phase.engine)
 
@@ -145,13 +158,13 @@ async def _run_phase(
                 continue  # finished before a resume
             prior = [r for r in plan.prior_records
                      if r.phase == phase.name and r.concurrency == concurrency and not r.warmup]
-            skip = completed_conversations(prior, plan.conversations)
+            skip = completed_conversations(prior, conversations)
             if load.warmup:
-                warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}"}) for c in plan.conversations[: load.warmup]]
+                warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}"}) for c in conversations[: load.warmup]]
                 await run_level(client, warm, min(concurrency, len(warm)), load, model, phase.name, on_record, warmup=True)
             before = await _snapshot(client)
-            reporter.level_start(phase.name, concurrency, count_requests(plan.conversations))
-            level = await run_level(client, plan.conversations, concurrency, load, model, phase.name, on_record, skip=skip)
+            reporter.level_start(phase.name, concurrency, count_requests(conversations))
+            level = await run_level(client, conversations, concurrency, load, model, phase.name, on_record, skip=skip)
             after = await _snapshot(client)
             sd = summarize_sd(adapter, before, after, level.records)
             records, wall = level.records, level.wall_s
@@ -202,36 +215,8 @@ def execute(plan: RunPlan, store: RunStore, reporter: Reporter | None = None) ->
         )
     store.write_summary(summary)
     try:
-        for phase in plan.phases:
-            adapter = get_adapter(phase.engine.kind)
-            result = summary.phase(phase.name)
-            if result is None:
-                label = phase.spec.label() if phase.engine.launch or phase.spec.enabled else "as the server runs"
-                result = PhaseResult(
-                    name=phase.name, spec_label=label, spec=phase.spec.model_dump(mode="json"),
-                    engine_version=adapter.version() if phase.engine.launch else None,
-                )
-                summary.phases.append(result)
-            if all(result.level(c) is not None for c in plan.load.concurrency):
-                continue  # finished before a resume: no server needed
-            reporter.phase_start(phase.name, phase.spec.label())
-            with ExitStack() as stack:
-                server: LaunchedServer | None = None
-                if phase.engine.launch:
-                    server = LaunchedServer(adapter, phase.engine, phase.spec, store.server_log(phase.name))
-                    result.server_command = server.command
-                    result.server_log = server.log_path.name
-                    store.write_summary(summary)
-                    stack.enter_context(server)
-                    result.startup_s = server.startup_seconds
-                    result.server_pid = server.proc.pid if server.proc else None
-                    reporter.server_ready(phase.name, server.startup_seconds or 0.0)
-                    base_url = server.base_url
-                else:
-                    assert phase.engine.endpoint is not None
-                    base_url = phase.engine.endpoint
-                _run_async(_run_phase(plan, phase, adapter, base_url, server, store, reporter, result,
-                                      lambda: store.write_summary(summary)))
+        for group in group_phases(plan.phases):
+            _run_group(plan, group, summary, store, reporter)
         summary.speedup = compute_speedups(summary, latest_records(store.read_records()))
         summary.status = "complete"
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:
@@ -247,11 +232,71 @@ def execute(plan: RunPlan, store: RunStore, reporter: Reporter | None = None) ->
     except SpecmeterError as exc:
         _mark_incomplete(summary, str(exc))
         raise
+    except Exception as exc:
+        _mark_incomplete(summary, f"internal error: {type(exc).__name__}: {exc}")
+        raise
     finally:
         summary.wall_s = time.perf_counter() - t0
         store.write_summary(summary)
         store.close()
     return summary
+
+
+def group_phases(phases: Sequence[PhasePlan]) -> list[list[PhasePlan]]:
+    """Consecutive phases with the same engine and speculative config run on one server."""
+    groups: list[list[PhasePlan]] = []
+    for phase in phases:
+        if groups and groups[-1][0].server_key() == phase.server_key():
+            groups[-1].append(phase)
+        else:
+            groups.append([phase])
+    return groups
+
+
+def _phase_result(summary: RunSummary, phase: PhasePlan, adapter: EngineAdapter) -> PhaseResult:
+    result = summary.phase(phase.name)
+    if result is None:
+        label = phase.spec.label() if phase.engine.launch or phase.spec.enabled else "as the server runs"
+        result = PhaseResult(
+            name=phase.name, spec_label=label, spec=phase.spec.model_dump(mode="json"), workload=phase.workload,
+            engine_version=adapter.version() if phase.engine.launch else None,
+        )
+        summary.phases.append(result)
+    return result
+
+
+def _run_group(plan: RunPlan, group: list[PhasePlan], summary: RunSummary, store: RunStore, reporter: Reporter) -> None:
+    """Start (or attach to) one server and run each of the group's unfinished phases on it."""
+    head = group[0]
+    adapter = get_adapter(head.engine.kind)
+    results = [_phase_result(summary, p, adapter) for p in group]
+    pending = [(p, r) for p, r in zip(group, results)
+               if not all(r.level(c) is not None for c in (p.load or plan.load).concurrency)]
+    if not pending:
+        return  # finished before a resume: no server needed
+    with ExitStack() as stack:
+        server: LaunchedServer | None = None
+        if head.engine.launch:
+            server = LaunchedServer(adapter, head.engine, head.spec, store.server_log(head.server_name or head.name))
+            for r in results:
+                r.server_command, r.server_log = server.command, server.log_path.name
+            store.write_summary(summary)
+            reporter.note(f"starting {adapter.name} server: speculation {head.spec.label()}")
+            stack.enter_context(server)
+            for r in results:
+                r.startup_s = server.startup_seconds
+                r.server_pid = server.proc.pid if server.proc else None
+            reporter.server_ready(head.name, server.startup_seconds or 0.0)
+            base_url = server.base_url
+        else:
+            assert head.engine.endpoint is not None
+            base_url = head.engine.endpoint
+        for phase, result in pending:
+            if phase.derive is not None:
+                phase.conversations = phase.derive(latest_records(store.read_records()))
+            reporter.phase_start(phase.name, result.spec_label)
+            _run_async(_run_phase(plan, phase, adapter, base_url, server, store, reporter, result,
+                                  lambda: store.write_summary(summary)))
 
 
 def _mark_incomplete(summary: RunSummary, reason: str) -> None:

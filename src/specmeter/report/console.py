@@ -105,8 +105,8 @@ def speedup_table(summary: RunSummary) -> Table | None:
     if not summary.speedup:
         return None
     t = Table(title="Speedup: SD vs the same engine with speculation off (95% CI)", title_justify="left")
-    for col in ("conc", "output tok/s", "TPOT", "TTFT", "verdict"):
-        t.add_column(col, justify="right" if col != "verdict" else "left")
+    for col in ("workload", "conc", "output tok/s", "TPOT", "TTFT", "verdict"):
+        t.add_column(col, justify="right" if col not in {"verdict", "workload"} else "left")
     for s in summary.speedup:
         thr = s.output_throughput
         verdict = "-"
@@ -119,9 +119,35 @@ def speedup_table(summary: RunSummary) -> Table | None:
                 verdict = "no clear difference"
         if not s.same_work:
             verdict += " (unequal work!)"
-        t.add_row(str(s.concurrency), _ratio(thr.value, thr.ci95_low, thr.ci95_high),
+        t.add_row(s.workload, str(s.concurrency), _ratio(thr.value, thr.ci95_low, thr.ci95_high),
                   _ratio(s.tpot.value, s.tpot.ci95_low, s.tpot.ci95_high),
                   _ratio(s.ttft.value, s.ttft.ci95_low, s.ttft.ci95_high), verdict)
+    return t
+
+
+def workload_bias_table(summary: RunSummary) -> Table | None:
+    """compare-workloads: real data against random tokens of matched lengths, per concurrency."""
+    if not any(p.workload == "random" for p in summary.phases):
+        return None
+    speed = {(s.workload, s.concurrency): s.output_throughput.value for s in summary.speedup}
+    sd_by_workload = {p.workload: p for p in summary.phases if p.spec_label != "off"}
+    real, rnd = sd_by_workload.get("main"), sd_by_workload.get("random")
+    if real is None or rnd is None:
+        return None
+    t = Table(title="Real data vs random tokens of matched lengths (synthetic bias)", title_justify="left")
+    for col in ("conc", "AL real", "AL random", "SD tok/s real", "SD tok/s random", "speedup real",
+                "speedup random", "random overstates speedup by"):
+        t.add_column(col, justify="right")
+    for lv in real.levels:
+        rl = rnd.level(lv.concurrency)
+        if rl is None:
+            continue
+        a, b = lv.sd.headline, rl.sd.headline
+        s_real, s_rnd = speed.get(("main", lv.concurrency)), speed.get(("random", lv.concurrency))
+        bias = f"{(s_rnd / s_real - 1) * 100:+.0f}%" if s_real and s_rnd else "-"
+        t.add_row(str(lv.concurrency), _f(a.acceptance_length if a else None), _f(b.acceptance_length if b else None),
+                  _f(lv.latency.output_tokens_per_s, "{:.1f}"), _f(rl.latency.output_tokens_per_s, "{:.1f}"),
+                  _ratio(s_real, None, None), _ratio(s_rnd, None, None), bias)
     return t
 
 
@@ -161,7 +187,7 @@ def render(summary: RunSummary, console: Console | None = None) -> None:
     console = console or Console()
     parts: list[object] = []
     tables = (sd_table(summary), category_table(summary), throughput_table(summary), latency_table(summary),
-              speedup_table(summary))
+              speedup_table(summary), workload_bias_table(summary))
     for table in tables:
         if table is not None:
             parts.append(table)
