@@ -158,8 +158,8 @@ class VLLMAdapter(EngineAdapter):
 
     def sd_from_counters(self, delta: CounterDelta) -> SDCounts | None:
         required = (DRAFTS, DRAFT_TOKENS, ACCEPTED)
-        if any(name in delta.missing for name in required):
-            return None
+        if not delta.valid or any(name in delta.missing for name in required):
+            return None  # counters went down (restart): the delta means nothing; never negative counts
         drafted_pos = _position_list(delta.series(DRAFT_TOKENS_PER_POS)) if DRAFT_TOKENS_PER_POS not in delta.missing else []
         return SDCounts(
             source="counters",

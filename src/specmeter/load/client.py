@@ -53,7 +53,12 @@ class StreamError(Exception):
 def _content_of(choice: dict[str, Any]) -> str:
     delta = choice.get("delta")
     if isinstance(delta, dict):
-        return delta.get("content") or delta.get("reasoning_content") or ""
+        # vLLM 0.32 streams reasoning as `reasoning`; `reasoning_content` is the older name.
+        for key in ("content", "reasoning", "reasoning_content"):
+            value = delta.get(key)
+            if isinstance(value, str) and value:
+                return value
+        return ""
     text = choice.get("text")
     return text if isinstance(text, str) else ""
 
@@ -68,7 +73,7 @@ def parse_sse_line(line: bytes, t_rel: float, out: StreamResult) -> None:
         return
     try:
         obj = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise StreamError("malformed", f"stream line is not JSON: {data[:80]!r}") from exc
     if not isinstance(obj, dict):
         raise StreamError("malformed", f"stream event is not a JSON object: {data[:80]!r}")

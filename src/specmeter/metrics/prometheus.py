@@ -53,8 +53,9 @@ def parse_exposition(text: str, taken_at: float = 0.0) -> Snapshot:
                 acc[sample.name][series_key(dict(sample.labels))] += value
     except Exception as exc:  # the parser raises ValueError/TypeError/IndexError on garbage
         first = text.strip().splitlines()[0][:80] if text.strip() else "<empty>"
+        detail = " ".join(str(exc).split())  # keep the error on one line
         raise EngineError(
-            f"/metrics returned text that is not Prometheus exposition ({type(exc).__name__}: {exc}); "
+            f"/metrics returned text that is not Prometheus exposition ({type(exc).__name__}: {detail}); "
             f"first line: {first!r}; check that --endpoint points at the engine's server"
         ) from exc
     return Snapshot(taken_at=taken_at, samples={k: dict(v) for k, v in acc.items()})
@@ -82,6 +83,7 @@ def counter_delta(before: Snapshot, after: Snapshot, names: list[str]) -> Counte
     """Difference named counters; series new in `after` count from zero (vLLM creates lazily)."""
     out = CounterDelta()
     decreased: list[str] = []
+    restarted = _restarted_series(before, after, names)
     for name in names:
         if not after.has(name):
             out.missing.append(name)
@@ -102,4 +104,25 @@ def counter_delta(before: Snapshot, after: Snapshot, names: list[str]) -> Counte
             "counters went down between snapshots (the server restarted during the run): "
             + ", ".join(decreased[:4])
         )
+    elif restarted:
+        out.invalid_reason = (
+            "counters were re-created between snapshots (their _created time changed: the server restarted "
+            "during the run): " + ", ".join(restarted[:4])
+        )
+    return out
+
+
+def _restarted_series(before: Snapshot, after: Snapshot, names: list[str]) -> list[str]:
+    """Counters whose `_created` twin changed: a restart even when later traffic hid the drop.
+
+    Replicas are summed per series, so a changed sum of creation times is a changed member."""
+    out: list[str] = []
+    for name in names:
+        if not name.endswith("_total"):
+            continue
+        created = name[: -len("_total")] + "_created"
+        b, a = before.series(created), after.series(created)
+        for key, value in a.items():
+            if key in b and value != b[key]:
+                out.append(f"{name}{{{key}}}" if key else name)
     return out

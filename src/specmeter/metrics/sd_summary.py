@@ -81,7 +81,7 @@ def summarize_sd(
         else:
             delta = counter_delta(before, after, adapter.sd_counter_names)
             invalid = delta.invalid_reason
-            counters = adapter.sd_from_counters(delta)
+            counters = adapter.sd_from_counters(delta) if invalid is None else None
             if counters is None and invalid is None:
                 invalid = "SD counters missing from /metrics after the run: " + ", ".join(delta.missing)
             foreign = _foreign_traffic(adapter, before, after, measured)
