@@ -48,6 +48,14 @@ def _levels(text: str) -> list[int]:
         raise typer.BadParameter(f"{text!r}: give concurrency levels as integers, e.g. 1,4,16") from None
 
 
+def _range(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition(":")
+    try:
+        return int(lo), int(hi)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: give a token range as LO:HI, e.g. 0:512") from None
+
+
 def _env_pairs(items: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in items:
@@ -115,6 +123,8 @@ def run(
     dataset_option: Annotated[Optional[list[str]], typer.Option(help="Loader option KEY=VALUE (repeatable), e.g. input_len=256 for random/sonnet, config=qualitative for speed-bench.")] = None,
     category: Annotated[Optional[list[str]], typer.Option(help="Only these categories (repeatable).")] = None,
     num_prompts: Annotated[Optional[int], typer.Option(help="Conversations to send per level (stratified by category).")] = None,
+    input_len: Annotated[Optional[str], typer.Option(help="Keep prompts with LO <= input tokens < HI (target's tokenizer), e.g. 0:512.")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option(help="Tokenizer for --input-len (default: --model).")] = None,
     concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop concurrency levels, e.g. 1,4,16.")] = None,
     max_tokens: Annotated[Optional[int], typer.Option(help="Output cap per request.")] = None,
     ignore_eos: Annotated[Optional[bool], typer.Option(help="Force max-tokens outputs (biases acceptance).")] = None,
@@ -163,9 +173,11 @@ def run(
 
         check_local_models(eng, sp)
     convs, workload = load_conversations(dataset, dataset_path, ld, categories=category,
-                                         options=_dataset_options(dataset_option or []))
-    if ld.ignore_eos:
-        err_console.print("[yellow]note: --ignore-eos forces output lengths; forced tails bias acceptance[/]")
+                                         options=_dataset_options(dataset_option or []),
+                                         input_len=_range(input_len) if input_len else None,
+                                         tokenizer=tokenizer or eng.model)
+    if warning := ld.output_policy.warning():
+        err_console.print(f"[yellow]note: {warning}[/]")
     phases = plan_phases(eng, sp, baseline, baseline_endpoint)
     if compare_random:
         from specmeter.compare import KIND, compare_phases, vocab_from_model

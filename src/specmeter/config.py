@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from specmeter.data.selection import OutputPolicy
 from specmeter.errors import InputError
 
 
@@ -153,6 +154,10 @@ class LoadSpec(StrictModel):
     seed: int = 0
     request_timeout_s: float = Field(default=300.0, gt=0)
     max_error_rate: float = Field(default=0.5, ge=0.0, le=1.0)
+
+    @property
+    def output_policy(self) -> OutputPolicy:
+        return OutputPolicy(mode="fixed" if self.ignore_eos else "natural", max_tokens=self.max_tokens)
 
     @field_validator("concurrency")
     @classmethod

@@ -23,8 +23,10 @@ def resume_plan(run_dir: Path, api_key: str | None) -> RunPlan:
     load = build_model(LoadSpec, cfg.get("load"), f"{where}: load")
     wl = summary.workload
     sel = wl.get("selection") or {}
+    input_len = sel.get("input_len")
     convs, _ = load_conversations(wl["dataset"], wl.get("path"), load, categories=sel.get("categories"),
-                                  options=sel.get("options") or {})
+                                  options=sel.get("options") or {},
+                                  input_len=tuple(input_len) if input_len else None, tokenizer=sel.get("tokenizer"))
     if [c.id for c in convs] != wl.get("conversation_ids"):
         raise InputError(
             f"{run_dir}: the workload {wl['dataset']} ({wl.get('path') or 'built-in'}) no longer gives the same "

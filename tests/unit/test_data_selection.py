@@ -114,6 +114,10 @@ def test_output_policy() -> None:
     assert natural.warning() is None
     assert "ignore_eos" in fixed.warning() and "acceptance" in fixed.warning()
     assert natural.request_fields(capped) == {"max_tokens": 50}
-    assert fixed.request_fields(capped) == {"max_tokens": 200, "min_tokens": 200, "ignore_eos": True}
+    # Fixed mode forces the item's own length when the workload sets one, else the policy's.
+    assert fixed.request_fields(capped) == {"max_tokens": 50, "min_tokens": 50, "ignore_eos": True}
+    free = Conversation(id="f", turns=["x"])
+    assert fixed.request_fields(free) == {"max_tokens": 200, "min_tokens": 200, "ignore_eos": True}
+    assert natural.request_fields(free) == {"max_tokens": 200}
     with pytest.raises(ValueError):
         OutputPolicy(max_tokens=0)

@@ -156,10 +156,13 @@ class OutputPolicy(BaseModel):
     max_tokens: int = Field(default=512, gt=0)
 
     def max_tokens_for(self, conversation: Conversation) -> int:
-        """A per-item cap from the dataset applies in natural mode; fixed mode forces the policy's length."""
-        if self.mode == "natural" and conversation.max_tokens is not None:
+        """natural: the smaller of the item's own cap and the policy's. fixed: the item's own length when
+        the workload sets one (random prompts matched to measured lengths), else the policy's."""
+        if conversation.max_tokens is None:
+            return self.max_tokens
+        if self.mode == "natural":
             return min(conversation.max_tokens, self.max_tokens)
-        return self.max_tokens
+        return conversation.max_tokens
 
     def request_fields(self, conversation: Conversation) -> dict[str, int | bool]:
         """Sampling fields for an OpenAI-compatible request (ignore_eos/min_tokens are vLLM extensions)."""

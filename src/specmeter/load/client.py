@@ -73,7 +73,7 @@ def parse_sse_line(line: bytes, t_rel: float, out: StreamResult) -> None:
         return
     try:
         obj = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, huge ints, deep nesting
         raise StreamError("malformed", f"stream line is not JSON: {data[:80]!r}") from exc
     if not isinstance(obj, dict):
         raise StreamError("malformed", f"stream event is not a JSON object: {data[:80]!r}")

@@ -19,7 +19,7 @@ def build_request(
     """The request for `conv.turns[turn]`; `history` holds the model's replies to turns 0..turn-1."""
     body: dict[str, Any] = {
         "model": model,
-        "max_tokens": conv.max_tokens or load.max_tokens,
+        **load.output_policy.request_fields(conv),
         "temperature": load.temperature,
         "stream": True,
         # continuous usage gives cumulative completion_tokens per chunk: exact tokens per chunk.
@@ -29,9 +29,6 @@ def build_request(
         body["top_p"] = load.top_p
     if load.temperature > 0:
         body["seed"] = load.seed
-    if load.ignore_eos:
-        body["ignore_eos"] = True
-        body["min_tokens"] = body["max_tokens"]
     if conv.prompt_token_ids is not None:
         body["prompt"] = conv.prompt_token_ids
         return RequestSpec("/v1/completions", body)
