@@ -19,6 +19,11 @@ def resume_plan(run_dir: Path, api_key: str | None) -> RunPlan:
     where = f"{run_dir}/summary.json"
     cfg = summary.config
     engine = build_model(EngineSpec, cfg.get("engine"), f"{where}: engine")
+    if any("***" in arg for arg in engine.extra_args):
+        raise InputError(
+            f"{run_dir}: the server was launched with a secret engine argument that specmeter never stores "
+            "(e.g. --api-key); it cannot be relaunched from the run directory: start a new run"
+        )
     spec = build_model(SpecConfig, cfg.get("spec"), f"{where}: spec")
     load = build_model(LoadSpec, cfg.get("load"), f"{where}: load")
     wl = summary.workload

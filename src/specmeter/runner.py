@@ -31,7 +31,7 @@ from specmeter.metrics.latency import summarize_latency
 from specmeter.metrics.prometheus import Snapshot, parse_exposition
 from specmeter.metrics.sd_summary import summarize_sd
 from specmeter.results import LevelResult, PhaseResult, RunSummary
-from specmeter.store import RunStore, environment_info, model_fingerprint
+from specmeter.store import RunStore, redact_argv, redact_env, environment_info, model_fingerprint
 
 BASELINE = "baseline"
 SD = "sd"
@@ -203,7 +203,8 @@ def execute(plan: RunPlan, store: RunStore, reporter: Reporter | None = None) ->
             created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             command=plan.command,
             config={
-                "engine": first.engine.model_dump(mode="json"),
+                "engine": {**first.engine.model_dump(mode="json"), "extra_args": redact_argv(first.engine.extra_args),
+                           "env": redact_env(first.engine.env)},
                 "spec": first.spec.model_dump(mode="json"),
                 "load": plan.load.model_dump(mode="json"),
                 "baseline": [p.name for p in plan.phases] != [first.name],
@@ -277,9 +278,10 @@ def _run_group(plan: RunPlan, group: list[PhasePlan], summary: RunSummary, store
     with ExitStack() as stack:
         server: LaunchedServer | None = None
         if head.engine.launch:
-            server = LaunchedServer(adapter, head.engine, head.spec, store.server_log(head.server_name or head.name))
+            server = LaunchedServer(adapter, head.engine, head.spec, store.server_log(head.server_name or head.name),
+                                    api_key=plan.api_key)
             for r in results:
-                r.server_command, r.server_log = server.command, server.log_path.name
+                r.server_command, r.server_log = redact_argv(server.command), server.log_path.name
             store.write_summary(summary)
             reporter.note(f"starting {adapter.name} server: speculation {head.spec.label()}")
             stack.enter_context(server)

@@ -147,6 +147,14 @@ def environment_info() -> dict[str, Any]:
     }
 
 
+SECRET_ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    """Environment for the record: values of secret-looking variables replaced."""
+    return {k: "***" if any(w in k.upper() for w in SECRET_ENV_WORDS) else v for k, v in env.items()}
+
+
 def redact_argv(argv: list[str], secret_flags: tuple[str, ...] = ("--api-key",)) -> list[str]:
     """The command line with secret flag values replaced, safe to write into results."""
     out: list[str] = []
@@ -155,13 +163,16 @@ def redact_argv(argv: list[str], secret_flags: tuple[str, ...] = ("--api-key",))
         if hide_next:
             out.append("***")
             hide_next = False
-        elif arg in secret_flags:
+            continue
+        if any(arg == f or arg.endswith("=" + f) for f in secret_flags):  # --api-key, --engine-arg=--api-key
             out.append(arg)
             hide_next = True
-        elif any(arg.startswith(f + "=") for f in secret_flags):
-            out.append(arg.split("=", 1)[0] + "=***")
-        else:
-            out.append(arg)
+            continue
+        for f in secret_flags:  # --api-key=KEY, --engine-arg=--api-key=KEY
+            i = arg.find(f + "=")
+            if i >= 0:
+                arg = arg[: i + len(f) + 1] + "***"
+        out.append(arg)
     return out
 
 

@@ -23,6 +23,10 @@ class EngineAdapter(ABC):
         """Extra environment for a launched server (on top of the caller's)."""
         return dict(engine.env)
 
+    def api_key_env(self, api_key: str) -> dict[str, str]:
+        """Environment that makes a launched server require `api_key` (empty: engine cannot)."""
+        return {}
+
     @abstractmethod
     def version(self) -> str | None:
         """Installed engine version, or None when the engine is not installed here."""

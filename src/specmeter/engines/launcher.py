@@ -39,9 +39,10 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         return ""
 
 
-def _get_ok(url: str, timeout: float = 2.0) -> bool:
+def _get_ok(url: str, api_key: str | None = None, timeout: float = 2.0) -> bool:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (our own loopback URL)
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 (our own loopback URL)
             return 200 <= resp.status < 300
     except (urllib.error.URLError, OSError, ValueError):
         return False
@@ -56,8 +57,11 @@ class LaunchedServer:
         engine: EngineSpec,
         spec: SpecConfig,
         log_path: Path,
+        api_key: str | None = None,
     ) -> None:
         self.adapter = adapter
+        # Passed through the environment, never the command line: it must not reach logs or results.
+        self._api_key = api_key
         self.engine = engine
         self.spec = spec
         self.log_path = log_path
@@ -72,6 +76,8 @@ class LaunchedServer:
     def start(self) -> LaunchedServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.adapter.server_env(self.engine)}
+        if self._api_key:
+            env.update(self.adapter.api_key_env(self._api_key))
         with self.log_path.open("ab") as log:
             log.write(f"# specmeter: launching {self.adapter.name}: {' '.join(self.command)}\n".encode())
             # A new session = a new process group: stop() can signal the server and all its workers.
@@ -97,7 +103,7 @@ class LaunchedServer:
                     f"{self.adapter.name} server exited with code {code} while starting; "
                     f"its last log lines ({self.log_path}):\n{log_tail(self.log_path)}"
                 )
-            if _get_ok(f"{self.base_url}/health") and _get_ok(f"{self.base_url}/v1/models"):
+            if _get_ok(f"{self.base_url}/health") and _get_ok(f"{self.base_url}/v1/models", self._api_key):
                 self.startup_seconds = time.monotonic() - t0
                 return
             time.sleep(1.0)

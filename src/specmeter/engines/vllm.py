@@ -148,6 +148,9 @@ class VLLMAdapter(EngineAdapter):
         env.update(engine.env)
         return env
 
+    def api_key_env(self, api_key: str) -> dict[str, str]:
+        return {"VLLM_API_KEY": api_key}
+
     @property
     def sd_counter_names(self) -> list[str]:
         return [DRAFTS, DRAFT_TOKENS, ACCEPTED, ACCEPTED_PER_POS, DRAFT_TOKENS_PER_POS]

@@ -83,6 +83,10 @@ def parse_sse_line(line: bytes, t_rel: float, out: StreamResult) -> None:
         raise StreamError("stream_error", f"server error in stream: {str(msg)[:ERROR_BODY_CHARS]}")
     usage = obj.get("usage")
     if isinstance(usage, dict):
+        for key in ("prompt_tokens", "completion_tokens"):
+            val = usage.get(key)
+            if val is not None and (not isinstance(val, int) or isinstance(val, bool) or val < 0):
+                raise StreamError("malformed", f"usage.{key} is {str(val)[:40]!r}, not a token count")
         out.usage = usage
     choices = obj.get("choices")
     if not isinstance(choices, list):
@@ -93,8 +97,11 @@ def parse_sse_line(line: bytes, t_rel: float, out: StreamResult) -> None:
     choice = choices[0]
     if not isinstance(choice, dict):
         raise StreamError("malformed", "stream choice is not a JSON object")
-    if choice.get("finish_reason"):
-        out.finish_reason = choice["finish_reason"]
+    finish = choice.get("finish_reason")
+    if finish is not None and not isinstance(finish, str):
+        raise StreamError("malformed", f"finish_reason is {type(finish).__name__}, not a string")
+    if finish:
+        out.finish_reason = finish
     if isinstance(obj.get("metrics"), dict):
         out.final_payload = obj
     text = _content_of(choice)
@@ -137,6 +144,7 @@ class OpenAIClient:
         self.base_url = base_url.rstrip("/")
         self.adapter = adapter
         self._headers = {"Content-Type": "application/json"}
+        self._secret = api_key or None
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=30)
@@ -214,4 +222,6 @@ class OpenAIClient:
         if record.error_kind is None and record.output_tokens is None:
             record.error_kind = "malformed"
             record.error = "no usage in the stream (the server ignored stream_options.include_usage)"
+        if record.error and self._secret:
+            record.error = record.error.replace(self._secret, "***")
         record.ok = record.error_kind is None

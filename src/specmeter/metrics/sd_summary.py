@@ -78,6 +78,12 @@ def summarize_sd(
                     available=False,
                     reason="speculation is off on this server: it exposes no SD counters and no per-request SD stats",
                 )
+            if adapter.sd_enabled_in(before):
+                invalid = ("SD counters vanished from /metrics during the run (restart or a different server?): "
+                           + ", ".join(n for n in adapter.sd_counter_names if before.has(n)))
+            else:
+                invalid = ("no SD counters (" + ", ".join(adapter.sd_counter_names[:3]) + ") in /metrics although "
+                           "the responses carry per-request SD stats; they are missing, so per-request stats are used")
         else:
             delta = counter_delta(before, after, adapter.sd_counter_names)
             invalid = delta.invalid_reason

@@ -1,0 +1,169 @@
+"""Self-tests of the fault server (tests/faultserver.py): when these fail, the fake is wrong, not specmeter.
+
+They check that it speaks vLLM's formats as specmeter's own parsers read them, that its counters
+advance by exactly the per-request stats it returns, and that each server-wide fault does what it says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from faultserver import (  # noqa: E402
+    ACCEPTED,
+    DRAFTS,
+    FaultServer,
+    fault_server,  # noqa: F401 - pytest fixture
+    sd_stats,
+)
+
+from specmeter.engines.vllm import REQUESTS_DONE, VLLMAdapter  # noqa: E402
+from specmeter.load.client import OpenAIClient, RequestSpec  # noqa: E402
+from specmeter.load.records import RequestRecord  # noqa: E402
+from specmeter.metrics.prometheus import counter_delta, parse_exposition  # noqa: E402
+
+pytestmark = pytest.mark.timeout(30)
+ADAPTER = VLLMAdapter()
+
+
+def _get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - 127.0.0.1 only
+        return resp.status, resp.read().decode()
+
+
+def _body(text: str, chat: bool = True, max_tokens: int = 32) -> dict:
+    body = {"model": "m", "max_tokens": max_tokens, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    if chat:
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = text
+    return body
+
+
+async def _send_many(url: str, texts: list[str], chat: bool = True) -> list[RequestRecord]:
+    out = []
+    async with OpenAIClient(url, ADAPTER, timeout_s=5) as client:
+        for t in texts:
+            rec = RequestRecord(phase="sd", concurrency=1, conversation_id=t)
+            await client.send(RequestSpec("/v1/chat/completions" if chat else "/v1/completions", _body(t, chat)), rec, 0.0)
+            out.append(rec)
+    return out
+
+
+def test_health_models_and_metrics_parse(fault_server: FaultServer) -> None:
+    assert _get(fault_server.url + "/health")[0] == 200
+    status, text = _get(fault_server.url + "/v1/models")
+    assert status == 200 and json.loads(text)["data"][0]["id"] == fault_server.model
+    snap = parse_exposition(_get(fault_server.url + "/metrics")[1])
+    assert ADAPTER.sd_enabled_in(snap)
+    for name in ADAPTER.sd_counter_names[:4] + [REQUESTS_DONE]:
+        assert snap.has(name), name
+    assert snap.has("vllm:spec_decode_num_drafts_created")  # the _created twins are there
+    assert set(snap.series("vllm:spec_decode_num_accepted_tokens_per_pos_total")) == {
+        f"position={i}" for i in range(fault_server.k)
+    }
+
+
+@pytest.mark.parametrize("chat", [True, False])
+@pytest.mark.parametrize("num_engines", [1, 2])
+def test_counters_advance_by_exactly_the_per_request_stats(chat: bool, num_engines: int) -> None:
+    with FaultServer(num_engines=num_engines, prior_requests=3) as server:
+        before = parse_exposition(server.scrape())
+        records = asyncio.run(_send_many(server.url, [f"question {i}" for i in range(5)], chat))
+        after = parse_exposition(server.scrape())
+    assert all(r.ok for r in records), [r.error for r in records]
+    delta = counter_delta(before, after, ADAPTER.sd_counter_names)
+    counters = ADAPTER.sd_from_counters(delta)
+    assert counters is not None and delta.valid
+    steps = sum(r.sd.num_steps for r in records if r.sd)
+    accepted = sum(r.sd.num_accepted_tokens for r in records if r.sd)
+    assert counters.num_steps == steps == server.true_totals.steps > 0
+    assert counters.num_accepted_tokens == accepted == server.true_totals.accepted
+    assert sum(after.series(REQUESTS_DONE).values()) - sum(before.series(REQUESTS_DONE).values()) == 5
+    # chunks carry a+1 tokens per step, and usage says how many
+    for r in records:
+        assert r.output_tokens == sum(r.chunk_tokens or [])
+        assert r.output_tokens == 1 + r.sd.num_steps + r.sd.num_accepted_tokens + (len(r.chunk_tokens) - 1 - r.sd.num_steps)
+
+
+def test_per_request_stats_match_vllm_fields() -> None:
+    stats = sd_stats([2, 0, 4, 1], [4, 0, 4, 4], k=4)
+    assert stats["num_spec_steps"] == 3 and stats["num_draft_tokens"] == 12
+    assert stats["num_accepted_draft_tokens"] == 7 and stats["acceptance_histogram"] == [0, 1, 1, 0, 1]
+    assert stats["mean_acceptance_length"] == pytest.approx(1 + 7 / 3)
+
+
+def test_restart_zeroes_counters_and_changes_created(fault_server: FaultServer) -> None:
+    asyncio.run(_send_many(fault_server.url, ["a", "b"]))
+    before = parse_exposition(fault_server.scrape())
+    time.sleep(0.01)
+    fault_server.restart()
+    after = parse_exposition(fault_server.scrape())
+    assert after.value(DRAFTS + "_total") == 0 < before.value(DRAFTS + "_total")
+    assert after.value(DRAFTS + "_created") > before.value(DRAFTS + "_created")
+    assert counter_delta(before, after, ADAPTER.sd_counter_names).invalid_reason
+
+
+def test_hide_sd_modes() -> None:
+    with FaultServer() as server:
+        server.hide_sd = "required"
+        snap = parse_exposition(server.scrape())
+        assert not snap.has(DRAFTS + "_total") and not snap.has(ACCEPTED + "_total")
+        assert snap.has("vllm:spec_decode_num_accepted_tokens_per_pos_total")
+        server.hide_sd = "all"
+        assert not ADAPTER.sd_enabled_in(parse_exposition(server.scrape()))
+
+
+def test_foreign_and_lying_modes() -> None:
+    with FaultServer(foreign_per_request=2) as server:
+        server.lie_extra_accepted = 1
+        before = parse_exposition(server.scrape())
+        records = asyncio.run(_send_many(server.url, ["x", "y"]))
+        after = parse_exposition(server.scrape())
+    assert sum(after.series(REQUESTS_DONE).values()) - sum(before.series(REQUESTS_DONE).values()) == 6
+    told = sum(r.sd.num_accepted_tokens for r in records if r.sd)
+    assert told == server.reported_totals.accepted == server.true_totals.accepted + 2
+
+
+def test_fault_selection_by_marker_header_and_schedule(fault_server: FaultServer) -> None:
+    fault_server.schedule = {1: "http_500"}
+
+    async def go() -> list[RequestRecord]:
+        recs = []
+        async with OpenAIClient(fault_server.url, ADAPTER, timeout_s=5) as client:
+            for i, text in enumerate(["plain", "plain again", "please FAULT:http_429 now"]):
+                rec = RequestRecord(phase="sd", concurrency=1, conversation_id=str(i))
+                await client.send(RequestSpec("/v1/chat/completions", _body(text)), rec, 0.0)
+                recs.append(rec)
+        async with OpenAIClient(fault_server.url, ADAPTER, timeout_s=5) as client:
+            client._session.headers["X-Fault"] = "http_400"  # type: ignore[union-attr]
+            rec = RequestRecord(phase="sd", concurrency=1, conversation_id="h")
+            await client.send(RequestSpec("/v1/chat/completions", _body("plain")), rec, 0.0)
+            recs.append(rec)
+        return recs
+
+    kinds = [r.error_kind for r in asyncio.run(go())]
+    assert kinds == [None, "http_5xx", "http_429", "http_4xx"]
+    assert [r.fault for r in fault_server.completion_requests()] == [None, "http_500", "http_429", "http_400"]
+
+
+def test_unknown_fault_is_reported_as_a_problem() -> None:
+    with FaultServer() as server:
+        asyncio.run(_send_many(server.url, ["FAULT:no_such_fault"]))
+    assert server.problems and "no_such_fault" in server.problems[0]
+
+
+def test_server_stops_by_itself() -> None:
+    server = FaultServer(max_lifetime_s=0.3).start()
+    assert server._thread is not None
+    server._thread.join(5)
+    assert not server._thread.is_alive() and server.expired
+    server.stop()  # harmless after expiry
