@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import measure, start_server
+from vllm_helpers import measure, start_server
 
 from specmeter.config import LoadSpec, SpecConfig, SpecMethod
 from specmeter.data.sample import load_sample

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import measure, start_server
+from vllm_helpers import measure, start_server
 
 from specmeter.config import LoadSpec, SpecConfig
 from specmeter.engines.launcher import LaunchedServer

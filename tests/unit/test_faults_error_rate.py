@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from faultserver import (  # noqa: E402
+from faultserver import (
     FaultServer,
     attach_plan,
     conversations,

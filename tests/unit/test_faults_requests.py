@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from faultserver import (  # noqa: E402
+from faultserver import (
     REQUEST_FAULTS,
     FaultServer,
     attach_plan,

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from faultserver import FaultServer, attach_plan, conversations, run_plan  # noqa: E402
 
 from specmeter.errors import RunIncomplete  # noqa: E402
