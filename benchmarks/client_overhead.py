@@ -5,7 +5,10 @@ request as `--chunks` chunks exactly `--gap-ms` apart. specmeter's real client t
 1 and at `--streams` concurrent streams. Reported as ratios measured in one run:
   - ICL fidelity: client-measured median inter-chunk gap / the server's true gap (1.00 is perfect);
   - p99 fidelity: client-measured p99 gap / true gap (tail distortion under load);
-  - capacity: chunks/s the client parsed / chunks/s the server offered.
+  - capacity: chunks/s the client parsed / chunks/s the server offered;
+  - CPU headroom: one core-second / the client's own CPU time (process time, the server runs in
+    another process) needed for one second of the offered chunk rate. Above 1 the client keeps up on
+    one core; the fidelity ratios then measure the machine, not specmeter.
 Run: .venv/bin/python benchmarks/client_overhead.py [--streams 256]
 """
 
@@ -54,7 +57,7 @@ def _serve(port: int, chunks: int, gap_s: float) -> None:
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 
-async def _drive(url: str, streams: int, requests_per_stream: int) -> tuple[list[float], int, float]:
+async def _drive(url: str, streams: int, requests_per_stream: int) -> tuple[list[float], int, float, float]:
     from specmeter.data.model import Conversation
     from specmeter.config import LoadSpec
     from specmeter.engines.vllm import VLLMAdapter
@@ -64,11 +67,13 @@ async def _drive(url: str, streams: int, requests_per_stream: int) -> tuple[list
     convs = [Conversation(id=f"c{i}", turns=["hi"]) for i in range(streams * requests_per_stream)]
     load = LoadSpec(max_tokens=10_000, max_error_rate=0.0)
     async with OpenAIClient(url, VLLMAdapter()) as client:
+        cpu0 = time.process_time()
         level = await run_level(client, convs, streams, load, "paced", "bench", lambda r: None)
+        cpu = time.process_time() - cpu0
     gaps = [g for r in level.records for g in r.inter_chunk_gaps()]
     chunks = sum(len(r.chunk_offsets_s) for r in level.records)
     assert all(r.ok for r in level.records), [r.error for r in level.records if not r.ok][:3]
-    return gaps, chunks, level.wall_s
+    return gaps, chunks, level.wall_s, cpu
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -96,10 +101,12 @@ def main() -> None:
                 time.sleep(0.1)
         rows = []
         for streams in (1, args.streams):
-            gaps, chunks, wall = asyncio.run(_drive(url, streams, 2 if streams == 1 else 1))
+            gaps, chunks, wall, cpu = asyncio.run(_drive(url, streams, 2 if streams == 1 else 1))
             offered = streams * (1 / gap_s)
             rows.append({
                 "streams": streams,
+                "client_cpu_us_per_chunk": 1e6 * cpu / chunks,
+                "cpu_headroom_ratio": 1.0 / (cpu / chunks * offered),
                 "icl_p50_ratio": _pct(gaps, 0.5) / gap_s,
                 "icl_p99_ratio": _pct(gaps, 0.99) / gap_s,
                 "capacity_ratio": (chunks / wall) / offered,
