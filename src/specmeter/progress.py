@@ -9,9 +9,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from specmeter.load.records import RequestRecord
 from specmeter.results import LevelResult
+from specmeter.runner import Reporter
 
 
-class RichReporter:
+class RichReporter(Reporter):
     def __init__(self, console: Console) -> None:
         self.console = console
         self.progress = Progress(

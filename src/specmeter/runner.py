@@ -13,7 +13,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from specmeter import __version__
 from specmeter.analysis.speedup import compute_speedups
@@ -37,18 +37,9 @@ BASELINE = "baseline"
 SD = "sd"
 
 
-class Reporter(Protocol):
-    """Progress sink (the CLI draws bars; tests pass a silent one)."""
+class Reporter:
+    """Progress sink. This base is silent (tests, --json); the CLI's RichReporter draws bars."""
 
-    def phase_start(self, name: str, label: str) -> None: ...
-    def server_ready(self, name: str, seconds: float) -> None: ...
-    def level_start(self, phase: str, concurrency: int, total: int) -> None: ...
-    def request_done(self, record: RequestRecord) -> None: ...
-    def level_done(self, phase: str, level: LevelResult) -> None: ...
-    def note(self, message: str) -> None: ...
-
-
-class SilentReporter:
     def phase_start(self, name: str, label: str) -> None: ...
     def server_ready(self, name: str, seconds: float) -> None: ...
     def level_start(self, phase: str, concurrency: int, total: int) -> None: ...
@@ -191,7 +182,7 @@ async def _run_phase(
 
 def execute(plan: RunPlan, store: RunStore, reporter: Reporter | None = None) -> RunSummary:
     """Run every phase; always leaves summary.json consistent with what was measured."""
-    reporter = reporter or SilentReporter()
+    reporter = reporter or Reporter()
     t0 = time.perf_counter()
     first = plan.phases[0]
     if plan.prior is not None:
