@@ -202,6 +202,7 @@ class FaultServer:
         self.foreign_per_request: int = 0  # phantom requests counted per real finished request
         self.lie_extra_accepted: int = 0  # per-request stats claim this many more accepted tokens than counted
         self.per_request_stats: bool = True  # False: like vLLM without --per-request-spec-decode-metrics
+        self.garbage_metrics: bool = False  # /metrics answers 200 with text that is not Prometheus exposition
         for key, value in server_faults.items():  # any of the attributes above, e.g. foreign_per_request=1
             if not hasattr(self, key) or key.startswith("_"):
                 raise TypeError(f"FaultServer has no setting {key!r}")
@@ -480,6 +481,8 @@ class FaultServer:
             scrape = self.scrapes
         if self.restart_on_scrape is not None and scrape == self.restart_on_scrape:
             self.restart()
+        if self.garbage_metrics:
+            return web.Response(text="<html>oops</html>\n{not: prometheus}\n", content_type="text/html")
         return web.Response(text=self.render_metrics(), content_type="text/plain", charset="utf-8",
                             headers={"X-Scrape": str(scrape)})
 

@@ -97,12 +97,17 @@ class EngineDied(EngineError):
     pass
 
 
-async def _snapshot(client: OpenAIClient) -> Snapshot | None:
+async def _snapshot(client: OpenAIClient) -> tuple[Snapshot | None, str | None]:
+    """The server's /metrics, or (None, why not). A server without /metrics, or whose /metrics is
+    garbage, still gets measured: SD then comes from per-request stats, and the reason is recorded."""
     try:
         text = await client.get_text("/metrics")
-    except Exception:  # noqa: BLE001 - a server without /metrics is allowed; SD then comes per request
-        return None
-    return parse_exposition(text, taken_at=time.monotonic())
+    except Exception as exc:  # noqa: BLE001 - any failure means the same: no counters this time
+        return None, f"/metrics could not be read ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+    try:
+        return parse_exposition(text, taken_at=time.monotonic()), None
+    except EngineError as exc:
+        return None, str(exc)
 
 
 async def _served_model(client: OpenAIClient, engine: EngineSpec) -> str:
@@ -153,11 +158,11 @@ async def _run_phase(
             if load.warmup:
                 warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}"}) for c in conversations[: load.warmup]]
                 await run_level(client, warm, min(concurrency, len(warm)), load, model, phase.name, on_record, warmup=True)
-            before = await _snapshot(client)
+            before, err_before = await _snapshot(client)
             reporter.level_start(phase.name, concurrency, count_requests(conversations))
             level = await run_level(client, conversations, concurrency, load, model, phase.name, on_record, skip=skip)
-            after = await _snapshot(client)
-            sd = summarize_sd(adapter, before, after, level.records)
+            after, err_after = await _snapshot(client)
+            sd = summarize_sd(adapter, before, after, level.records, scrape_error=err_before or err_after)
             records, wall = level.records, level.wall_s
             if prior:
                 records = latest_records([*prior, *level.records])

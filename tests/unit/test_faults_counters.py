@@ -22,7 +22,7 @@ from faultserver import (
     run_plan,
 )
 
-from specmeter.store import RunStore  # noqa: E402
+from specmeter.store import RunStore
 
 pytestmark = pytest.mark.timeout(30)
 K = 4
@@ -236,3 +236,16 @@ def test_lying_per_request_stats_disagree_and_say_by_how_much(tmp_path: Path) ->
     assert "num_steps" not in text  # only what differs is named
     on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert on_disk["phases"][0]["levels"][0]["sd"]["agree"] is False
+
+
+# ---- /metrics that is not Prometheus text --------------------------------------------------------------
+def test_garbage_metrics_page_does_not_stop_the_run(tmp_path: Path) -> None:
+    """A server whose /metrics answers HTML: the run completes, per-request stats are used, and the
+    summary names the problem instead of reporting counters."""
+    with FaultServer(k=K, garbage_metrics=True) as server:
+        summary, records = _run(server, tmp_path / "run")
+    sd = summary.phases[0].levels[0].sd
+    assert sd.available and sd.reference == "per_request" and sd.counters is None
+    assert sd.per_request.num_steps == _measured_reported(server, records).steps
+    assert "Prometheus" in (sd.counters_invalid_reason or "")
+    _no_negatives(tmp_path / "run", summary)

@@ -22,7 +22,7 @@ from faultserver import (
 
 from specmeter.errors import RunIncomplete  # noqa: E402
 from specmeter.load.scheduler import MIN_REQUESTS_FOR_ERROR_LIMIT  # noqa: E402
-from specmeter.store import RunStore  # noqa: E402
+from specmeter.store import RunStore
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -25,7 +25,7 @@ from faultserver import (
 from specmeter.engines.vllm import VLLMAdapter  # noqa: E402
 from specmeter.load.client import OpenAIClient, RequestSpec  # noqa: E402
 from specmeter.load.records import RequestRecord  # noqa: E402
-from specmeter.store import RunStore  # noqa: E402
+from specmeter.store import RunStore
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -62,6 +62,7 @@ def summarize_sd(
     before: Snapshot | None,
     after: Snapshot | None,
     records: Sequence[RequestRecord],
+    scrape_error: str | None = None,
 ) -> SDSummary:
     measured = [r for r in records if not r.warmup]
     with_stats = [r.sd for r in measured if r.sd is not None]
@@ -92,7 +93,9 @@ def summarize_sd(
                 invalid = "SD counters missing from /metrics after the run: " + ", ".join(delta.missing)
             foreign = _foreign_traffic(adapter, before, after, measured)
     elif per_request is None:
-        return SDSummary(available=False, reason="no /metrics snapshots and no per-request SD stats")
+        return SDSummary(available=False, reason=scrape_error or "no /metrics snapshots and no per-request SD stats")
+    else:
+        invalid = scrape_error
 
     summary = SDSummary(
         available=True,
