@@ -284,6 +284,7 @@ def _run_group(plan: RunPlan, group: list[PhasePlan], summary: RunSummary, store
             for r in results:
                 r.startup_s = server.startup_seconds
                 r.server_pid = server.proc.pid if server.proc else None
+            store.write_summary(summary)  # the pid on disk lets a user (or a test) find the server
             reporter.server_ready(head.name, server.startup_seconds or 0.0)
             base_url = server.base_url
         else:
