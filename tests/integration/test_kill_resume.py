@@ -52,7 +52,8 @@ def test_server_killed_then_resumed(models: Path, tmp_path: Path) -> None:
         out, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
-            proc.kill()
+            proc.terminate()  # specmeter stops its own server on SIGTERM
+            proc.wait(timeout=60)
     assert proc.returncode == RunIncomplete.exit_code, out
     assert "--resume" in out
     summary = load_summary(run_dir)

@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +23,17 @@ from specmeter.engines.base import EngineAdapter
 from specmeter.errors import EngineError
 
 LOG_TAIL_LINES = 15
+
+
+def _die_with_parent() -> None:
+    """In the server's child process (Linux): get SIGTERM if specmeter itself dies, even by SIGKILL,
+    so a crashed or killed benchmark never leaves an engine running."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -88,6 +100,7 @@ class LaunchedServer:
                 stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
         self._wait_ready()
         return self
