@@ -20,8 +20,8 @@ from faultserver import (
     run_plan,
 )
 
-from specmeter.errors import RunIncomplete  # noqa: E402
-from specmeter.load.scheduler import MIN_REQUESTS_FOR_ERROR_LIMIT  # noqa: E402
+from specmeter.errors import RunIncomplete
+from specmeter.load.scheduler import MIN_REQUESTS_FOR_ERROR_LIMIT
 from specmeter.store import RunStore
 
 pytestmark = pytest.mark.timeout(30)

@@ -22,9 +22,9 @@ from faultserver import (
     run_plan,
 )
 
-from specmeter.engines.vllm import VLLMAdapter  # noqa: E402
-from specmeter.load.client import OpenAIClient, RequestSpec  # noqa: E402
-from specmeter.load.records import RequestRecord  # noqa: E402
+from specmeter.engines.vllm import VLLMAdapter
+from specmeter.load.client import OpenAIClient, RequestSpec
+from specmeter.load.records import RequestRecord
 from specmeter.store import RunStore
 
 pytestmark = pytest.mark.timeout(30)

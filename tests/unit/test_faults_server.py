@@ -23,10 +23,10 @@ from faultserver import (
     sd_stats,
 )
 
-from specmeter.engines.vllm import REQUESTS_DONE, VLLMAdapter  # noqa: E402
-from specmeter.load.client import OpenAIClient, RequestSpec  # noqa: E402
-from specmeter.load.records import RequestRecord  # noqa: E402
-from specmeter.metrics.prometheus import counter_delta, parse_exposition  # noqa: E402
+from specmeter.engines.vllm import REQUESTS_DONE, VLLMAdapter
+from specmeter.load.client import OpenAIClient, RequestSpec
+from specmeter.load.records import RequestRecord
+from specmeter.metrics.prometheus import counter_delta, parse_exposition
 
 pytestmark = pytest.mark.timeout(30)
 ADAPTER = VLLMAdapter()

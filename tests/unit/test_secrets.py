@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from faultserver import FaultServer, attach_plan, conversations, run_plan  # noqa: E402
+from faultserver import FaultServer, attach_plan, conversations, run_plan
 
-from specmeter.errors import RunIncomplete  # noqa: E402
+from specmeter.errors import RunIncomplete
 
 pytestmark = pytest.mark.timeout(60)
 
