@@ -18,11 +18,12 @@ Pipeline:
 2. Train a byte-level BPE tokenizer (``tokenizers``, vocab 8192) with ``<s>``, ``</s>``, ``<pad>``
    and the chat role markers ``<|system|>``, ``<|user|>``, ``<|assistant|>`` as special tokens,
    and a Jinja chat template, saved in Hugging Face format.
-3. Train the target (``LlamaForCausalLM``, 8 x 512) in fp32 for a wall-clock budget on the corpus
-   plus chat-formatted examples derived from it (docstring -> function source, name -> docstring).
+3. Train the target (``LlamaForCausalLM``, 8 x 576, bf16 autocast) for a wall-clock budget on the corpus
+   plus chat-formatted examples derived from it (docstring -> function source, name -> docstring,
+   module -> module docstring), with varied answer openings so replies depend on the prompt.
 4. Let the target generate greedy continuations (batched, KV cache, time budget) for corpus
    prompts and for chat-template-formatted instruction prompts; keep its top-k log-probs.
-5. Train the draft (``LlamaForCausalLM``, 2 x 192, tied embeddings) mostly on those continuations
+5. Train the draft (``LlamaForCausalLM``, 1 x 128, tied embeddings) mostly on those continuations
    (hard labels + top-k soft labels) plus some corpus text, for a wall-clock budget.
 6. Save both in bfloat16 safetensors with the shared tokenizer, evaluate (held-out loss, greedy
    acceptance length at K=4 on held-out prompts) and write ``models/README.md``.
@@ -215,37 +216,85 @@ def _lower_first(s: str) -> str:
     return s[:1].lower() + s[1:] if s[:1].isupper() and s[1:2].islower() else s
 
 
+# Openings for the assistant's answers: one fixed opening taught a small target to answer every
+# prompt the same way ("Here is an implementation:"), which made its output trivially predictable.
+_CODE_LEADS = [
+    "Here is an implementation:", "Sure. Here is one way to write it:", "You can do it like this:",
+    "Certainly! This is how `{name}` can be written:", "The {kind} below does this: {summary_l}",
+    "One possible version, from the `{module}` module:", "",
+]
+_CODE_TAILS = ["", "", "", "\n\nThe {kind} {summary_l}", "\n\nIn short: {summary_l}"]
+_EXPLAIN_LEADS = [
+    "", "", "`{name}` {summary_l}\n\n", "In the `{module}` module, `{name}` is a {kind}. ",
+    "Good question. ", "Briefly: ",
+]
+
+
+def _fill(template: str, it: DocItem) -> str:
+    return template.format(name=it.name, kind=it.kind, module=it.module, summary_l=_lower_first(it.summary))
+
+
+def _doc_chat(it: DocItem, rng: random.Random, want_code: bool) -> list[dict[str, str]]:
+    if it.kind == "function" and want_code:
+        user = rng.choice(
+            [
+                f"Write a Python function `{it.signature}` that does the following: {it.summary}",
+                f"Implement `{it.name}` for the `{it.module}` module. {it.summary}",
+                f"Can you write a function called {it.name}? {it.summary}",
+                f"Please show me Python code for this: {_lower_first(it.summary)}",
+            ]
+        )
+        lead = _fill(rng.choice(_CODE_LEADS), it)
+        body = f"```python\n{it.source}\n```"
+        assistant = (f"{lead}\n\n{body}" if lead else body) + _fill(rng.choice(_CODE_TAILS), it)
+    elif rng.random() < 0.75:
+        user = rng.choice(
+            [
+                f"Explain what `{it.module}.{it.name}` does.",
+                f"What is {it.name} in the {it.module} module?",
+                f"Describe the {it.kind} `{it.name}`.",
+                f"How do I use {it.name} from {it.module}?",
+            ]
+        )
+        assistant = _fill(rng.choice(_EXPLAIN_LEADS), it) + it.docstring
+    else:
+        user = f"Summarize the following text in one sentence:\n\n{it.docstring}"
+        assistant = it.summary
+    return [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+
+
 def doc_chat_examples(items: Sequence[DocItem], rng: random.Random) -> list[list[dict[str, str]]]:
-    """Chat conversations (user + assistant) built from documented code, for the target."""
+    """Chat conversations (user + assistant) built from documented code, for the target.
+
+    Code answers are a minority and every answer type has several openings, so the target's reply
+    depends on the prompt (as a real chat model's does) rather than collapsing to one mode."""
     convs: list[list[dict[str, str]]] = []
     for it in items:
-        r = rng.random()
-        if it.kind == "function" and r < 0.6:
-            user = rng.choice(
-                [
-                    f"Write a Python function `{it.signature}` that does the following: {it.summary}",
-                    f"Implement `{it.name}` for the `{it.module}` module. {it.summary}",
-                    f"Can you write a function called {it.name}? {it.summary}",
-                    f"Please show me Python code for this: {_lower_first(it.summary)}",
-                ]
-            )
-            assistant = f"Here is an implementation:\n\n```python\n{it.source}\n```"
-        elif r < 0.85:
-            user = rng.choice(
-                [
-                    f"Explain what `{it.module}.{it.name}` does.",
-                    f"What is {it.name} in the {it.module} module?",
-                    f"Describe the {it.kind} `{it.name}`.",
-                ]
-            )
-            assistant = it.docstring
-        else:
-            user = f"Summarize the following text in one sentence:\n\n{it.docstring}"
-            assistant = it.summary
-        messages = [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
-        if rng.random() < 0.2:
-            messages.insert(0, {"role": "system", "content": rng.choice(SYSTEM_PROMPTS)})
-        convs.append(messages)
+        variants = [rng.random() < 0.4]
+        if rng.random() < 0.5:  # a second, different view of the same item
+            variants.append(not variants[0])
+        for want_code in variants:
+            messages = _doc_chat(it, rng, want_code)
+            if rng.random() < 0.2:
+                messages.insert(0, {"role": "system", "content": rng.choice(SYSTEM_PROMPTS)})
+            convs.append(messages)
+    return convs
+
+
+def module_chat_examples(files: Sequence[SourceFile], rng: random.Random) -> list[list[dict[str, str]]]:
+    """Prose answers: questions about a module answered with its docstring (English paragraphs)."""
+    convs: list[list[dict[str, str]]] = []
+    for f in files:
+        try:
+            doc = ast.get_docstring(ast.parse(f.text))
+        except (SyntaxError, ValueError):
+            continue
+        if not doc or len(doc) < 200:
+            continue
+        module = _module_name(f.relpath)
+        user = rng.choice([f"What is the `{module}` module for?", f"Tell me about {module}.",
+                           f"Give me an overview of the {module} module.", f"What does {module} provide?"])
+        convs.append([{"role": "user", "content": user}, {"role": "assistant", "content": doc[:2500]}])
     return convs
 
 
@@ -847,7 +896,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="fraction of chat prompts from the hand-written templates (rest: docstring-based)")
     p.add_argument("--topk", type=int, default=8, help="target log-probs kept per generated token")
     # draft
-    p.add_argument("--draft-layers", type=int, default=2)
+    p.add_argument("--draft-layers", type=int, default=1)  # 1 layer: the per-token cost stays under 1/10 of the target
     p.add_argument("--draft-hidden", type=int, default=128)
     p.add_argument("--draft-heads", type=int, default=2)
     p.add_argument("--draft-intermediate", type=int, default=384)
@@ -928,6 +977,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.monotonic()
     docs = [[ids["bos"], *e, ids["eos"]] for e in encode_many([f.text for f in train_files])]
     convs = doc_chat_examples(rng.sample(items, min(args.chat_examples, len(items))), rng)
+    convs += module_chat_examples(train_files, rng)
     chat_docs = encode_many([render_chat(c, False) for c in convs])
     corpus_stream = torch.tensor([t for d in docs for t in d], dtype=torch.long)
     mixed = docs + chat_docs
@@ -1098,7 +1148,7 @@ Command (seed {r['seed']}, torch {r['torch']}, 2 CPU threads):
 2. Tokenizer: byte-level BPE ({r['tokenizer']['chars_per_token']} characters per token on the corpus).
 3. Target: {phases}{t['steps']} AdamW steps of {args.target_batch} x {args.target_seq} tokens ({t['tokens'] / 1e6:.2f}M tokens,
    {t['seconds'] / 60:.1f} min, {precision}, peak LR {args.target_lr}, cosine) on the corpus plus {r['tokenizer']['chat_examples']}
-   chat-formatted examples derived from its docstrings. Final train loss (EMA) {t['final_train_loss_ema']},
+   chat-formatted examples derived from its docstrings (functions, classes, modules). Final train loss (EMA) {t['final_train_loss_ema']},
    held-out loss {t['heldout_loss']} nats/token.
 4. Distillation data: the target's greedy continuations (batched, KV cache, {r['distill']['seconds'] / 60:.1f} min) of
    {r['distill']['samples']} prompts ({r['distill']['chat_samples']} instruction-style prompts through the chat template,
