@@ -222,7 +222,7 @@ def _execute(plan: RunPlan, run_dir: Path, json_out: bool) -> None:
 
 @app.command()
 def demo(
-    concurrency: Annotated[str, typer.Option(help="Concurrency levels.")] = "1,4",
+    concurrency: Annotated[str, typer.Option(help="Concurrency levels (the speedup shrinks as they grow).")] = "1,4,16",
     num_prompts: Annotated[int, typer.Option(help="Conversations per level from the sample workload.")] = 22,
     k: Annotated[int, typer.Option("-k", "--num-speculative-tokens", help="Draft length K.")] = 4,
     max_tokens: Annotated[int, typer.Option(help="Output cap per request.")] = 128,
