@@ -19,6 +19,10 @@ from specmeter.store import RunStore, load_summary
 pytestmark = pytest.mark.timeout(60)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _finished(path: Path) -> int:
     if not path.exists():
         return 0
@@ -35,6 +39,10 @@ def test_signal_stops_run_promptly_and_keeps_results(sig: signal.Signals, tmp_pa
              "--dataset-path", str(data), "--concurrency", "2", "--warmup", "0", "--max-tokens", "40",
              "--out", str(tmp_path), "--name", "run"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            # A shell that starts the suite in the background (`cmd &` without job control) hands it
+            # SIGINT ignored, and Python then keeps ignoring Ctrl-C (nohup semantics). Give the run
+            # the default disposition a terminal user has.
+            preexec_fn=_default_sigint,
         )
         run_dir = tmp_path / "run"
         deadline = time.monotonic() + 30
