@@ -854,6 +854,7 @@ def train_target(
     tstats["heldout_loss"] = round(eval_loss(target, eval_windows), 4)
     tstats["params"] = n_params(target)
     tstats["bf16_autocast"] = args.target_bf16_autocast
+    tstats["peak_lr"] = args.target_lr  # per phase: --continue-target may use another
     log(f"target done: {tstats['steps']} steps, held-out loss {tstats['heldout_loss']}")
     save_model(target, tok_dir, tgt_dir, ids)
     target.stats = tstats
@@ -1011,7 +1012,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.continue_target:
             prev_t = previous["target"]
             report["target"]["previous_phases"] = [*prev_t.get("previous_phases", []), {
-                k: prev_t[k] for k in ("steps", "tokens", "seconds", "final_train_loss_ema", "heldout_loss") if k in prev_t}]
+                k: prev_t[k] for k in ("steps", "tokens", "seconds", "peak_lr", "final_train_loss_ema", "heldout_loss") if k in prev_t}]
             report["command_target"] = f"{previous.get('command_target', previous['command'])}\n{report['command']}"
         (out / "training_report.json").write_text(json.dumps({**report, "partial": True}, indent=2) + "\n")
 
@@ -1102,11 +1103,15 @@ def write_readme(out: Path, r: dict[str, Any], args: argparse.Namespace) -> None
     """Write ``models/README.md`` describing how the pair was made."""
     t, d = r["target"], r["draft"]
     acc = r.get("acceptance_k4", {})
-    acc_lines = "\n".join(f"| {k} | {v['prompts']} | {v['mean_acceptance_length']} |" for k, v in acc.items())
+    acc_section = ("| prompts | n | mean acceptance length |\n| --- | --- | --- |\n"
+                   + "\n".join(f"| {k} | {v['prompts']} | {v['mean_acceptance_length']} |" for k, v in acc.items())
+                   if acc else "Not checked in this run (`--eval-prompts 0`).")
     mb = {k: v / 1e6 for k, v in r["sizes_bytes"].items()}
     cmds = r["command_target"] if r.get("command_target", r["command"]).endswith(r["command"]) else (
         f"{r['command_target']}\n# then, keeping that target, the distillation data and the draft:\n{r['command']}")
-    phases = "".join(f"phase {i} of {ph['steps']} steps ({ph['seconds'] / 60:.1f} min, held-out loss {ph['heldout_loss']}), then "
+    phases = "".join(f"phase {i} of {ph['steps']} steps ({ph['seconds'] / 60:.1f} min"
+                     + (f", peak LR {ph['peak_lr']}" if "peak_lr" in ph else "")
+                     + f", held-out loss {ph['heldout_loss']}), then "
                      for i, ph in enumerate(t.get("previous_phases", []), 1))
     precision = ("mixed precision: bf16 autocast matmuls, fp32 weights, gradients and AdamW state"
                  if t.get("bf16_autocast") else "fp32")
@@ -1149,7 +1154,7 @@ Command (seed {r['seed']}, torch {r['torch']}, 2 CPU threads):
    {r['tokenizer']['train_tokens'] / 1e6:.2f}M tokens), {r['corpus']['heldout_files']} held out (1 in {args.heldout_mod} by hash of the path).
 2. Tokenizer: byte-level BPE ({r['tokenizer']['chars_per_token']} characters per token on the corpus).
 3. Target: {phases}{t['steps']} AdamW steps of {args.target_batch} x {args.target_seq} tokens ({t['tokens'] / 1e6:.2f}M tokens,
-   {t['seconds'] / 60:.1f} min, {precision}, peak LR {args.target_lr}, cosine) on the corpus plus {r['tokenizer']['chat_examples']}
+   {t['seconds'] / 60:.1f} min, {precision}, peak LR {t.get('peak_lr', args.target_lr)}, cosine) on the corpus plus {r['tokenizer']['chat_examples']}
    chat-formatted examples derived from its docstrings (functions, classes, modules). Final train loss (EMA) {t['final_train_loss_ema']},
    held-out loss {t['heldout_loss']} nats/token.
 4. Distillation data: the target's greedy continuations (batched, KV cache, {r['distill']['seconds'] / 60:.1f} min) of
@@ -1165,9 +1170,7 @@ machine; `--target-steps`, `--draft-steps` and `--gen-prompts` give a fixed-step
 
 ## Greedy acceptance (K=4) right after training
 
-| prompts | n | mean acceptance length |
-| --- | --- | --- |
-{acc_lines}
+{acc_section}
 
 Measure per-token costs and acceptance with `tools/measure_demo_models.py`.
 """
