@@ -7,8 +7,10 @@ What it serves, in vLLM's formats:
   GET  /health, /v1/models
   GET  /metrics   Prometheus text: vllm:spec_decode_* counters (engine/model_name labels, per-position
                   series, `_created` twins), vllm:request_success_total{finished_reason}, token
-                  counters, a gauge and a histogram.
-  POST /v1/chat/completions, /v1/completions   SSE streams: content chunks (delta.content or text)
+                  counters, the vllm:num_requests_running gauge (per engine: the requests it is
+                  streaming right now) and a histogram.
+  POST /v1/chat/completions, /v1/completions   SSE streams: content chunks (delta.content or text,
+                  and `token_ids` of the chunk's tokens when the request asks `return_token_ids`)
                   with continuous usage when asked, a final usage chunk with choices [] carrying
                   metrics.speculative_decoding, then `data: [DONE]`.
 
@@ -23,7 +25,8 @@ Per-request faults (see REQUEST_FAULTS), chosen in this order:
   3. `server.schedule[i]` for the i-th completion request the server received (0-based, warmup too);
   4. `server.default_fault`.
 Server-wide faults are attributes (also accepted as constructor keywords): `restart_after_requests`,
-`restart_on_scrape` (counters back to zero: a restart), `hide_sd` / `hide_sd_from_scrape` (SD series
+`restart_on_scrape`, `restart_on_idle_scrape` (counters back to zero: a restart; every GET /metrics is a
+scrape, specmeter's running-gauge polls during a point too), `hide_sd` / `hide_sd_from_scrape` (SD series
 missing), `foreign_per_request` (phantom requests counted: other clients), `lie_extra_accepted`
 (per-request stats claim more than the counters got), `per_request_stats` (False: no
 metrics.speculative_decoding). Constructor options shape the server: K, output length, acceptance
@@ -50,6 +53,8 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+
+from specmeter.runner import Reporter
 
 FAULT_HEADER = "X-Fault"
 MARKER = "FAULT:"
@@ -197,6 +202,10 @@ class FaultServer:
         # server-wide faults
         self.restart_after_requests: int | None = None  # zero the counters once this many requests finished
         self.restart_on_scrape: int | None = None  # zero the counters just before the n-th /metrics scrape (1-based)
+        # zero the counters just before the first /metrics scrape that finds this many completion requests
+        # finished and none in flight: after all of a point's traffic, before its closing snapshot (the
+        # gauge polls during a point make scrape numbers unpredictable)
+        self.restart_on_idle_scrape: int | None = None
         self.hide_sd: str | None = None  # "all": no vllm:spec_decode_* series; "required": only per-position ones
         self.hide_sd_from_scrape: int = 0  # hiding starts at this /metrics scrape (1-based; 0: always)
         self.foreign_per_request: int = 0  # phantom requests counted per real finished request
@@ -221,6 +230,9 @@ class FaultServer:
         self._lock = threading.Lock()
         self._n_completions = 0
         self._n_finished = 0
+        self._running = [0] * num_engines  # requests each engine is streaming right now (the gauge)
+        self._in_flight = 0  # completion requests received and not yet answered in full
+        self.max_running = 0  # the most requests streaming at once, over the server's life
         self._created = time.time()
         self._c: dict[str, Any] = {}
         self._zero_counters()
@@ -367,7 +379,7 @@ class FaultServer:
             hide = self.hide_sd if self.scrapes >= self.hide_sd_from_scrape else None
             lines.append("# HELP vllm:num_requests_running Number of requests in model execution batches.")
             lines.append("# TYPE vllm:num_requests_running gauge")
-            lines.extend(f"vllm:num_requests_running{{{labels(e)}}} 0.0" for e in engines)
+            lines.extend(f"vllm:num_requests_running{{{labels(e)}}} {float(self._running[e])!r}" for e in engines)
             counter(PROMPT_TOKENS, "Number of prefill tokens processed.",
                     [(labels(e), c["prompt_tokens"][e]) for e in engines])
             counter(GENERATION_TOKENS, "Number of generation tokens processed.",
@@ -481,6 +493,13 @@ class FaultServer:
             scrape = self.scrapes
         if self.restart_on_scrape is not None and scrape == self.restart_on_scrape:
             self.restart()
+        idle = self.restart_on_idle_scrape
+        with self._lock:
+            due = idle is not None and self._n_finished >= idle and self._in_flight == 0
+            if due:
+                self.restart_on_idle_scrape = None  # once
+        if due:
+            self.restart()
         if self.garbage_metrics:
             return web.Response(text="<html>oops</html>\n{not: prometheus}\n", content_type="text/html")
         return web.Response(text=self.render_metrics(), content_type="text/plain", charset="utf-8",
@@ -508,6 +527,29 @@ class FaultServer:
         return self.schedule.get(index, self.default_fault)
 
     async def _completion(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        streaming: list[int] = []  # the engine streaming this request, once it streams
+        with self._lock:
+            self._in_flight += 1
+        try:
+            return await self._answer(request, chat, streaming)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                for engine in streaming:
+                    self._running[engine] -= 1
+
+    def _start_streaming(self, engine: int, streaming: list[int]) -> None:
+        with self._lock:
+            self._running[engine] += 1
+            self.max_running = max(self.max_running, sum(self._running))
+        streaming.append(engine)
+
+    def token_ids(self, prompt: str, n: int) -> list[int]:
+        """The ids of the n tokens generated for `prompt`: deterministic, like greedy decoding."""
+        rng = random.Random(f"token ids|{self.seed}|{prompt}")
+        return [rng.randrange(100, 32000) for _ in range(n)]
+
+    async def _answer(self, request: web.Request, chat: bool, streaming: list[int]) -> web.StreamResponse:
         try:
             body = await request.json()
         except ValueError:
@@ -542,6 +584,7 @@ class FaultServer:
         max_tokens = int(body.get("max_tokens") or 16)
         plan = self._plan(prompt, max_tokens)
         engine = index % self.num_engines
+        ids = self.token_ids(prompt, plan.output_tokens) if body.get("return_token_ids") else None
         opts = body.get("stream_options") or {}
         include_usage = bool(opts.get("include_usage")) and fault != "no_usage"
         continuous = include_usage and bool(opts.get("continuous_usage_stats"))
@@ -562,14 +605,19 @@ class FaultServer:
             return {"prompt_tokens": plan.prompt_tokens, "total_tokens": plan.prompt_tokens + done,
                     "completion_tokens": done}
 
-        def choice(text: Any, finish: str | None) -> dict[str, Any]:
+        def choice(text: Any, finish: str | None, token_ids: list[int] | None = None) -> dict[str, Any]:
             if chat:
-                return {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish}
-            return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+                out = {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish}
+            else:
+                out = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+            if token_ids is not None:
+                out["token_ids"] = token_ids
+            return out
 
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream; charset=utf-8",
                                                         "Cache-Control": "no-cache"})
         await resp.prepare(request)
+        self._start_streaming(engine, streaming)
         if chat:
             role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
             await resp.write(event([role], usage(0) if continuous else None))
@@ -584,13 +632,14 @@ class FaultServer:
                 rec.outcome = "aborted"
                 return await self._midstream_fault(request, resp, fault, event, choice, usage(done))
             text = "".join(f" w{word + j}" for j in range(n))
+            chunk_ids = ids[word:word + n] if ids is not None else None
             word += n
             done += n
             last = i == len(plan.chunk_tokens) - 1
             finish: Any = plan.finish_reason if last else None
             if last and fault == "bad_finish_reason":
                 finish = 1
-            await resp.write(event([choice(text, finish)],
+            await resp.write(event([choice(text, finish, chunk_ids)],
                                    usage(done) if continuous else None))
             if fault == "slow":
                 await asyncio.sleep(self.slow_chunk_s)
@@ -727,55 +776,88 @@ def conversations(turns: list[list[str]] | list[str], prefix: str = "c") -> list
     return out
 
 
-def attach_plan(url: str, convs: list[Any], k: int = 4, api_key: str | None = None, **load: Any) -> Any:
-    """A one-phase attach-mode RunPlan against `url` (warmup 0 unless given)."""
+def _attach_execution(url: str, baseline_url: str | None, convs: list[Any], k: int, api_key: str | None,
+                      workload: Any, repeats: int, interleave: bool, load: dict[str, Any]) -> Any:
     from specmeter.config import EngineSpec, LoadSpec, SpecConfig
-    from specmeter.runner import PhasePlan, RunPlan
+    from specmeter.plans.run import run_plan as build_run_plan
+    from specmeter.runner import Execution
+    from specmeter.schemas.plan import WorkloadSelection
 
     load.setdefault("warmup", 0)
     load.setdefault("max_tokens", 32)
     spec = SpecConfig(method="ngram", num_speculative_tokens=k)
-    return RunPlan(
-        phases=[PhasePlan("sd", spec, EngineSpec(endpoint=url))],
-        load=LoadSpec(**load),
-        conversations=convs,
-        workload={"dataset": "fault-server-test"},
-        api_key=api_key,
-        command=["specmeter", "run", "--endpoint", url],
-    )
+    plan = build_run_plan(EngineSpec(endpoint=url), spec, LoadSpec(**load), baseline=baseline_url is not None,
+                          baseline_endpoint=baseline_url,
+                          workload=workload or WorkloadSelection(dataset="fault-server-test"),
+                          repeats=repeats, interleave=interleave)
+    return Execution(plan=plan, conversations=convs, api_key=api_key,
+                     command=["specmeter", "run", "--endpoint", url])
 
 
-class RecordingReporter:
-    """A silent reporter that keeps every finished record it is told about."""
+def attach_plan(url: str, convs: list[Any], k: int = 4, api_key: str | None = None, **load: Any) -> Any:
+    """An attach-mode Execution against `url`: one configuration, ngram K=k (id "ngram-k<k>"), no baseline
+    (warmup 0 unless given)."""
+    return _attach_execution(url, None, convs, k, api_key, None, 1, False, load)
+
+
+def attach_pair(url: str, baseline_url: str, convs: list[Any], k: int = 4, workload: Any = None,
+                repeats: int = 1, interleave: bool = False, **load: Any) -> Any:
+    """An attach-mode Execution of two configurations: ngram K=k at `url`, then the baseline at
+    `baseline_url` (warmup 0 unless given). `workload`: the WorkloadSelection the plan stores."""
+    return _attach_execution(url, baseline_url, convs, k, None, workload, repeats, interleave, load)
+
+
+class RecordingReporter(Reporter):
+    """A silent reporter that keeps every finished record and point it is told about."""
 
     def __init__(self) -> None:
         self.records: list[Any] = []
-        self.levels: list[Any] = []
+        self.points: list[tuple[Any, Any]] = []  # (PlannedConfig, PointResult) as each point finished
+        self.started: list[tuple[str, str, int, int | None]] = []  # (config id, point id, repeat, requests)
+        self.total_requests: int | None = None
         self.notes: list[str] = []
 
-    def phase_start(self, name: str, label: str) -> None: ...
-    def server_ready(self, name: str, seconds: float) -> None: ...
-    def level_start(self, phase: str, concurrency: int, total: int) -> None: ...
+    def plan_start(self, plan: Any, total_requests: int | None) -> None:
+        self.total_requests = total_requests
+
+    def point_start(self, config: Any, point: Any, repeat: int, total: int | None) -> None:
+        self.started.append((config.id, point.id, repeat, total))
 
     def request_done(self, record: Any) -> None:
         self.records.append(record)
 
-    def level_done(self, phase: str, level: Any) -> None:
-        self.levels.append(level)
+    def point_done(self, config: Any, result: Any) -> None:
+        self.points.append((config, result))
 
     def note(self, message: str) -> None:
         self.notes.append(message)
 
-def run_plan(plan: Any, root: Any) -> tuple[Any, BaseException | None, RecordingReporter]:
-    """specmeter.runner.execute into `root`; returns (summary or None, the exception or None, reporter)."""
+
+def run_plan(ex: Any, root: Any) -> tuple[Any, BaseException | None, RecordingReporter]:
+    """specmeter.runner.execute of the Execution `ex` into `root`; returns (summary or None, the exception
+    or None, reporter)."""
     from specmeter.runner import execute
     from specmeter.store import RunStore
 
     reporter = RecordingReporter()
     try:
-        return execute(plan, RunStore(root), reporter), None, reporter
+        return execute(ex, RunStore(root), reporter), None, reporter
     except Exception as exc:  # noqa: BLE001 - the tests look at it
         return None, exc, reporter
+
+
+def only_config(summary: Any) -> Any:
+    """The one configuration an attach_plan run measured."""
+    (config,) = summary.configs
+    return config
+
+
+def point_requests(convs: list[Any], concurrency: int) -> int:
+    """Requests a closed-loop point of `concurrency` sends for `convs` (the workload cycled up to the floor)."""
+    from specmeter.config import ConcurrencyPoint, LoadSpec
+    from specmeter.load.strategies import count_requests, point_conversations
+
+    return count_requests(point_conversations(convs, ConcurrencyPoint(concurrency=concurrency), LoadSpec()))
 
 
 def negative_numbers(obj: Any, path: str = "$") -> list[str]:

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional, get_type_hints
+from typing import Annotated, Any, get_type_hints
 
 import typer
 from rich.console import Console
@@ -21,11 +21,12 @@ from specmeter.config import (
     load_yaml,
     parse_spec_json,
 )
-from specmeter.errors import SpecmeterError
-from specmeter.progress import RichReporter
+from specmeter.errors import InputError, RunIncomplete, SpecmeterError
+from specmeter.redact import redact_argv
 from specmeter.report.console import render
-from specmeter.runner import RunPlan, execute, plan_phases
-from specmeter.store import RunStore, load_summary, new_run_id, redact_argv
+from specmeter.report.progress import RichReporter
+from specmeter.runner import Execution, execute
+from specmeter.store import RunStore, load_summary, new_run_id
 
 app = typer.Typer(
     name="specmeter",
@@ -48,8 +49,15 @@ def _levels(text: str) -> list[int]:
         raise typer.BadParameter(f"{text!r}: give concurrency levels as integers, e.g. 1,4,16") from None
 
 
+def _rates(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}: give request rates as numbers (requests/s), e.g. 0.5,2") from None
+
+
 def _range(text: str) -> tuple[int, int]:
-    lo, sep, hi = text.partition(":")
+    lo, _sep, hi = text.partition(":")
     try:
         return int(lo), int(hi)
     except ValueError:
@@ -99,7 +107,11 @@ def build_plan_inputs(
     if unknown:
         raise SpecmeterError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}; use engine, spec and load")
     engine_raw = {**(raw.get("engine") or {}), **{k: v for k, v in cli_engine.items() if v is not None}}
-    load_raw = {**(raw.get("load") or {}), **{k: v for k, v in cli_load.items() if v is not None}}
+    file_load = dict(raw.get("load") or {})
+    if cli_load.get("concurrency") is not None or cli_load.get("request_rate") is not None:
+        for key in ("points", "concurrency", "request_rate"):  # the flags' load points replace the file's
+            file_load.pop(key, None)
+    load_raw = {**file_load, **{k: v for k, v in cli_load.items() if v is not None}}
     engine = build_model(EngineSpec, engine_raw, f"{where}: engine")
     load = build_model(LoadSpec, load_raw, f"{where}: load")
     if cli_spec is not None:
@@ -111,50 +123,55 @@ def build_plan_inputs(
 
 @app.command()
 def run(
-    endpoint: Annotated[Optional[str], typer.Option(help="Attach to a running OpenAI-compatible server at this base URL.")] = None,
+    endpoint: Annotated[str | None, typer.Option(help="Attach to a running OpenAI-compatible server at this base URL.")] = None,
     engine: Annotated[str, typer.Option(help="Engine to launch (launch mode).")] = "vllm",
-    model: Annotated[Optional[str], typer.Option(help="Target model path or hub id to launch.")] = None,
-    spec: Annotated[Optional[str], typer.Option(help='Speculative config as JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\'.')] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", help="YAML file with engine/spec/load sections (flags override it).")] = None,
+    model: Annotated[str | None, typer.Option(help="Target model path or hub id to launch.")] = None,
+    spec: Annotated[str | None, typer.Option(help='Speculative config as JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\'.')] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/load sections (flags override it).")] = None,
     baseline: Annotated[bool, typer.Option(help="Also run the same engine with speculation off, for the speedup.")] = True,
-    baseline_endpoint: Annotated[Optional[str], typer.Option(help="Attach mode: a server with speculation off, for the speedup.")] = None,
+    baseline_endpoint: Annotated[str | None, typer.Option(help="Attach mode: a server with speculation off, for the speedup.")] = None,
     dataset: Annotated[str, typer.Option(help="Workload: sample, jsonl, speed-bench, gsm8k, mt-bench, spec-bench, sonnet, random.")] = "sample",
-    dataset_path: Annotated[Optional[str], typer.Option(help="File or directory of the dataset.")] = None,
-    dataset_option: Annotated[Optional[list[str]], typer.Option(help="Loader option KEY=VALUE (repeatable), e.g. input_len=256 for random/sonnet, config=qualitative for speed-bench.")] = None,
-    category: Annotated[Optional[list[str]], typer.Option(help="Only these categories (repeatable).")] = None,
-    num_prompts: Annotated[Optional[int], typer.Option(help="Conversations to send per level (stratified by category).")] = None,
-    input_len: Annotated[Optional[str], typer.Option(help="Keep prompts with LO <= input tokens < HI (target's tokenizer), e.g. 0:512.")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option(help="Tokenizer for --input-len (default: --model).")] = None,
-    concurrency: Annotated[Optional[str], typer.Option(help="Closed-loop concurrency levels, e.g. 1,4,16.")] = None,
-    max_tokens: Annotated[Optional[int], typer.Option(help="Output cap per request.")] = None,
-    ignore_eos: Annotated[Optional[bool], typer.Option(help="Force max-tokens outputs (biases acceptance).")] = None,
-    temperature: Annotated[Optional[float], typer.Option(help="Sampling temperature (0 = greedy).")] = None,
-    api: Annotated[Optional[str], typer.Option(help="chat or completions.")] = None,
-    warmup: Annotated[Optional[int], typer.Option(help="Warmup requests per level, excluded from results.")] = None,
-    dtype: Annotated[Optional[str], typer.Option(help="Launch mode: model dtype (float32, bfloat16, ...).")] = None,
-    max_model_len: Annotated[Optional[int], typer.Option(help="Launch mode: context length.")] = None,
-    served_model_name: Annotated[Optional[str], typer.Option(help="Model name to request (default: from /v1/models).")] = None,
-    engine_arg: Annotated[Optional[list[str]], typer.Option(help="Extra server argument (repeatable), e.g. --engine-arg=--enforce-eager.")] = None,
-    engine_env: Annotated[Optional[list[str]], typer.Option(help="Launch mode: server environment KEY=VALUE (repeatable).")] = None,
-    startup_timeout: Annotated[Optional[float], typer.Option(help="Seconds to wait for a launched server.")] = None,
-    request_timeout: Annotated[Optional[float], typer.Option(help="Seconds before one request counts as timed out.")] = None,
-    max_error_rate: Annotated[Optional[float], typer.Option(help="Stop when more than this fraction of requests fail.")] = None,
-    api_key: Annotated[Optional[str], typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}); never written anywhere.")] = None,
+    dataset_path: Annotated[str | None, typer.Option(help="File or directory of the dataset.")] = None,
+    dataset_option: Annotated[list[str] | None, typer.Option(help="Loader option KEY=VALUE (repeatable), e.g. input_len=256 for random/sonnet, config=qualitative for speed-bench.")] = None,
+    category: Annotated[list[str] | None, typer.Option(help="Only these categories (repeatable).")] = None,
+    num_prompts: Annotated[int | None, typer.Option(help="Conversations to send per level (stratified by category).")] = None,
+    input_len: Annotated[str | None, typer.Option(help="Keep prompts with LO <= input tokens < HI (target's tokenizer), e.g. 0:512.")] = None,
+    tokenizer: Annotated[str | None, typer.Option(help="Tokenizer for --input-len (default: --model).")] = None,
+    concurrency: Annotated[str | None, typer.Option(help="Closed-loop load points: concurrency levels, e.g. 1,4,16.")] = None,
+    request_rate: Annotated[str | None, typer.Option(help="Open-loop load points: conversations per second, e.g. 0.5,2.")] = None,
+    arrival: Annotated[str | None, typer.Option(help="Open loop: poisson (default), gamma or constant arrivals.")] = None,
+    burstiness: Annotated[float | None, typer.Option(help="Open loop, gamma: shape (1 = Poisson, < 1 burstier).")] = None,
+    max_concurrency: Annotated[int | None, typer.Option(help="Open loop: cap on requests in flight.")] = None,
+    duration: Annotated[float | None, typer.Option(help="Seconds per point, cycling the workload (instead of one pass).")] = None,
+    repeats: Annotated[int, typer.Option(help="Run every point this many times per configuration.")] = 1,
+    interleave: Annotated[bool, typer.Option(help="Keep both servers up and alternate them at each point (needs memory for two).")] = False,
+    max_tokens: Annotated[int | None, typer.Option(help="Output cap per request.")] = None,
+    ignore_eos: Annotated[bool | None, typer.Option(help="Force max-tokens outputs (biases acceptance).")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (0 = greedy).")] = None,
+    api: Annotated[str | None, typer.Option(help="chat or completions.")] = None,
+    warmup: Annotated[int | None, typer.Option(help="Warmup requests per level, excluded from results.")] = None,
+    dtype: Annotated[str | None, typer.Option(help="Launch mode: model dtype (float32, bfloat16, ...).")] = None,
+    max_model_len: Annotated[int | None, typer.Option(help="Launch mode: context length.")] = None,
+    served_model_name: Annotated[str | None, typer.Option(help="Model name to request (default: from /v1/models).")] = None,
+    engine_arg: Annotated[list[str] | None, typer.Option(help="Extra server argument (repeatable), e.g. --engine-arg=--enforce-eager.")] = None,
+    engine_env: Annotated[list[str] | None, typer.Option(help="Launch mode: server environment KEY=VALUE (repeatable).")] = None,
+    startup_timeout: Annotated[float | None, typer.Option(help="Seconds to wait for a launched server.")] = None,
+    request_timeout: Annotated[float | None, typer.Option(help="Seconds before one request counts as timed out.")] = None,
+    max_error_rate: Annotated[float | None, typer.Option(help="Stop when more than this fraction of requests fail.")] = None,
+    api_key: Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}); never written anywhere.")] = None,
     out: Annotated[Path, typer.Option(help="Directory that receives the run directory.")] = Path("runs"),
-    name: Annotated[Optional[str], typer.Option(help="Run directory name (default: timestamp + label).")] = None,
+    name: Annotated[str | None, typer.Option(help="Run directory name (default: timestamp + label).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout instead of tables.")] = False,
-    resume: Annotated[Optional[Path], typer.Option(help="Finish an interrupted run directory (its own config is used; other flags are ignored).")] = None,
-    vocab_size: Annotated[Optional[int], typer.Option(help="compare-workloads: the target's vocabulary size (read from a local model if not given).")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Finish an interrupted run directory (same as `specmeter resume`).")] = None,
+    vocab_size: Annotated[int | None, typer.Option(help="compare-workloads: the target's vocabulary size (read from a local model if not given).")] = None,
     compare_random: Annotated[bool, typer.Option(hidden=True)] = False,
 ) -> None:
     """Benchmark one speculative config (and its speculation-off baseline) on a workload."""
-    from specmeter.workload import load_conversations
+    from specmeter.data.workload import load_conversations
+    from specmeter.plans.run import compare_workloads_plan, run_plan
 
     if resume is not None:
-        from specmeter.resume import resume_plan
-
-        plan = resume_plan(resume, _api_key(api_key))
-        _execute(plan, resume, json_out)
+        resume_run(resume, api_key=api_key, json_out=json_out)
         return
 
     eng, sp, ld = build_plan_inputs(
@@ -164,9 +181,11 @@ def run(
          "env": _env_pairs(engine_env) if engine_env else None,
          "startup_timeout_s": startup_timeout},
         spec,
-        {"concurrency": _levels(concurrency) if concurrency else None, "num_prompts": num_prompts,
-         "max_tokens": max_tokens, "ignore_eos": ignore_eos, "temperature": temperature, "api": api,
-         "warmup": warmup, "request_timeout_s": request_timeout, "max_error_rate": max_error_rate},
+        {"concurrency": _levels(concurrency) if concurrency else None,
+         "request_rate": _rates(request_rate) if request_rate else None, "arrival": arrival,
+         "burstiness": burstiness, "max_concurrency": max_concurrency, "duration_s": duration,
+         "num_prompts": num_prompts, "max_tokens": max_tokens, "ignore_eos": ignore_eos, "temperature": temperature,
+         "api": api, "warmup": warmup, "request_timeout_s": request_timeout, "max_error_rate": max_error_rate},
     )
     if eng.launch:
         from specmeter.engines.preflight import check_local_models
@@ -178,18 +197,18 @@ def run(
                                          tokenizer=tokenizer or eng.model)
     if warning := ld.output_policy.warning():
         err_console.print(f"[yellow]note: {warning}[/]")
-    phases = plan_phases(eng, sp, baseline, baseline_endpoint)
     if compare_random:
-        from specmeter.compare import KIND, compare_phases, vocab_from_model
+        from specmeter.data.matched import vocab_from_model
 
         vocab, special = (vocab_size, []) if vocab_size else vocab_from_model(eng.model)
-        phases = compare_phases(eng, sp, ld, vocab, special, baseline_endpoint if baseline else None)
-        workload = {**workload, "kind": KIND, "vocab_size": vocab, "excluded_token_ids": special}
-    plan = RunPlan(
-        phases=phases, load=ld, conversations=convs,
-        workload=workload, api_key=_api_key(api_key), command=["specmeter", *redact_argv(sys.argv[1:])],
-    )
-    _execute(plan, out / (name or new_run_id(("compare-" if compare_random else "") + sp.label())), json_out)
+        plan = compare_workloads_plan(eng, sp, ld, vocab_size=vocab, excluded_token_ids=special,
+                                      baseline_endpoint=baseline_endpoint if baseline else None, workload=workload)
+    else:
+        plan = run_plan(eng, sp, ld, baseline=baseline, baseline_endpoint=baseline_endpoint, workload=workload,
+                        interleave=interleave, repeats=repeats)
+    ex = Execution(plan=plan, conversations=convs, api_key=_api_key(api_key),
+                   command=["specmeter", *redact_argv(sys.argv[1:])])
+    _execute(ex, out / (name or new_run_id(("compare-" if compare_random else "") + sp.label())), json_out)
 
 
 def compare_workloads(**options: Any) -> None:
@@ -206,18 +225,124 @@ compare_workloads.__signature__ = inspect.Signature(  # type: ignore[attr-define
 app.command("compare-workloads")(compare_workloads)
 
 
-def _execute(plan: RunPlan, run_dir: Path, json_out: bool) -> None:
+@app.command()
+def sweep(
+    file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
+    model: Annotated[str | None, typer.Option(help="Shorthand: target model to launch.")] = None,
+    spec: Annotated[list[str] | None, typer.Option(help="Shorthand: a speculative config as JSON (repeatable); --k expands its K.")] = None,
+    k: Annotated[str | None, typer.Option(help="Shorthand: draft lengths to try, e.g. 1,2,4.")] = None,
+    concurrency: Annotated[str | None, typer.Option(help="Shorthand: concurrency points, e.g. 1,4,16.")] = None,
+    request_rate: Annotated[str | None, typer.Option(help="Shorthand: request-rate points (conversations/s).")] = None,
+    dataset: Annotated[str, typer.Option(help="Shorthand: workload name.")] = "sample",
+    dataset_path: Annotated[str | None, typer.Option(help="Shorthand: dataset file or directory.")] = None,
+    num_prompts: Annotated[int | None, typer.Option(help="Shorthand: conversations per point.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Shorthand: output cap per request.")] = None,
+    dtype: Annotated[str | None, typer.Option(help="Shorthand: model dtype.")] = None,
+    engine_env: Annotated[list[str] | None, typer.Option(help="Shorthand: server environment KEY=VALUE (repeatable).")] = None,
+    repeats: Annotated[int | None, typer.Option(help="Run every point this many times per configuration.")] = None,
+    interleave: Annotated[bool | None, typer.Option(help="Keep every server up together and alternate them at each point.")] = None,
+    api_key: Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}); never written anywhere.")] = None,
+    out: Annotated[Path, typer.Option(help="Directory that receives the run directory.")] = Path("runs"),
+    name: Annotated[str | None, typer.Option(help="Run directory name (default: timestamp + label).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout instead of tables.")] = False,
+    resume: Annotated[Path | None, typer.Option(help="Finish an interrupted sweep (same as `specmeter resume`).")] = None,
+) -> None:
+    """Every speculative config at every load point against the baseline: which drafter and which K, at
+    which load, and where speculation stops paying. Takes a sweep file, or the shorthand
+    `specmeter sweep --model M --spec '{...}' --k 1,2,4 --concurrency 1,4,16`."""
+    from specmeter.data.workload import load_conversations
+    from specmeter.engines.preflight import check_local_models
+    from specmeter.plans.sweep import SweepSpec, read_sweep_file
+
+    if resume is not None:
+        resume_run(resume, api_key=api_key, json_out=json_out)
+        return
+    if file is not None:
+        if model or spec or k or concurrency or request_rate:
+            raise InputError(f"{file}: give the sweep either as a file or as --model/--spec/--k flags, not both")
+        sw = read_sweep_file(file)
+    else:
+        sw = _sweep_from_flags(model, spec or [], k, concurrency, request_rate, dataset, dataset_path, num_prompts,
+                               max_tokens, dtype, engine_env)
+    updates = {key: v for key, v in (("repeats", repeats), ("interleave", interleave)) if v is not None}
+    sw = SweepSpec.model_validate({**sw.model_dump(by_alias=False), **updates}) if updates else sw
+    for cfg in sw.configs():
+        if cfg.engine.launch:
+            check_local_models(cfg.engine, cfg.spec)
+    ld = sw.effective_load()
+    w = sw.workload
+    convs, workload = load_conversations(w.dataset, w.path, ld, categories=w.categories, options=w.options,
+                                         input_len=w.input_len, tokenizer=w.tokenizer or sw.engine.model)
+    if warning := ld.output_policy.warning():
+        err_console.print(f"[yellow]note: {warning}[/]")
+    ex = Execution(plan=sw.plan(workload), conversations=convs, api_key=_api_key(api_key),
+                   command=["specmeter", *redact_argv(sys.argv[1:])])
+    _execute(ex, out / (name or new_run_id(f"sweep-{len(ex.plan.configs)}configs")), json_out)
+
+
+def _sweep_from_flags(model: str | None, specs: list[str], k: str | None, concurrency: str | None,
+                      request_rate: str | None, dataset: str, dataset_path: str | None, num_prompts: int | None,
+                      max_tokens: int | None, dtype: str | None, engine_env: list[str] | None) -> Any:
+    from specmeter.plans.sweep import SweepSpec
+
+    if not model or not specs:
+        raise InputError("sweep: give a sweep file, or --model and at least one --spec (with --k for several K)")
+    candidates = []
+    for text in specs:
+        try:
+            cand = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"--spec: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+        if not isinstance(cand, dict):
+            raise InputError("--spec: expected a JSON object of speculative-config keys")
+        if k:
+            cand["num_speculative_tokens"] = _levels(k)
+        candidates.append(cand)
+    load: dict[str, Any] = {"concurrency": _levels(concurrency) if concurrency else None,
+                            "request_rate": _rates(request_rate) if request_rate else None,
+                            "max_tokens": max_tokens}
+    if load["concurrency"] is None and load["request_rate"] is None:
+        load["concurrency"] = [1]
+    raw = {
+        "workload": {"dataset": dataset, "path": dataset_path, "num_prompts": num_prompts},
+        "engine": {"model": model, "dtype": dtype, "env": _env_pairs(engine_env) if engine_env else {}},
+        "candidates": candidates,
+        "load": {key: v for key, v in load.items() if v is not None},
+    }
+    return build_model(SweepSpec, raw, "command line")
+
+
+def _execute(ex: Execution, run_dir: Path, json_out: bool) -> None:
     store = RunStore(run_dir)
     reporter = RichReporter(err_console if json_out else console)
     if not json_out:
         console.print(f"[bold]specmeter[/] {__version__}: run directory [cyan]{run_dir}[/]")
     with reporter:
-        summary = execute(plan, store, reporter)
+        summary = execute(ex, store, reporter)
     if json_out:
         sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
     else:
         render(summary, console)
         console.print(f"results: [cyan]{run_dir}[/] (summary.json, requests.jsonl, server logs)")
+    if summary.status != "complete":
+        raise RunIncomplete(f"{summary.incomplete_reason}; what finished is in {run_dir}; "
+                            f"`specmeter resume {run_dir}` runs what is missing")
+
+
+def resume_run(run_dir: Path, api_key: str | None = None, json_out: bool = False) -> None:
+    from specmeter.plans.resume import resume_execution
+
+    _execute(resume_execution(run_dir, _api_key(api_key)), run_dir, json_out)
+
+
+@app.command()
+def resume(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory of an interrupted run, sweep or demo.")],
+    api_key: Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout instead of tables.")] = False,
+) -> None:
+    """Finish an interrupted run from its stored plan: only the points not yet finished run again."""
+    resume_run(run_dir, api_key=api_key, json_out=json_out)
 
 
 @app.command()
@@ -228,12 +353,13 @@ def demo(
     max_tokens: Annotated[int, typer.Option(help="Output cap per request.")] = 128,
     out: Annotated[Path, typer.Option(help="Directory that receives the run directory.")] = Path("runs"),
 ) -> None:
-    """The embedded default: vLLM CPU with the project's tiny target/draft pair, SD vs speculation off."""
-    from specmeter.demo import demo_plan
+    """The embedded default: vLLM CPU with the project's tiny target/draft pair, SD vs speculation off,
+    both servers up together and alternating at each point."""
+    from specmeter.plans.demo import demo_plan
 
-    plan, label = demo_plan(_levels(concurrency), num_prompts, k, max_tokens)
-    plan.command = ["specmeter", *sys.argv[1:]]
-    _execute(plan, out / new_run_id(label), json_out=False)
+    ex, label = demo_plan(_levels(concurrency), num_prompts, k, max_tokens)
+    ex.command = ["specmeter", *sys.argv[1:]]
+    _execute(ex, out / new_run_id(label), json_out=False)
 
 
 data_app = typer.Typer(help="Prepare benchmark datasets (run once, with network, before benchmarking).",
@@ -245,16 +371,15 @@ app.add_typer(data_app, name="data")
 def data_prepare(
     dataset: Annotated[str, typer.Argument(help="Dataset to prepare: speed-bench.")],
     config: Annotated[str, typer.Option(help="qualitative, throughput_1k/2k/8k/16k/32k, or all.")] = "qualitative",
-    revision: Annotated[Optional[str], typer.Option(help="Dataset revision (commit) to pin.")] = None,
+    revision: Annotated[str | None, typer.Option(help="Dataset revision (commit) to pin.")] = None,
     out: Annotated[Path, typer.Option(help="Output directory for the prepared JSONL files.")] = Path("data/speed-bench"),
     seed: Annotated[int, typer.Option(help="Seed for anything sampled while filling rows.")] = 0,
 ) -> None:
     """Download a hub dataset with `datasets`, fill or drop placeholder rows, write JSONL + manifest."""
-    from specmeter.errors import InputError
-
     if dataset != "speed-bench":
         raise InputError(f"data prepare: unknown dataset {dataset!r}; available: speed-bench")
-    from specmeter.data.speed_bench_prepare import DEFAULT_REVISION, prepare
+    from specmeter.data.speed_bench import DEFAULT_REVISION
+    from specmeter.data.speed_bench_prepare import prepare
 
     report = prepare(config, revision=revision or DEFAULT_REVISION, out_dir=out, seed=seed)
     for line in report.lines():
@@ -264,7 +389,7 @@ def data_prepare(
 
 @app.command()
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="A run directory written by `specmeter run`.")],
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by run, sweep, compare-workloads or demo.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,
 ) -> None:
     """Show the report of a finished (or interrupted) run."""

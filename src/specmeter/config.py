@@ -9,13 +9,23 @@ from __future__ import annotations
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from specmeter.data.selection import OutputPolicy
 from specmeter.errors import InputError
+from specmeter.redact import redact_argv, redact_env
 
 
 class SpecMethod(str, Enum):
@@ -139,14 +149,129 @@ class EngineSpec(StrictModel):
     def launch(self) -> bool:
         return self.endpoint is None
 
+    # Whatever writes an EngineSpec down (summary.json, the stored plan) gets no secrets.
+    @field_serializer("extra_args")
+    def _redact_args(self, args: list[str]) -> list[str]:
+        return redact_argv(args)
+
+    @field_serializer("env")
+    def _redact_env(self, env: dict[str, str]) -> dict[str, str]:
+        return redact_env(env)
+
+    @property
+    def has_redacted_secret(self) -> bool:
+        """True for a spec read back from disk whose secrets were redacted: it cannot be relaunched."""
+        return any("***" in a for a in self.extra_args) or "***" in self.env.values()
+
+
+class ConcurrencyPoint(StrictModel):
+    """Closed loop: N workers, each sends its next request the moment its previous one ends."""
+
+    kind: Literal["concurrency"] = "concurrency"
+    concurrency: int = Field(ge=1, description="Requests in flight at once.")
+
+    @property
+    def id(self) -> str:
+        return f"c{self.concurrency}"
+
+    @property
+    def axis(self) -> Literal["concurrency", "rate"]:
+        return "concurrency"
+
+    @property
+    def load(self) -> float:
+        """The value on the load axis."""
+        return float(self.concurrency)
+
+    @property
+    def slots(self) -> int | None:
+        """The most requests in flight at once (None: unbounded)."""
+        return self.concurrency
+
+    def label(self) -> str:
+        return f"concurrency {self.concurrency}"
+
+
+ArrivalKind = Literal["poisson", "gamma", "constant"]
+
+
+class RatePoint(StrictModel):
+    """Open loop: conversations start at a request rate, on seeded arrival times that every
+    configuration of a plan shares, whatever the server's speed."""
+
+    kind: Literal["rate"] = "rate"
+    rate: float = Field(gt=0, description="Conversations started per second.")
+    arrival: ArrivalKind = Field(default="poisson", description="poisson, gamma (with burstiness) or constant.")
+    burstiness: float = Field(default=1.0, gt=0, description="gamma shape: 1 is Poisson, < 1 burstier, > 1 smoother.")
+    max_concurrency: int | None = Field(default=None, ge=1, description="Cap on requests in flight (None: none).")
+
+    @model_validator(mode="after")
+    def _burstiness_needs_gamma(self) -> RatePoint:
+        if self.burstiness != 1.0 and self.arrival != "gamma":
+            raise ValueError(f"burstiness applies to arrival: gamma only (arrival is {self.arrival})")
+        return self
+
+    @property
+    def id(self) -> str:
+        shape = {"poisson": "", "gamma": f"-gamma{self.burstiness:g}", "constant": "-constant"}[self.arrival]
+        cap = f"-cap{self.max_concurrency}" if self.max_concurrency else ""
+        return f"r{self.rate:g}{shape}{cap}"
+
+    @property
+    def axis(self) -> Literal["concurrency", "rate"]:
+        return "rate"
+
+    @property
+    def load(self) -> float:
+        return self.rate
+
+    @property
+    def slots(self) -> int | None:
+        return self.max_concurrency
+
+    def label(self) -> str:
+        shape = {"poisson": "Poisson", "gamma": f"gamma b={self.burstiness:g}", "constant": "constant"}[self.arrival]
+        cap = f", at most {self.max_concurrency} in flight" if self.max_concurrency else ""
+        return f"{self.rate:g} req/s ({shape}{cap})"
+
+
+def _point_shorthand(raw: Any) -> Any:
+    """4 -> {kind: concurrency, concurrency: 4}; {rate: 2} -> {kind: rate, rate: 2}."""
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return {"kind": "concurrency", "concurrency": raw}
+    if isinstance(raw, dict) and "kind" not in raw:
+        if "rate" in raw:
+            return {"kind": "rate", **raw}
+        if "concurrency" in raw:
+            return {"kind": "concurrency", **raw}
+    return raw
+
+
+LoadPoint = Annotated[ConcurrencyPoint | RatePoint, Field(discriminator="kind")]
+_POINT_KINDS = ("concurrency", "rate")  # the discriminator tags of LoadPoint
+
+
+def _one_user() -> list[ConcurrencyPoint | RatePoint]:
+    return [ConcurrencyPoint(concurrency=1)]
+
+
+# At a closed-loop point of concurrency N, at least this many x N requests are sent (the workload is
+# cycled), so a high-concurrency point is not all ramp-up and drain.
+REQUESTS_PER_SLOT_FLOOR = 4
+
 
 class LoadSpec(StrictModel):
-    """The load pattern and sampling parameters, identical for the SD run and its baseline."""
+    """The load points and how every request is made: identical for every configuration of a plan.
+
+    `concurrency: [1, 4]` and `request_rate: [2.0]` are shorthands for `points`.
+    """
 
     api: Literal["chat", "completions"] = "chat"
-    concurrency: list[int] = Field(default_factory=lambda: [1], description="Closed-loop concurrency levels.")
-    num_prompts: int | None = Field(default=None, ge=1, description="Conversations per level (None: all).")
-    warmup: int = Field(default=2, ge=0, description="Requests sent first and excluded from results.")
+    points: list[LoadPoint] = Field(default_factory=lambda: _one_user(), description="Load points, run in this order.")
+    num_prompts: int | None = Field(default=None, ge=1, description="Conversations per point (None: all).")
+    duration_s: float | None = Field(default=None, gt=0, description="Instead of one pass over the "
+                                     "conversations: keep starting them (cycling) for this long per point.")
+    warmup: int = Field(default=2, ge=0, description="Requests sent first at each point and excluded from results.")
     max_tokens: int = Field(default=128, ge=1)
     ignore_eos: bool = Field(default=False, description="Force max_tokens outputs (biases acceptance).")
     temperature: float = Field(default=0.0, ge=0.0)
@@ -159,15 +284,41 @@ class LoadSpec(StrictModel):
     def output_policy(self) -> OutputPolicy:
         return OutputPolicy(mode="fixed" if self.ignore_eos else "natural", max_tokens=self.max_tokens)
 
-    @field_validator("concurrency")
+    def point(self, point_id: str) -> ConcurrencyPoint | RatePoint | None:
+        return next((p for p in self.points if p.id == point_id), None)
+
+    @model_validator(mode="before")
     @classmethod
-    def _positive(cls, levels: list[int]) -> list[int]:
-        if not levels:
-            raise ValueError("concurrency needs at least one level")
-        for c in levels:
-            if c < 1:
-                raise ValueError(f"concurrency {c} must be >= 1")
-        return levels
+    def _shorthands(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        conc, rates = data.pop("concurrency", None), data.pop("request_rate", None)
+        arrival = {k: data.pop(k) for k in ("arrival", "burstiness", "max_concurrency") if k in data}
+        if arrival and rates is None:
+            raise ValueError(f"{', '.join(arrival)} shape request-rate points: give request_rate too")
+        if conc is not None or rates is not None:
+            if data.get("points"):
+                raise ValueError("give load points either as points or as concurrency/request_rate, not both")
+            data["points"] = [*(_as_list(conc)), *({"rate": r, **arrival} for r in _as_list(rates))]
+        if "points" in data and isinstance(data["points"], list):
+            data["points"] = [_point_shorthand(p) for p in data["points"]]
+        return data
+
+    @field_validator("points")
+    @classmethod
+    def _distinct(cls, points: list[ConcurrencyPoint | RatePoint]) -> list[ConcurrencyPoint | RatePoint]:
+        if not points:
+            raise ValueError("give at least one load point (e.g. concurrency: [1, 4, 16])")
+        ids = [p.id for p in points]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"load point {dupes[0]} is listed twice; each point runs once (use repeats)")
+        return points
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [] if value is None else [value]
 
 
 def parse_spec_json(text: str, where: str = "--spec") -> SpecConfig:
@@ -175,8 +326,10 @@ def parse_spec_json(text: str, where: str = "--spec") -> SpecConfig:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); quote it like '{{\"method\": \"ngram\", \"num_speculative_tokens\": 4}}'") from exc
-    return build_model(SpecConfig, raw, where)
+        raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); quote it like "
+                         '\'{"method": "ngram", "num_speculative_tokens": 4}\'') from exc
+    spec: SpecConfig = build_model(SpecConfig, raw, where)
+    return spec
 
 
 def build_model(cls: type[BaseModel], raw: Any, where: str) -> Any:
@@ -189,9 +342,18 @@ def build_model(cls: type[BaseModel], raw: Any, where: str) -> Any:
         raise InputError(format_validation_error(exc, where)) from exc
 
 
+def _key_path(loc: tuple[Any, ...]) -> str:
+    """The key path of an error location, without the tag pydantic inserts after a load point's index
+    (('points', 0, 'concurrency', 'concurrency') is the key points.0.concurrency)."""
+    parts = [p for p in loc if p != "__root__"]
+    kept = [p for i, p in enumerate(parts)
+            if not (i >= 2 and parts[i - 2] == "points" and isinstance(parts[i - 1], int) and p in _POINT_KINDS)]
+    return ".".join(str(p) for p in kept)
+
+
 def format_validation_error(exc: ValidationError, where: str) -> str:
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err.get("loc", ()) if p != "__root__")
+    loc = _key_path(tuple(err.get("loc", ())))
     msg = err.get("msg", "invalid value").removeprefix("Value error, ")
     if err.get("type") == "extra_forbidden":
         return f"{where}: unknown key {loc!r}; remove it or check the spelling"

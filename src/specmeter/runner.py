@@ -1,100 +1,349 @@
-"""One benchmark run: for each phase (SD on, speculation off) launch or attach, sweep the load levels,
-snapshot the engine's counters around each level, and write everything to the run directory as it
-happens. The run summary is rewritten after every level, so a stop at any point loses nothing measured.
+"""Execute a Plan: start (or attach to) each configuration's server once, run its load points, snapshot
+the engine's counters around each point, and write everything to the run directory as it happens.
+
+The unit of work is a cell: (configuration, load point, repeat). Cells run in blocks; a block is the
+set of servers up at once: one server at a time, or, with `interleave`, every server together with
+the configurations alternating at each point, so machine drift hits them alike. Each finished cell is
+written to summary.json atomically, so a stop at any moment loses nothing measured, and `--resume`
+runs only the cells that are not finished.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path
+from datetime import UTC, datetime
 from typing import Any
 
 from specmeter import __version__
-from specmeter.analysis.speedup import compute_speedups
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from specmeter.analysis.decide import analyze
+from specmeter.config import ConcurrencyPoint, EngineSpec, RatePoint
+from specmeter.data.matched import matched_random
 from specmeter.data.model import Conversation
 from specmeter.engines.base import EngineAdapter
 from specmeter.engines.launcher import LaunchedServer, log_tail
 from specmeter.engines.registry import get_adapter
-from specmeter.errors import EngineError, RunIncomplete, SpecmeterError
+from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, RunIncomplete, SpecmeterError
 from specmeter.load.client import OpenAIClient
-from specmeter.load.records import RequestRecord
-from specmeter.load.scheduler import ErrorRateExceeded, count_requests, run_level
+from specmeter.load.gauge import GaugeSampler
+from specmeter.load.strategies import PointKey, count_requests, point_conversations, run_point
 from specmeter.metrics.categories import category_breakdown
 from specmeter.metrics.latency import summarize_latency
 from specmeter.metrics.prometheus import Snapshot, parse_exposition
+from specmeter.metrics.running import summarize_running
 from specmeter.metrics.sd_summary import summarize_sd
-from specmeter.results import LevelResult, PhaseResult, RunSummary
-from specmeter.store import RunStore, redact_argv, redact_env, environment_info, model_fingerprint
+from specmeter.metrics.steady import steady_state
+from specmeter.redact import redact_argv
+from specmeter.schemas.plan import Plan, PlannedConfig
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
+from specmeter.store import RunStore, environment_info, model_fingerprint
 
-BASELINE = "baseline"
-SD = "sd"
+LoadPoint = ConcurrencyPoint | RatePoint
 
 
 class Reporter:
     """Progress sink. This base is silent (tests, --json); the CLI's RichReporter draws bars."""
 
-    def phase_start(self, name: str, label: str) -> None: ...
-    def server_ready(self, name: str, seconds: float) -> None: ...
-    def level_start(self, phase: str, concurrency: int, total: int) -> None: ...
+    def plan_start(self, plan: Plan, total_requests: int | None) -> None: ...
+    def server_ready(self, server: str, seconds: float) -> None: ...
+    def point_start(self, config: PlannedConfig, point: LoadPoint, repeat: int, total: int | None) -> None: ...
     def request_done(self, record: RequestRecord) -> None: ...
-    def level_done(self, phase: str, level: LevelResult) -> None: ...
+    def point_done(self, config: PlannedConfig, result: PointResult) -> None: ...
     def note(self, message: str) -> None: ...
 
 
 @dataclass
-class PhasePlan:
-    """One engine configuration on one workload. Consecutive phases with the same server share it."""
+class Execution:
+    """A plan and what executing it needs beyond the plan itself (never stored: the API key)."""
 
-    name: str
-    spec: SpecConfig
-    engine: EngineSpec
-    workload: str = "main"
-    # None: the run's conversations. `derive` builds them at phase start from the records already
-    # written (e.g. random tokens matched to a real workload's measured lengths).
-    conversations: list[Conversation] | None = None
-    derive: Callable[[list[RequestRecord]], list[Conversation]] | None = None
-    load: LoadSpec | None = None
-    server_name: str | None = None  # names the server log; defaults to the phase name
-
-    def server_key(self) -> str:
-        return self.engine.model_dump_json() + self.spec.model_dump_json()
-
-
-@dataclass
-class RunPlan:
-    phases: list[PhasePlan]
-    load: LoadSpec
-    conversations: list[Conversation]
-    workload: dict[str, Any] = field(default_factory=dict)
+    plan: Plan
+    conversations: list[Conversation]  # the main workload, as the plan's selection gives it
     api_key: str | None = None
     command: list[str] = field(default_factory=list)
-    # Resume: the summary and records already on disk. Finished levels are kept as they are; an
-    # unfinished level re-sends only the conversations that have not fully succeeded.
+    # Resume: the summary and records already on disk. Finished cells are kept as they are; an
+    # unfinished cell re-sends only the conversations that have not fully succeeded.
     prior: RunSummary | None = None
     prior_records: list[RequestRecord] = field(default_factory=list)
 
 
-def plan_phases(engine: EngineSpec, spec: SpecConfig, baseline: bool, baseline_endpoint: str | None) -> list[PhasePlan]:
-    """SD first, then the same engine with speculation off (launch mode) or at baseline_endpoint."""
-    phases = [PhasePlan(SD if spec.enabled or not engine.launch else BASELINE, spec, engine)]
-    if not baseline or not spec.enabled:
-        return phases
-    if engine.launch:
-        phases.append(PhasePlan(BASELINE, SpecConfig(), engine))
-    elif baseline_endpoint:
-        phases.append(PhasePlan(BASELINE, SpecConfig(), engine.model_copy(update={"endpoint": baseline_endpoint})))
-    return phases
+@dataclass(frozen=True)
+class Cell:
+    config: PlannedConfig
+    point: LoadPoint
+    repeat: int
 
 
-class EngineDied(EngineError):
-    pass
+@dataclass
+class Block:
+    """Servers up together, and the cells they run in order."""
+
+    servers: list[list[PlannedConfig]]
+    cells: list[Cell]
+
+
+def schedule(plan: Plan) -> list[Block]:
+    """Cells in the order they run. Repeats are the outer loop, so each repeat sees the whole sweep
+    once and slow drift spreads over every configuration instead of landing on one."""
+    servers = plan.servers()
+    if plan.interleave:
+        cells: list[Cell] = []
+        for r in range(plan.repeats):
+            # Alternate the order each repeat: the configuration that runs first at a point (just after
+            # another server's burst) changes, so order effects cancel over repeats.
+            order = plan.configs if r % 2 == 0 else list(reversed(plan.configs))
+            cells += [Cell(c, p, r) for p in plan.points for c in _sources_first(order)]
+        return [Block(servers, cells)]
+    return [Block([group], [Cell(c, p, r) for r in range(plan.repeats) for p in plan.points for c in group])
+            for group in servers]
+
+
+def _sources_first(configs: Sequence[PlannedConfig]) -> list[PlannedConfig]:
+    """A configuration whose workload derives from another's records runs after it."""
+    plain = [c for c in configs if c.matched_random is None]
+    return plain + [c for c in configs if c.matched_random is not None]
+
+
+class _Server:
+    """One server of a block: launched, attached, or failed to start."""
+
+    def __init__(self, configs: list[PlannedConfig]) -> None:
+        self.configs = configs
+        self.head = configs[0]
+        self.adapter: EngineAdapter = get_adapter(self.head.engine.kind)
+        self.process: LaunchedServer | None = None
+        self.base_url: str | None = self.head.engine.endpoint
+        self.error: str | None = None
+        self.model: str | None = None
+
+
+class _Run:
+    """State of one execution: the summary being filled and the store it is written to."""
+
+    def __init__(self, ex: Execution, store: RunStore, reporter: Reporter) -> None:
+        self.ex, self.plan, self.store, self.reporter = ex, ex.plan, store, reporter
+        self.t0 = time.perf_counter()
+        self.summary = ex.prior if ex.prior is not None else self._new_summary()
+        self._derived: dict[str, list[Conversation]] = {}
+
+    def _new_summary(self) -> RunSummary:
+        plan = self.plan
+        head = plan.configs[0]
+        return RunSummary(
+            specmeter_version=__version__,
+            created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
+            command=self.ex.command,
+            plan=plan,
+            models={"target": model_fingerprint(head.engine.model),
+                    "drafts": {c.id: model_fingerprint(c.spec.draft_model)
+                               for c in plan.configs if c.spec.draft_model}},
+            environment=environment_info(),
+        )
+
+    def save(self) -> None:
+        self.store.write_summary(self.summary)
+
+    def result(self, config: PlannedConfig, adapter: EngineAdapter) -> ConfigResult:
+        found = self.summary.config(config.id)
+        if found is None:
+            found = ConfigResult(config_id=config.id, role=config.role, spec_label=config.label,
+                                 workload=config.workload,
+                                 engine_version=adapter.version() if config.engine.launch else None)
+            self.summary.configs.append(found)
+        return found
+
+    def done(self, cell: Cell) -> bool:
+        res = self.summary.config(cell.config.id)
+        return res is not None and res.point(cell.point.id, cell.repeat) is not None
+
+    def conversations(self, config: PlannedConfig) -> list[Conversation]:
+        if config.matched_random is None:
+            return self.ex.conversations
+        if config.id not in self._derived:
+            self._derived[config.id] = matched_random(config.matched_random, latest_records(self.store.read_records()))
+        return self._derived[config.id]
+
+    # -- servers ---------------------------------------------------------------------------------------
+    def start(self, server: _Server, stack: ExitStack) -> None:
+        results = [self.result(c, server.adapter) for c in server.configs]
+        for r in results:
+            r.server_error = None
+        head = server.head
+        if not head.engine.launch:
+            return
+        proc = LaunchedServer(server.adapter, head.engine, head.spec, self.store.server_log(head.server),
+                              api_key=self.ex.api_key)
+        for r in results:
+            r.server_command, r.server_log = redact_argv(proc.command), proc.log_path.name
+        self.save()
+        self.reporter.note(f"starting {server.adapter.name} server {head.server}: speculation {head.label}")
+        try:
+            stack.enter_context(proc)
+        except EngineError as exc:
+            # The rest of the plan goes on; this configuration is reported with the engine's own reason.
+            server.error = str(exc)
+            for r in results:
+                r.server_error = server.error
+            self.save()
+            self.reporter.note(f"[red]server {head.server} failed to start; its configurations are skipped[/]\n{exc}")
+            return
+        server.process, server.base_url = proc, proc.base_url
+        for r in results:
+            r.startup_s = proc.startup_seconds
+            r.server_pid = proc.proc.pid if proc.proc else None
+        self.save()  # the pid on disk lets a user (or a test) find the server
+        self.reporter.server_ready(head.server, proc.startup_seconds or 0.0)
+
+    # -- one cell ----------------------------------------------------------------------------------------
+    async def measure(self, cell: Cell, server: _Server) -> PointResult:
+        config, point, repeat = cell.config, cell.point, cell.repeat
+        load = self.plan.load_for(config)
+        adapter = server.adapter
+        assert server.base_url is not None
+        convs = point_conversations(self.conversations(config), point, load)
+        key = PointKey(config.id, point.id, repeat)
+        prior = [r for r in self.ex.prior_records
+                 if (r.config_id, r.point_id, r.repeat) == (config.id, point.id, repeat) and not r.warmup]
+        skip = completed_conversations(prior, convs)
+        async with OpenAIClient(server.base_url, adapter, api_key=self.ex.api_key, timeout_s=load.request_timeout_s,
+                                extra_body=adapter.request_extensions(load.temperature)) as client:
+            if server.model is None:
+                server.model = await _served_model(client, config.engine)
+            on_record = self._on_record(server)
+            if load.warmup:
+                warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}"})
+                        for c in convs[: load.warmup]]
+                await run_point(client, ConcurrencyPoint(concurrency=len(warm)), warm, load, server.model, key,
+                                on_record, warmup=True)
+            before, err_before = await _snapshot(client)
+            self.reporter.point_start(config, point, repeat, count_requests(convs) - count_requests(
+                [c for c in convs if c.id in skip]))
+            started = time.perf_counter() - self.t0
+            gauge = adapter.running_gauge
+            sampler = GaugeSampler(client, gauge, time.perf_counter()) if gauge else None
+            async with sampler or contextlib.nullcontext():
+                traffic = await run_point(client, point, convs, load, server.model, key, on_record, skip=skip)
+            after, err_after = await _snapshot(client)
+        sd = summarize_sd(adapter, before, after, traffic.records, scrape_error=err_before or err_after)
+        records, wall = traffic.records, traffic.wall_s
+        if prior:
+            records = latest_records([*prior, *traffic.records])
+            wall += max((r.end_s or r.start_s for r in prior), default=0.0)
+            if sd.available:
+                sd = summarize_sd(adapter, None, None, records)
+                sd.counters_invalid_reason = (
+                    "point finished by --resume on a new server: counter deltas cover only the resumed "
+                    "requests, so per-request stats are used"
+                )
+        steady = steady_state(records, point, wall) if not prior else None
+        return PointResult(
+            point_id=point.id, repeat=repeat, started_s=started, latency=summarize_latency(records, wall),
+            steady=steady,
+            running_batch=summarize_running(sampler.name, sampler.samples, sampler.interval_s, steady)
+            if sampler is not None else None,
+            sd=sd, categories=category_breakdown(records), resumed=bool(prior),
+        )
+
+    def _on_record(self, server: _Server) -> Callable[[RequestRecord], None]:
+        def on_record(record: RequestRecord) -> None:
+            self.store.append(record)
+            self.reporter.request_done(record)
+            proc = server.process
+            if proc is not None and not record.ok and not proc.alive():
+                raise EngineDied(
+                    f"the {server.adapter.name} server {server.head.server} died during the run (last log lines "
+                    f"of {proc.log_path}):\n{log_tail(proc.log_path)}"
+                )
+        return on_record
+
+    # -- the whole plan ----------------------------------------------------------------------------------
+    def run_block(self, block: Block) -> None:
+        pending = [c for c in block.cells if not self.done(c)]
+        if not pending:
+            return  # finished before a resume: no server needed
+        needed = {c.config.server for c in pending}
+        with ExitStack() as stack:
+            servers: dict[str, _Server] = {}
+            for group in block.servers:
+                if group[0].server in needed:
+                    servers[group[0].server] = srv = _Server(group)
+                    self.start(srv, stack)
+            for cell in pending:
+                server = servers[cell.config.server]
+                if server.error is not None:
+                    continue
+                result = self.result(cell.config, server.adapter)
+                point_result = _run_async(self.measure(cell, server))
+                result.points.append(point_result)
+                self.reporter.point_done(cell.config, point_result)
+                self.save()
+
+    def failed_servers(self) -> list[str]:
+        return [f"{c.config_id}: {c.server_error.splitlines()[0]}" for c in self.summary.configs if c.server_error]
+
+    def total_requests(self) -> int | None:
+        """Requests the plan will send (derived workloads are counted as their source's)."""
+        total = 0
+        for block in schedule(self.plan):
+            for cell in block.cells:
+                if self.done(cell):
+                    continue
+                load = self.plan.load_for(cell.config)
+                if load.duration_s is not None:
+                    return None
+                matched = cell.config.matched_random
+                source = self.plan.config(matched.source_config) if matched else cell.config
+                if source.matched_random is not None:
+                    return None
+                total += count_requests(point_conversations(self.conversations(source), cell.point, load))
+        return total
+
+
+def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None) -> RunSummary:
+    """Run every unfinished cell of the plan; always leaves summary.json consistent with what was
+    measured. A server that fails to start is reported and skipped; the run then ends incomplete."""
+    run = _Run(ex, store, reporter or Reporter())
+    summary = run.summary
+    summary.status, summary.incomplete_reason = "running", None
+    run.save()
+    try:
+        run.reporter.plan_start(ex.plan, run.total_requests())
+        for block in schedule(ex.plan):
+            run.run_block(block)
+        summary.analysis = analyze(summary, latest_records(store.read_records()))
+        failed = run.failed_servers()
+        if failed:
+            _mark_incomplete(summary, "server(s) failed to start: " + "; ".join(failed))
+        else:
+            summary.status = "complete"
+    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
+        _mark_incomplete(summary, "interrupted by the user (Ctrl-C or SIGTERM)")
+        raise RunIncomplete(f"run interrupted; what finished is in {store.root}; `specmeter resume {store.root}` "
+                            "completes it") from exc
+    except ErrorRateExceeded as exc:
+        _mark_incomplete(summary, str(exc))
+        raise RunIncomplete(f"stopped early: {exc}; results so far are in {store.root}") from exc
+    except EngineDied as exc:
+        _mark_incomplete(summary, str(exc))
+        raise RunIncomplete(f"{exc}\nwhat finished is in {store.root}; `specmeter resume {store.root}` "
+                            "completes the run on a new server") from exc
+    except SpecmeterError as exc:
+        _mark_incomplete(summary, str(exc))
+        raise
+    except Exception as exc:
+        _mark_incomplete(summary, f"internal error: {type(exc).__name__}: {exc}")
+        raise
+    finally:
+        summary.wall_s = (summary.wall_s or 0.0) + time.perf_counter() - run.t0 if ex.prior else \
+            time.perf_counter() - run.t0
+        run.save()
+        store.close()
+    return summary
 
 
 async def _snapshot(client: OpenAIClient) -> tuple[Snapshot | None, str | None]:
@@ -102,7 +351,7 @@ async def _snapshot(client: OpenAIClient) -> tuple[Snapshot | None, str | None]:
     garbage, still gets measured: SD then comes from per-request stats, and the reason is recorded."""
     try:
         text = await client.get_text("/metrics")
-    except Exception as exc:  # noqa: BLE001 - any failure means the same: no counters this time
+    except Exception as exc:
         return None, f"/metrics could not be read ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
     try:
         return parse_exposition(text, taken_at=time.monotonic()), None
@@ -118,184 +367,10 @@ async def _served_model(client: OpenAIClient, engine: EngineSpec) -> str:
     try:
         data = await client.get_json("/v1/models")
         return str(data["data"][0]["id"])
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise EngineError(
             f"{engine.endpoint}/v1/models did not name a model ({type(exc).__name__}); pass --served-model-name"
         ) from exc
-
-
-async def _run_phase(
-    plan: RunPlan,
-    phase: PhasePlan,
-    adapter: EngineAdapter,
-    base_url: str,
-    server: LaunchedServer | None,
-    store: RunStore,
-    reporter: Reporter,
-    result: PhaseResult,
-    on_level: Any,
-) -> None:
-    load = phase.load or plan.load
-    conversations = phase.conversations if phase.conversations is not None else plan.conversations
-    async with OpenAIClient(base_url, adapter, api_key=plan.api_key, timeout_s=load.request_timeout_s) as client:
-        model = await _served_model(client, phase.engine)
-
-        def on_record(record: RequestRecord) -> None:
-            store.append(record)
-            reporter.request_done(record)
-            if server is not None and not record.ok and not server.alive():
-                raise EngineDied(
-                    f"the {adapter.name} server died during the run (last log lines of {server.log_path}):\n"
-                    f"{log_tail(server.log_path)}"
-                )
-
-        for concurrency in load.concurrency:
-            if result.level(concurrency) is not None:
-                continue  # finished before a resume
-            prior = [r for r in plan.prior_records
-                     if r.phase == phase.name and r.concurrency == concurrency and not r.warmup]
-            skip = completed_conversations(prior, conversations)
-            if load.warmup:
-                warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}"}) for c in conversations[: load.warmup]]
-                await run_level(client, warm, min(concurrency, len(warm)), load, model, phase.name, on_record, warmup=True)
-            before, err_before = await _snapshot(client)
-            reporter.level_start(phase.name, concurrency, count_requests(conversations))
-            level = await run_level(client, conversations, concurrency, load, model, phase.name, on_record, skip=skip)
-            after, err_after = await _snapshot(client)
-            sd = summarize_sd(adapter, before, after, level.records, scrape_error=err_before or err_after)
-            records, wall = level.records, level.wall_s
-            if prior:
-                records = latest_records([*prior, *level.records])
-                wall += max((r.start_s + (r.e2e_s or 0.0) for r in prior), default=0.0)
-                if sd.available:
-                    sd = summarize_sd(adapter, None, None, records)
-                    sd.counters_invalid_reason = (
-                        "level finished by --resume on a new server: counter deltas cover only the resumed "
-                        "requests, so per-request stats are used"
-                    )
-            lr = LevelResult(
-                concurrency=concurrency,
-                latency=summarize_latency(records, wall),
-                sd=sd,
-                categories=category_breakdown(records),
-                resumed=bool(prior),
-            )
-            result.levels.append(lr)
-            reporter.level_done(phase.name, lr)
-            on_level()
-
-
-def execute(plan: RunPlan, store: RunStore, reporter: Reporter | None = None) -> RunSummary:
-    """Run every phase; always leaves summary.json consistent with what was measured."""
-    reporter = reporter or Reporter()
-    t0 = time.perf_counter()
-    first = plan.phases[0]
-    if plan.prior is not None:
-        summary = plan.prior
-        summary.status, summary.incomplete_reason, summary.speedup = "running", None, []
-    else:
-        summary = RunSummary(
-            specmeter_version=__version__,
-            created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            command=plan.command,
-            config={
-                "engine": {**first.engine.model_dump(mode="json"), "extra_args": redact_argv(first.engine.extra_args),
-                           "env": redact_env(first.engine.env)},
-                "spec": first.spec.model_dump(mode="json"),
-                "load": plan.load.model_dump(mode="json"),
-                "baseline": [p.name for p in plan.phases] != [first.name],
-                "baseline_endpoint": next((p.engine.endpoint for p in plan.phases[1:] if not p.engine.launch), None),
-            },
-            workload=plan.workload,
-            models={"target": model_fingerprint(first.engine.model), "draft": model_fingerprint(first.spec.draft_model)},
-            environment=environment_info(),
-        )
-    store.write_summary(summary)
-    try:
-        for group in group_phases(plan.phases):
-            _run_group(plan, group, summary, store, reporter)
-        summary.speedup = compute_speedups(summary, latest_records(store.read_records()))
-        summary.status = "complete"
-    except (KeyboardInterrupt, asyncio.CancelledError) as exc:
-        _mark_incomplete(summary, "interrupted by the user (Ctrl-C or SIGTERM)")
-        raise RunIncomplete(f"run interrupted; what finished is in {store.root}; `specmeter run --resume {store.root}` completes it") from exc
-    except ErrorRateExceeded as exc:
-        _mark_incomplete(summary, str(exc))
-        raise RunIncomplete(f"stopped early: {exc}; results so far are in {store.root}") from exc
-    except EngineDied as exc:
-        _mark_incomplete(summary, str(exc))
-        raise RunIncomplete(f"{exc}\nwhat finished is in {store.root}; `specmeter run --resume {store.root}` "
-                            "completes the run on a new server") from exc
-    except SpecmeterError as exc:
-        _mark_incomplete(summary, str(exc))
-        raise
-    except Exception as exc:
-        _mark_incomplete(summary, f"internal error: {type(exc).__name__}: {exc}")
-        raise
-    finally:
-        summary.wall_s = time.perf_counter() - t0
-        store.write_summary(summary)
-        store.close()
-    return summary
-
-
-def group_phases(phases: Sequence[PhasePlan]) -> list[list[PhasePlan]]:
-    """Consecutive phases with the same engine and speculative config run on one server."""
-    groups: list[list[PhasePlan]] = []
-    for phase in phases:
-        if groups and groups[-1][0].server_key() == phase.server_key():
-            groups[-1].append(phase)
-        else:
-            groups.append([phase])
-    return groups
-
-
-def _phase_result(summary: RunSummary, phase: PhasePlan, adapter: EngineAdapter) -> PhaseResult:
-    result = summary.phase(phase.name)
-    if result is None:
-        label = phase.spec.label() if phase.engine.launch or phase.spec.enabled else "as the server runs"
-        result = PhaseResult(
-            name=phase.name, spec_label=label, spec=phase.spec.model_dump(mode="json"), workload=phase.workload,
-            engine_version=adapter.version() if phase.engine.launch else None,
-        )
-        summary.phases.append(result)
-    return result
-
-
-def _run_group(plan: RunPlan, group: list[PhasePlan], summary: RunSummary, store: RunStore, reporter: Reporter) -> None:
-    """Start (or attach to) one server and run each of the group's unfinished phases on it."""
-    head = group[0]
-    adapter = get_adapter(head.engine.kind)
-    results = [_phase_result(summary, p, adapter) for p in group]
-    pending = [(p, r) for p, r in zip(group, results)
-               if not all(r.level(c) is not None for c in (p.load or plan.load).concurrency)]
-    if not pending:
-        return  # finished before a resume: no server needed
-    with ExitStack() as stack:
-        server: LaunchedServer | None = None
-        if head.engine.launch:
-            server = LaunchedServer(adapter, head.engine, head.spec, store.server_log(head.server_name or head.name),
-                                    api_key=plan.api_key)
-            for r in results:
-                r.server_command, r.server_log = redact_argv(server.command), server.log_path.name
-            store.write_summary(summary)
-            reporter.note(f"starting {adapter.name} server: speculation {head.spec.label()}")
-            stack.enter_context(server)
-            for r in results:
-                r.startup_s = server.startup_seconds
-                r.server_pid = server.proc.pid if server.proc else None
-            store.write_summary(summary)  # the pid on disk lets a user (or a test) find the server
-            reporter.server_ready(head.name, server.startup_seconds or 0.0)
-            base_url = server.base_url
-        else:
-            assert head.engine.endpoint is not None
-            base_url = head.engine.endpoint
-        for phase, result in pending:
-            if phase.derive is not None:
-                phase.conversations = phase.derive(latest_records(store.read_records()))
-            reporter.phase_start(phase.name, result.spec_label)
-            _run_async(_run_phase(plan, phase, adapter, base_url, server, store, reporter, result,
-                                  lambda: store.write_summary(summary)))
 
 
 def _mark_incomplete(summary: RunSummary, reason: str) -> None:
@@ -303,40 +378,35 @@ def _mark_incomplete(summary: RunSummary, reason: str) -> None:
     summary.incomplete_reason = reason
 
 
-def _run_async(coro: Any) -> None:
+def _run_async(coro: Coroutine[Any, Any, PointResult]) -> PointResult:
     """asyncio.run with SIGTERM treated like Ctrl-C: cancel in-flight requests, then unwind."""
     with asyncio.Runner() as runner:
         loop = runner.get_loop()
-        task_holder: list[asyncio.Task[Any]] = []
+        task_holder: list[asyncio.Task[PointResult]] = []
 
         def _cancel() -> None:
             for t in task_holder:
                 t.cancel()
 
-        try:
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread / not Unix
             loop.add_signal_handler(signal.SIGTERM, _cancel)
-        except (NotImplementedError, RuntimeError):  # not the main thread / not Unix
-            pass
 
-        async def main() -> None:
-            task_holder.append(asyncio.current_task())  # type: ignore[arg-type]
-            await coro
+        async def main() -> PointResult:
+            task = asyncio.current_task()
+            assert task is not None
+            task_holder.append(task)
+            return await coro
 
         try:
-            runner.run(main())
+            return runner.run(main())
         finally:
-            try:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGTERM)
-            except (NotImplementedError, RuntimeError):
-                pass
 
 
 def latest_records(records: Sequence[RequestRecord]) -> list[RequestRecord]:
-    """One record per (phase, level, conversation, turn): the last one written (a resume re-sends)."""
-    out: dict[tuple[str, int, str, int, bool], RequestRecord] = {}
-    for r in records:
-        out[(r.phase, r.concurrency, r.conversation_id, r.turn, r.warmup)] = r
-    return list(out.values())
+    """One record per key: the last one written (a resume re-sends under the same key)."""
+    return list({r.key: r for r in records}.values())
 
 
 def completed_conversations(records: Sequence[RequestRecord], conversations: Sequence[Conversation]) -> set[str]:

@@ -1,9 +1,9 @@
 """The run directory: summary.json written atomically, requests.jsonl appended as requests finish.
 
 Layout of runs/<id>/:
-  summary.json      versioned RunSummary (rewritten atomically after every level)
+  summary.json      versioned RunSummary with the whole plan (rewritten atomically after every point)
   requests.jsonl    one RequestRecord per line, flushed as each request finishes
-  server-<phase>.log  the launched server's output
+  server-<server>.log the output of each launched server (one per server id of the plan)
 """
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ import json
 import os
 import platform
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
 from specmeter import __version__
 from specmeter.errors import InputError
-from specmeter.load.records import RequestRecord
-from specmeter.results import RunSummary
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import SCHEMA_VERSION, RunSummary
 
 SUMMARY = "summary.json"
 REQUESTS = "requests.jsonl"
 
 
 def new_run_id(label: str) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in label)[:40]
     return f"{stamp}-{safe}"
 
@@ -57,15 +57,37 @@ class RunStore:
     def requests_path(self) -> Path:
         return self.root / REQUESTS
 
-    def server_log(self, phase: str) -> Path:
-        return self.root / f"server-{phase}.log"
+    def server_log(self, server: str) -> Path:
+        return self.root / f"server-{server}.log"
 
     def append(self, record: RequestRecord) -> None:
         if self._requests is None:
+            self._drop_torn_tail()
             self._requests = self.requests_path.open("a", encoding="utf-8")
         self._requests.write(record.model_dump_json(exclude_computed_fields=True) + "\n")
         self._requests.flush()
         os.fsync(self._requests.fileno())
+
+    def _drop_torn_tail(self, block: int = 1 << 16) -> None:
+        """A crash mid-write leaves a last line without its newline. read_records skips it, but a record
+        appended after it (resume) would be glued onto it, damaging the file: cut it off first."""
+        if not self.requests_path.exists():
+            return
+        with self.requests_path.open("rb+") as fh:
+            end = fh.seek(0, os.SEEK_END)
+            pos = end
+            while pos > 0:
+                start = max(0, pos - block)
+                fh.seek(start)
+                chunk = fh.read(pos - start)
+                if pos == end and chunk.endswith(b"\n"):
+                    return  # the last line is whole
+                newline = chunk.rfind(b"\n")
+                if newline >= 0:
+                    fh.truncate(start + newline + 1)
+                    return
+                pos = start
+            fh.truncate(0)
 
     def write_summary(self, summary: RunSummary) -> None:
         atomic_write_text(self.summary_path, summary.model_dump_json(indent=2) + "\n")
@@ -93,7 +115,8 @@ class RunStore:
             except ValueError as exc:
                 if i == len(lines):
                     break  # torn final line: the request it described is simply redone on resume
-                raise InputError(f"{self.requests_path} line {i}: not a request record ({exc.__class__.__name__}); the run directory is damaged") from exc
+                raise InputError(f"{self.requests_path} line {i}: not a request record "
+                                 f"({exc.__class__.__name__}); the run directory is damaged") from exc
         return out
 
 
@@ -101,8 +124,16 @@ def load_summary(run_dir: Path) -> RunSummary:
     path = run_dir / SUMMARY
     if not path.exists():
         raise InputError(f"{path}: no summary.json here; pass a run directory written by `specmeter run`")
+    text = path.read_text(encoding="utf-8")
     try:
-        return RunSummary.model_validate_json(path.read_text(encoding="utf-8"))
+        version = json.loads(text).get("schema_version")
+    except (ValueError, AttributeError):
+        version = None
+    if isinstance(version, int) and version != SCHEMA_VERSION:
+        raise InputError(f"{path}: written by another specmeter (summary schema {version}, this one reads "
+                         f"{SCHEMA_VERSION}); use the specmeter that wrote it, or run again")
+    try:
+        return RunSummary.model_validate_json(text)
     except ValueError as exc:
         raise InputError(f"{path}: not a specmeter run summary ({exc.__class__.__name__}); check the path") from exc
 
@@ -145,36 +176,3 @@ def environment_info() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "specmeter": __version__,
     }
-
-
-SECRET_ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
-
-
-def redact_env(env: dict[str, str]) -> dict[str, str]:
-    """Environment for the record: values of secret-looking variables replaced."""
-    return {k: "***" if any(w in k.upper() for w in SECRET_ENV_WORDS) else v for k, v in env.items()}
-
-
-def redact_argv(argv: list[str], secret_flags: tuple[str, ...] = ("--api-key",)) -> list[str]:
-    """The command line with secret flag values replaced, safe to write into results."""
-    out: list[str] = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            out.append("***")
-            hide_next = False
-            continue
-        if any(arg == f or arg.endswith("=" + f) for f in secret_flags):  # --api-key, --engine-arg=--api-key
-            out.append(arg)
-            hide_next = True
-            continue
-        for f in secret_flags:  # --api-key=KEY, --engine-arg=--api-key=KEY
-            i = arg.find(f + "=")
-            if i >= 0:
-                arg = arg[: i + len(f) + 1] + "***"
-        out.append(arg)
-    return out
-
-
-def dump_json(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True)

@@ -20,15 +20,22 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=900,
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    for heading in ("Speculative decoding", "Acceptance per category", "Throughput", "Latency", "Speedup"):
+    for heading in ("Speculative decoding", "Acceptance per category", "Throughput", "Latency", "Speedup",
+                    "Where speculation stops paying", "Lossless check"):
         assert heading in res.stdout
     (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     summary = load_summary(run_dir)
     assert summary.status == "complete"
-    assert [p.name for p in summary.phases] == ["sd", "baseline"]
-    assert summary.phases[1].spec_label == "off"
-    (speedup,) = summary.speedup
-    assert speedup.concurrency == 1 and speedup.same_work
+    assert summary.plan.kind == "demo" and summary.plan.interleave
+    assert [c.config_id for c in summary.configs] == ["draft_model-k4", "baseline"]
+    assert summary.configs[1].spec_label == "off"
+    (speedup,) = summary.analysis.speedups
+    assert speedup.point_id == "c1" and speedup.same_work
     assert speedup.output_throughput.value and speedup.output_throughput.value > 0
-    assert (run_dir / "requests.jsonl").exists() and (run_dir / "server-sd.log").exists()
+    assert speedup.verdict is not None
+    (check,) = summary.analysis.lossless
+    assert check.compared == speedup.paired_requests
+    for server in ("draft_model-k4", "baseline"):
+        assert (run_dir / f"server-{server}.log").exists()
+    assert (run_dir / "requests.jsonl").exists()
     assert summary.models["target"]["sha256"]

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from vllm_helpers import ServerPool
 
-from specmeter.demo import models_dir
+from specmeter.plans.demo import models_dir
 
 
 @pytest.fixture(scope="session")
 def models() -> Path:
     """The committed demo models (a missing models/ directory fails the tests, it never skips them)."""
     return models_dir()
+
+
+@pytest.fixture(scope="session")
+def pool(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
+    """Real servers shared by the whole session (see vllm_helpers.ServerPool)."""
+    servers = ServerPool(tmp_path_factory.mktemp("servers"))
+    yield servers
+    servers.stop_all()

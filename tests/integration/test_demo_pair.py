@@ -6,24 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vllm_helpers import measure, start_server
+from vllm_helpers import ServerPool, measure, only_config
 
 from specmeter.config import LoadSpec, SpecConfig, SpecMethod
 from specmeter.data.sample import load_sample
-from specmeter.engines.launcher import LaunchedServer
-from specmeter.results import RunSummary
+from specmeter.schemas.results import RunSummary
 from specmeter.store import RunStore
 
 K = 4
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def server(models: Path, tmp_path_factory: pytest.TempPathFactory) -> LaunchedServer:
-    spec = SpecConfig(method=SpecMethod.draft_model, num_speculative_tokens=K, draft_model=str(models / "demo-draft"))
-    srv = start_server(spec, tmp_path_factory.mktemp("demo-pair"))
-    yield srv
-    srv.stop()
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +23,15 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def summary(server: LaunchedServer, run_dir: Path) -> RunSummary:
+def summary(pool: ServerPool, models: Path, run_dir: Path) -> RunSummary:
+    spec = SpecConfig(method=SpecMethod.draft_model, num_speculative_tokens=K, draft_model=str(models / "demo-draft"))
+    # 77 conversations, 93 requests: above the 4 x N floor, so each is sent exactly once.
     load = LoadSpec(concurrency=[4], max_tokens=48, temperature=0.0, warmup=2)
-    return measure(server.base_url, run_dir, load)
+    return measure(pool.get(spec).base_url, run_dir, load, spec=spec)
 
 
 def test_per_request_sums_equal_counter_deltas(summary: RunSummary) -> None:
-    level = summary.phases[0].levels[0]
+    level = only_config(summary).points[0]
     assert level.latency.num_ok == level.latency.num_requests > 0
     sd = level.sd
     assert sd.counters is not None and sd.per_request is not None
@@ -53,7 +46,7 @@ def test_per_request_sums_equal_counter_deltas(summary: RunSummary) -> None:
 
 
 def test_all_categories_reported(summary: RunSummary) -> None:
-    level = summary.phases[0].levels[0]
+    level = only_config(summary).points[0]
     cb = level.categories
     assert cb is not None
     expected = {c.category for c in load_sample()}

@@ -5,29 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from vllm_helpers import measure, start_server
+from vllm_helpers import ServerPool, measure, only_config
 
 from specmeter.config import LoadSpec, SpecConfig, SpecMethod
-from specmeter.engines.launcher import LaunchedServer
 
 K = 3
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def server(models: Path, tmp_path_factory: pytest.TempPathFactory) -> LaunchedServer:
-    spec = SpecConfig(method=SpecMethod.draft_model, num_speculative_tokens=K,
-                      draft_model=str(models / "demo-target"))
-    srv = start_server(spec, tmp_path_factory.mktemp("self-draft"))
-    yield srv
-    srv.stop()
-
-
-def test_self_draft_accepts_everything(server: LaunchedServer, tmp_path: Path) -> None:
+def test_self_draft_accepts_everything(pool: ServerPool, models: Path, tmp_path: Path) -> None:
+    spec = SpecConfig(method=SpecMethod.draft_model, num_speculative_tokens=K, draft_model=str(models / "demo-target"))
     load = LoadSpec(concurrency=[1, 3], max_tokens=32, temperature=0.0, warmup=1)
-    summary = measure(server.base_url, tmp_path / "run", load, num_prompts=6)
+    summary = measure(pool.get(spec).base_url, tmp_path / "run", load, num_prompts=6, spec=spec)
     assert summary.status == "complete"
-    for level in summary.phases[0].levels:
+    for level in only_config(summary).points:
         sd = level.sd
         assert sd.available and sd.reference == "counters"
         for counts in (sd.counters, sd.per_request):

@@ -1,5 +1,5 @@
 """The server dies mid-run: finished requests are on disk, the run says it is incomplete and why,
-the exit code says so, and --resume finishes the run against a new server."""
+the exit code says so, and `specmeter resume` finishes the run against a new server."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_server_killed_then_resumed(models: Path, tmp_path: Path) -> None:
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
             assert time.monotonic() < deadline, "no requests finished in time"
             time.sleep(0.5)
-        pid = load_summary(run_dir).phases[0].server_pid
+        pid = load_summary(run_dir).configs[0].server_pid
         assert pid
         os.killpg(pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=120)
@@ -55,23 +55,23 @@ def test_server_killed_then_resumed(models: Path, tmp_path: Path) -> None:
             proc.terminate()  # specmeter stops its own server on SIGTERM
             proc.wait(timeout=60)
     assert proc.returncode == RunIncomplete.exit_code, out
-    assert "--resume" in out
+    assert f"specmeter resume {run_dir}" in out
     summary = load_summary(run_dir)
     assert summary.status == "incomplete"
     assert summary.incomplete_reason
     before = [r for r in RunStore(run_dir).read_records() if r.ok and not r.warmup]
     assert len(before) >= 4
 
-    res = subprocess.run([*SPECMETER, "run", "--resume", str(run_dir)], capture_output=True, text=True, timeout=900)
+    res = subprocess.run([*SPECMETER, "resume", str(run_dir)], capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout + res.stderr
     summary = load_summary(run_dir)
     assert summary.status == "complete"
-    level = summary.phases[0].levels[0]
+    level = summary.configs[0].points[0]
     assert level.resumed
     records = RunStore(run_dir).read_records()
     ok_keys = {(r.conversation_id, r.turn) for r in records if r.ok and not r.warmup}
     # Nothing measured before the kill was lost, and every request of the workload now succeeded.
     assert {(r.conversation_id, r.turn) for r in before} <= ok_keys
-    assert len(ok_keys) == summary.workload["requests"]
-    assert level.latency.num_ok == summary.workload["requests"]
+    assert len(ok_keys) == summary.plan.workload.requests
+    assert level.latency.num_ok == summary.plan.workload.requests
     assert level.sd.available and level.sd.reference == "per_request"

@@ -1,6 +1,8 @@
-"""Integration helpers: start the real vLLM CPU server on the demo models, measure against it.
+"""Integration helpers: real vLLM CPU servers on the demo models, shared by every test of the session.
 
-Each test module starts its server once (module scope) and stops it at the end.
+Each distinct speculative configuration is launched once (the first test that needs it pays the start)
+and stopped when the session ends, so the whole suite pays each server start once. Sweeps attach to these
+servers, exactly as a user attaches specmeter to servers they already run.
 """
 
 from __future__ import annotations
@@ -10,30 +12,46 @@ from pathlib import Path
 from specmeter.config import EngineSpec, LoadSpec, SpecConfig
 from specmeter.data.sample import load_sample
 from specmeter.data.selection import select
-from specmeter.demo import demo_engine
 from specmeter.engines.launcher import LaunchedServer
 from specmeter.engines.vllm import VLLMAdapter
-from specmeter.results import RunSummary
-from specmeter.runner import PhasePlan, RunPlan, execute
+from specmeter.plans.demo import demo_engine
+from specmeter.plans.run import run_plan
+from specmeter.runner import Execution, execute
+from specmeter.schemas.plan import WorkloadSelection
+from specmeter.schemas.results import ConfigResult, RunSummary
 from specmeter.store import RunStore
 
 
-def start_server(spec: SpecConfig, log_dir: Path) -> LaunchedServer:
-    return LaunchedServer(VLLMAdapter(), demo_engine(), spec, log_dir / "server.log").start()
+class ServerPool:
+    """LaunchedServers keyed by their speculative config; started on first use."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self._servers: dict[str, LaunchedServer] = {}
+
+    def get(self, spec: SpecConfig) -> LaunchedServer:
+        key = spec.model_dump_json()
+        if key not in self._servers:
+            name = spec.label().replace(" ", "_").replace("=", "")
+            log = self.log_dir / f"server-{name}-{len(self._servers)}.log"
+            self._servers[key] = LaunchedServer(VLLMAdapter(), demo_engine(), spec, log).start()
+        return self._servers[key]
+
+    def stop_all(self) -> None:
+        for server in self._servers.values():
+            server.stop()
 
 
-def measure(
-    base_url: str,
-    run_dir: Path,
-    load: LoadSpec,
-    num_prompts: int | None = None,
-    phase: str = "sd",
-) -> RunSummary:
+def measure(base_url: str, run_dir: Path, load: LoadSpec, num_prompts: int | None = None,
+            spec: SpecConfig | None = None) -> RunSummary:
     """Run the sample workload (stratified) against an attached server and return the summary."""
     convs = select(load_sample(), num_prompts=num_prompts, seed=0)
-    plan = RunPlan(
-        phases=[PhasePlan(phase, SpecConfig(), EngineSpec(endpoint=base_url))],
-        load=load,
-        conversations=convs,
-    )
-    return execute(plan, RunStore(run_dir))
+    plan = run_plan(EngineSpec(endpoint=base_url), spec or SpecConfig(), load, baseline=False,
+                    baseline_endpoint=None,
+                    workload=WorkloadSelection(dataset="sample", conversation_ids=[c.id for c in convs]))
+    return execute(Execution(plan=plan, conversations=convs), RunStore(run_dir))
+
+
+def only_config(summary: RunSummary) -> ConfigResult:
+    (config,) = summary.configs
+    return config

@@ -19,8 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmeter.engines.vllm import VLLMAdapter
-from specmeter.load.client import OpenAIClient, RequestSpec, StreamError, StreamResult, _chunk_tokens, parse_sse_line
-from specmeter.load.records import RequestRecord
+from specmeter.errors import StreamError
+from specmeter.load.client import OpenAIClient, RequestSpec, StreamResult, _chunk_tokens, parse_sse_line
+from specmeter.schemas.records import RequestRecord
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
 STREAM = (FIXTURES / "chat_stream.sse").read_bytes()
@@ -47,7 +48,7 @@ def parse_all(lines: list[bytes]) -> StreamResult:
 
 
 def new_record() -> RequestRecord:
-    return RequestRecord(phase="sd", concurrency=1, conversation_id="c0")
+    return RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id="c0")
 
 
 # ---- the real capture ----------------------------------------------------------------------------

@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from specmeter.config import (
+    ConcurrencyPoint,
     EngineSpec,
     LoadSpec,
+    RatePoint,
     SpecConfig,
     SpecMethod,
     build_model,
@@ -192,23 +194,101 @@ def test_engine_spec_modes() -> None:
         build_model(EngineSpec, {"model": "m", "port": 70000}, "engine")
 
 
-@pytest.mark.parametrize("levels", [[0], [1, 0, 4], [-2], []])
-def test_load_spec_rejects_bad_concurrency(levels: list[int]) -> None:
+@pytest.mark.parametrize(("levels", "bad"), [([0], 0), ([1, 0, 4], 1), ([-2], 0)])
+def test_load_spec_rejects_bad_concurrency(levels: list[int], bad: int) -> None:
     with pytest.raises(ValidationError):
         LoadSpec(concurrency=levels)
     with pytest.raises(InputError) as info:
         build_model(LoadSpec, {"concurrency": levels}, "load")
-    assert "'concurrency'" in str(info.value)
+    msg = str(info.value)
+    # the shorthand becomes points: the error names the bad entry's key path exactly
+    assert f"key 'points.{bad}.concurrency'" in msg, msg
+    assert "\n" not in msg
+
+
+@pytest.mark.parametrize("raw", [{"concurrency": []}, {"request_rate": []}, {"points": []}])
+def test_load_spec_rejects_no_points(raw: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        LoadSpec(**raw)
+    with pytest.raises(InputError) as info:
+        build_model(LoadSpec, raw, "load")
+    msg = str(info.value)
+    assert "'points'" in msg and "at least one load point" in msg and "concurrency" in msg, msg
 
 
 def test_load_spec_defaults_and_bounds() -> None:
     spec = LoadSpec()
-    assert spec.concurrency == [1] and spec.temperature == 0.0 and spec.api == "chat"
-    assert LoadSpec(concurrency=[1, 8, 64]).concurrency == [1, 8, 64]
-    for bad in ({"max_tokens": 0}, {"temperature": -0.1}, {"top_p": 0.0}, {"max_error_rate": 1.5}, {"api": "x"}):
+    assert spec.points == [ConcurrencyPoint(concurrency=1)] and spec.temperature == 0.0 and spec.api == "chat"
+    assert spec.duration_s is None
+    assert [p.id for p in LoadSpec(concurrency=[1, 8, 64]).points] == ["c1", "c8", "c64"]
+    assert [p.concurrency for p in LoadSpec(concurrency=[1, 8, 64]).points] == [1, 8, 64]  # type: ignore[union-attr]
+    for bad in ({"max_tokens": 0}, {"temperature": -0.1}, {"top_p": 0.0}, {"max_error_rate": 1.5}, {"api": "x"},
+                {"duration_s": 0}):
         with pytest.raises(InputError) as info:
             build_model(LoadSpec, bad, "load")
         assert repr(next(iter(bad))) in str(info.value)
+
+
+# ---- load points -----------------------------------------------------------------------------------
+
+
+def test_point_ids_and_labels() -> None:
+    assert ConcurrencyPoint(concurrency=4).id == "c4"
+    assert ConcurrencyPoint(concurrency=4).slots == 4 and ConcurrencyPoint(concurrency=4).axis == "concurrency"
+    assert RatePoint(rate=2.5).id == "r2.5"
+    assert RatePoint(rate=2.0).id == "r2"
+    assert RatePoint(rate=1, arrival="constant").id == "r1-constant"
+    assert RatePoint(rate=1, arrival="gamma", burstiness=0.5, max_concurrency=8).id == "r1-gamma0.5-cap8"
+    assert RatePoint(rate=1).slots is None and RatePoint(rate=1, max_concurrency=3).slots == 3
+    assert RatePoint(rate=1).axis == "rate"
+    # different shapes at one rate are different points
+    ids = {RatePoint(rate=1).id, RatePoint(rate=1, arrival="constant").id,
+           RatePoint(rate=1, arrival="gamma", burstiness=2).id, RatePoint(rate=1, max_concurrency=2).id}
+    assert len(ids) == 4
+
+
+def test_shorthands_become_points_in_order() -> None:
+    spec = LoadSpec(concurrency=[1, 4], request_rate=[2.0, 0.5], arrival="gamma", burstiness=0.5, max_concurrency=8)
+    assert spec.points == [
+        ConcurrencyPoint(concurrency=1), ConcurrencyPoint(concurrency=4),
+        RatePoint(rate=2.0, arrival="gamma", burstiness=0.5, max_concurrency=8),
+        RatePoint(rate=0.5, arrival="gamma", burstiness=0.5, max_concurrency=8),
+    ]
+    # a scalar is a one-point list
+    assert LoadSpec(concurrency=4).points == [ConcurrencyPoint(concurrency=4)]
+    assert LoadSpec(request_rate=2.0).points == [RatePoint(rate=2.0)]
+    # `points` entries: an int is a concurrency, a mapping with `rate` a rate point, `kind` may be omitted
+    mixed = build_model(LoadSpec, {"points": [4, {"rate": 2}, {"concurrency": 8}, {"kind": "rate", "rate": 1,
+                                                                                "arrival": "constant"}]}, "load")
+    assert [p.id for p in mixed.points] == ["c4", "r2", "c8", "r1-constant"]
+    assert mixed.point("r2") == RatePoint(rate=2) and mixed.point("c5") is None
+    # the shorthands are not fields: a dumped spec reloads to the same points
+    assert "concurrency" not in spec.model_dump() and LoadSpec.model_validate(spec.model_dump()) == spec
+
+
+@pytest.mark.parametrize(
+    ("raw", "needles"),
+    [
+        ({"arrival": "gamma"}, ["arrival", "request_rate"]),
+        ({"concurrency": [1], "max_concurrency": 4}, ["max_concurrency", "request_rate"]),
+        ({"points": [1], "concurrency": [2]}, ["points", "concurrency", "not both"]),
+        ({"concurrency": [4, 1, 4]}, ["'points'", "c4", "twice"]),
+        ({"request_rate": [2, 2.0]}, ["'points'", "r2", "twice"]),
+        ({"request_rate": [1], "burstiness": 0.5}, ["'points.0'", "burstiness", "gamma"]),
+        ({"request_rate": [0]}, ["'points.0.rate'"]),
+        ({"request_rate": [1], "arrival": "bursty"}, ["'points.0.arrival'"]),
+        ({"request_rate": [1], "max_concurrency": 0}, ["'points.0.max_concurrency'"]),
+        ({"points": [{"kind": "closed", "concurrency": 2}]}, ["'points.0'", "closed"]),
+        ({"points": [{"concurrency": 2, "rate": 1}]}, ["'points.0"]),
+    ],
+)
+def test_load_point_errors_name_the_key(raw: dict[str, Any], needles: list[str]) -> None:
+    with pytest.raises(InputError) as info:
+        build_model(LoadSpec, raw, "load")
+    msg = str(info.value)
+    assert msg.startswith("load:") and "\n" not in msg, msg
+    for needle in needles:
+        assert needle in msg, (needle, msg)
 
 
 # ---- build_model / load_yaml ---------------------------------------------------------------------

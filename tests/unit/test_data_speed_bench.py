@@ -20,7 +20,8 @@ from data_fixtures import (
 
 from specmeter.data.speed_bench import CONFIGS, DATASET, DEFAULT_REVISION, load_speed_bench, prepared_file_name
 from specmeter.data.speed_bench_prepare import MANIFEST, prepare
-from specmeter.data.speed_bench_sources import FILLERS, FillContext, RowNotFillable, fill_template, find_filler
+from specmeter.data.speed_bench_sources import FILLERS, FillContext, fill_template, find_filler
+from specmeter.errors import RowNotFillable
 from specmeter.errors import InputError
 
 # ---------------------------------------------------------------- loading prepared data

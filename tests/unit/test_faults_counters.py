@@ -19,6 +19,8 @@ from faultserver import (
     attach_plan,
     conversations,
     negative_numbers,
+    only_config,
+    point_requests,
     run_plan,
 )
 
@@ -44,6 +46,11 @@ def _run(server: FaultServer, root: Path, **load):  # type: ignore[no-untyped-de
     assert summary.status == "complete"
     assert not server.problems, server.problems
     return summary, RunStore(root).read_records()
+
+
+def _sd(summary):  # type: ignore[no-untyped-def]
+    """SD of the run's first point."""
+    return only_config(summary).points[0].sd
 
 
 def _measured_reported(server: FaultServer, records) -> Tally:  # type: ignore[no-untyped-def]
@@ -74,9 +81,10 @@ def test_clean_run_counters_and_per_request_agree(tmp_path: Path, detailed: bool
     with FaultServer(k=K, detailed=detailed, num_engines=num_engines, draft_per_pos=draft_per_pos,
                      prior_requests=3) as server:
         summary, records = _run(server, tmp_path / "run", concurrency=[1, 3], warmup=2)
-    levels = summary.phases[0].levels
-    assert [lv.concurrency for lv in levels] == [1, 3]
-    for lv in levels:
+    levels = only_config(summary).points
+    assert [lv.point_id for lv in levels] == ["c1", "c3"]
+    convs = conversations(WORKLOAD)
+    for lv, n in zip(levels, [1, 3]):
         sd = lv.sd
         assert sd.available and sd.reason is None
         assert sd.reference == "counters", sd
@@ -93,7 +101,9 @@ def test_clean_run_counters_and_per_request_agree(tmp_path: Path, detailed: bool
         rates = c.per_position_rate
         assert len(rates) == K and all(0.0 <= a <= 1.0 for a in rates)
         assert all(x >= y for x, y in zip(rates, rates[1:]))  # accepting i+1 tokens needs accepting i
-        assert sd.requests_with_stats == lv.latency.num_requests == 9
+        # every request of the point (the workload, cycled up to 4 x concurrency requests) has stats
+        assert sd.requests_with_stats == lv.latency.num_requests == point_requests(convs, n)
+        assert lv.latency.num_requests == sum(1 for r in records if r.point_id == lv.point_id and not r.warmup)
         assert sd.per_request_mean_al is not None and 1.0 <= sd.per_request_mean_al <= K + 1
         if draft_per_pos:
             assert c.drafted_per_pos == [c.num_steps] * K
@@ -110,7 +120,7 @@ def test_counters_only_server(tmp_path: Path) -> None:
     """vLLM without per-request stats: the counters are the reference, nothing to compare."""
     with FaultServer(k=K, per_request_stats=False) as server:
         summary, _ = _run(server, tmp_path / "run")
-    sd = summary.phases[0].levels[0].sd
+    sd = _sd(summary)
     assert sd.available and sd.reference == "counters" and sd.per_request is None
     assert sd.agree is None
     assert sd.counters.num_steps == server.true_totals.steps
@@ -119,7 +129,7 @@ def test_counters_only_server(tmp_path: Path) -> None:
 def test_speculation_off_server(tmp_path: Path) -> None:
     with FaultServer(k=K, per_request_stats=False, hide_sd="all") as server:
         summary, _ = _run(server, tmp_path / "run")
-    sd = summary.phases[0].levels[0].sd
+    sd = _sd(summary)
     assert not sd.available and sd.reason and "speculation is off" in sd.reason
 
 
@@ -127,7 +137,8 @@ def test_speculation_off_server(tmp_path: Path) -> None:
 RESTARTS = {
     # counters drop below their value at the level's start
     "mid-level": ({"restart_after_requests": 3}, 30),
-    "at-the-after-scrape": ({"restart_on_scrape": 2}, 30),
+    # after the point's last request, before its closing /metrics snapshot
+    "at-the-after-scrape": ({"restart_on_idle_scrape": point_requests(conversations(WORKLOAD), 1)}, 30),
     # the restart comes early and later traffic pushes every counter above its old value: only the
     # changed _created twins show it
     "hidden-by-later-traffic": ({"restart_after_requests": 1}, 1),
@@ -143,7 +154,7 @@ def test_counter_reset_falls_back_to_per_request(tmp_path: Path, how: str) -> No
     assert server.restarts == 1
     if how == "hidden-by-later-traffic":  # the premise: no counter went down
         assert server._c["drafts"][0] > before_restart["drafts"][0]
-    sd = summary.phases[0].levels[0].sd
+    sd = _sd(summary)
     assert sd.counters is None
     assert sd.counters_invalid_reason and "restart" in sd.counters_invalid_reason
     if how != "hidden-by-later-traffic":
@@ -168,7 +179,7 @@ def test_missing_required_sd_series_gives_a_clear_reason(tmp_path: Path) -> None
     """Only the per-position series are exposed: the totals are missing, and the summary names them."""
     with FaultServer(k=K, hide_sd="required") as server:
         summary, records = _run(server, tmp_path / "run")
-    sd = summary.phases[0].levels[0].sd
+    sd = _sd(summary)
     assert sd.counters is None
     reason = sd.counters_invalid_reason
     assert reason and "missing" in reason
@@ -185,7 +196,7 @@ def test_all_sd_series_missing_but_per_request_stats_present(tmp_path: Path, fro
     per-request stats are used, and the summary says why the counters were not."""
     with FaultServer(k=K, hide_sd="all", hide_sd_from_scrape=from_scrape) as server:
         summary, records = _run(server, tmp_path / "run")
-    sd = summary.phases[0].levels[0].sd
+    sd = _sd(summary)
     assert sd.available and sd.reference == "per_request"
     assert sd.counters is None
     assert sd.per_request.num_steps == _measured_reported(server, records).steps
@@ -199,9 +210,9 @@ def test_all_sd_series_missing_but_per_request_stats_present(tmp_path: Path, fro
 def test_foreign_traffic_is_flagged_and_per_request_used(tmp_path: Path) -> None:
     with FaultServer(k=K, foreign_per_request=1) as server:
         summary, records = _run(server, tmp_path / "run")
-    sd = summary.phases[0].levels[0].sd
+    sd = _sd(summary)
     ours = sum(1 for r in records if not r.warmup)
-    assert ours == 9
+    assert ours == point_requests(conversations(WORKLOAD), 2) == len(records)
     assert sd.foreign_traffic, "twice the requests we sent were counted by the server, unflagged"
     assert str(2 * ours) in sd.foreign_traffic and str(ours) in sd.foreign_traffic
     assert sd.reference == "per_request"
@@ -215,14 +226,14 @@ def test_foreign_traffic_is_flagged_and_per_request_used(tmp_path: Path) -> None
 def test_no_foreign_traffic_when_the_server_counts_exactly_our_requests(tmp_path: Path) -> None:
     with FaultServer(k=K, prior_requests=5) as server:
         summary, _ = _run(server, tmp_path / "run")
-    assert summary.phases[0].levels[0].sd.foreign_traffic is None
+    assert _sd(summary).foreign_traffic is None
 
 
 # ---- lying per-request stats -----------------------------------------------------------------------------------
 def test_lying_per_request_stats_disagree_and_say_by_how_much(tmp_path: Path) -> None:
     with FaultServer(k=K, lie_extra_accepted=1) as server:
         summary, records = _run(server, tmp_path / "run")
-    sd = summary.phases[0].levels[0].sd
+    sd = _sd(summary)
     told, true = server.reported_totals, server.true_totals
     diff = told.accepted - true.accepted
     assert diff > 0
@@ -235,7 +246,7 @@ def test_lying_per_request_stats_disagree_and_say_by_how_much(tmp_path: Path) ->
     assert "accepted_per_pos" in text
     assert "num_steps" not in text  # only what differs is named
     on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert on_disk["phases"][0]["levels"][0]["sd"]["agree"] is False
+    assert on_disk["configs"][0]["points"][0]["sd"]["agree"] is False
 
 
 # ---- /metrics that is not Prometheus text --------------------------------------------------------------
@@ -244,7 +255,7 @@ def test_garbage_metrics_page_does_not_stop_the_run(tmp_path: Path) -> None:
     summary names the problem instead of reporting counters."""
     with FaultServer(k=K, garbage_metrics=True) as server:
         summary, records = _run(server, tmp_path / "run")
-    sd = summary.phases[0].levels[0].sd
+    sd = _sd(summary)
     assert sd.available and sd.reference == "per_request" and sd.counters is None
     assert sd.per_request.num_steps == _measured_reported(server, records).steps
     assert "Prometheus" in (sd.counters_invalid_reason or "")

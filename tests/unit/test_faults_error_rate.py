@@ -17,11 +17,12 @@ from faultserver import (
     attach_plan,
     conversations,
     fault_server,  # noqa: F401 - pytest fixture
+    only_config,
     run_plan,
 )
 
 from specmeter.errors import RunIncomplete
-from specmeter.load.scheduler import MIN_REQUESTS_FOR_ERROR_LIMIT
+from specmeter.load.strategies import MIN_REQUESTS_FOR_ERROR_LIMIT
 from specmeter.store import RunStore
 
 pytestmark = pytest.mark.timeout(30)
@@ -88,7 +89,7 @@ def test_error_rate_stop_under_concurrency_keeps_every_finished_request(fault_se
 
 
 def test_error_rate_stop_in_a_later_level_keeps_the_finished_levels(fault_server: FaultServer, tmp_path: Path) -> None:
-    # level 1 (concurrency 1): requests 0-9 fine; level 2: everything fails
+    # point 1 (concurrency 1): requests 0-9 fine; point 2: everything fails
     fault_server.schedule = {i: "none" for i in range(10)}
     fault_server.default_fault = "http_429"
     root = tmp_path / "run"
@@ -98,12 +99,14 @@ def test_error_rate_stop_in_a_later_level_keeps_the_finished_levels(fault_server
     assert isinstance(error, RunIncomplete) and "HTTP 429" in str(error)
     on_disk = json.loads((root / "summary.json").read_text())
     assert on_disk["status"] == "incomplete"
-    levels = on_disk["phases"][0]["levels"]
-    assert [lv["concurrency"] for lv in levels] == [1]  # the finished level is kept, whole
-    assert levels[0]["latency"]["num_ok"] == 10
+    (config,) = on_disk["configs"]
+    points = config["points"]
+    assert [p["point_id"] for p in points] == ["c1"]  # the finished point is kept, whole
+    assert points[0]["latency"]["num_ok"] == 10
     disk = _disk_records(root)
-    assert sum(1 for r in disk if r["concurrency"] == 1 and r["ok"]) == 10
-    assert all(r["error_kind"] == "http_429" for r in disk if r["concurrency"] == 2)
+    assert sum(1 for r in disk if r["point_id"] == "c1" and r["ok"]) == 10
+    assert {r["point_id"] for r in disk} == {"c1", "c2"}
+    assert all(r["error_kind"] == "http_429" for r in disk if r["point_id"] == "c2")
 
 
 def test_below_the_limit_the_run_completes(fault_server: FaultServer, tmp_path: Path) -> None:
@@ -113,7 +116,7 @@ def test_below_the_limit_the_run_completes(fault_server: FaultServer, tmp_path: 
     summary, error, _ = run_plan(plan, tmp_path / "run")
     assert error is None, repr(error)
     assert summary.status == "complete" and summary.incomplete_reason is None
-    assert summary.phases[0].levels[0].latency.errors_by_kind == {"http_5xx": 1, "connection": 1}
+    assert only_config(summary).points[0].latency.errors_by_kind == {"http_5xx": 1, "connection": 1}
 
 
 def test_few_early_failures_are_not_a_rate(fault_server: FaultServer, tmp_path: Path) -> None:
@@ -124,7 +127,7 @@ def test_few_early_failures_are_not_a_rate(fault_server: FaultServer, tmp_path: 
                        max_error_rate=0.0)
     summary, error, _ = run_plan(plan, tmp_path / "run")
     assert error is None, repr(error)
-    assert summary.phases[0].levels[0].latency.errors_by_kind == {"http_4xx": n}
+    assert only_config(summary).points[0].latency.errors_by_kind == {"http_4xx": n}
 
 
 def test_cli_reports_the_stop_and_exits_with_the_incomplete_code(fault_server: FaultServer, tmp_path: Path) -> None:

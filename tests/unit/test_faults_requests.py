@@ -19,12 +19,14 @@ from faultserver import (
     attach_plan,
     conversations,
     fault_server,  # noqa: F401 - pytest fixture
+    only_config,
+    point_requests,
     run_plan,
 )
 
 from specmeter.engines.vllm import VLLMAdapter
 from specmeter.load.client import OpenAIClient, RequestSpec
-from specmeter.load.records import RequestRecord
+from specmeter.schemas.records import RequestRecord
 from specmeter.store import RunStore
 
 pytestmark = pytest.mark.timeout(30)
@@ -66,7 +68,7 @@ def _request(text: str, api: str, max_tokens: int = 32) -> RequestSpec:
 def _send(url: str, text: str, api: str, timeout_s: float = 1.0) -> tuple[RequestRecord, str]:
     async def go() -> tuple[RequestRecord, str]:
         async with OpenAIClient(url, VLLMAdapter(), timeout_s=timeout_s) as client:
-            rec = RequestRecord(phase="sd", concurrency=1, conversation_id="x")
+            rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id="x")
             text_out = await client.send(_request(text, api), rec, 0.0)
             return rec, text_out
 
@@ -143,6 +145,8 @@ def test_run_records_every_fault_and_goes_on(fault_server: FaultServer, tmp_path
     assert summary.status == "complete"
 
     records = RunStore(tmp_path / "run").read_records()
+    # every conversation is sent once (its turns fill the point's floor of 4 x 6 requests)
+    assert point_requests(convs, 6) == 8 + len(BRIEF_FAULTS) + 3 + 2
     assert len(records) == len(reporter.records) == 8 + len(BRIEF_FAULTS) + 2 + 1
     by_conv: dict[str, list[RequestRecord]] = {}
     for r in records:
@@ -157,7 +161,7 @@ def test_run_records_every_fault_and_goes_on(fault_server: FaultServer, tmp_path
     assert [(r.turn, r.ok, r.error_kind) for r in late] == [(0, True, None), (1, False, "http_5xx")]
     assert [(r.turn, r.error_kind) for r in by_conv["mt-early000"]] == [(0, "connection")]
 
-    (level,) = summary.phases[0].levels
+    (level,) = only_config(summary).points
     want = Counter(expected.values())
     want["http_5xx"] += 1
     want["connection"] += 1
@@ -174,7 +178,7 @@ def test_run_records_every_fault_and_goes_on(fault_server: FaultServer, tmp_path
     # the summary on disk is the one returned
     on_disk = RunStore(tmp_path / "run").read_summary()
     assert on_disk.status == "complete"
-    assert on_disk.phases[0].levels[0].latency.errors_by_kind == dict(want)
+    assert only_config(on_disk).points[0].latency.errors_by_kind == dict(want)
 
 
 @pytest.mark.parametrize("fault", list(HOSTILE_FAULTS))
@@ -192,7 +196,7 @@ def test_run_survives_hostile_stream_data(fault_server: FaultServer, tmp_path: P
         if fault in MAY_BE_IGNORED and records[conv_id].ok:
             continue
         assert records[conv_id].error_kind == kind, (conv_id, records[conv_id].error)
-    assert summary.phases[0].levels[0].latency.errors_by_kind.get("malformed", 0) == (
+    assert only_config(summary).points[0].latency.errors_by_kind.get("malformed", 0) == (
         0 if fault in MAY_BE_IGNORED and records[next(iter(expected))].ok else 1
     )
 
@@ -206,16 +210,19 @@ def test_scheduled_faults_without_markers(fault_server: FaultServer, tmp_path: P
     assert error is None, repr(error)
     records = RunStore(tmp_path / "run").read_records()
     assert [r.error_kind for r in records] == [None, "http_429", None, "incomplete_stream", None, None]
-    assert summary.phases[0].levels[0].latency.errors_by_kind == {"http_429": 1, "incomplete_stream": 1}
+    assert only_config(summary).points[0].latency.errors_by_kind == {"http_429": 1, "incomplete_stream": 1}
 
 
 def test_warmup_failures_do_not_count_in_the_level(fault_server: FaultServer, tmp_path: Path) -> None:
     fault_server.schedule = {0: "http_500"}  # the first warmup request
-    plan = attach_plan(fault_server.url, conversations([f"Q{i}" for i in range(4)]), concurrency=[2], warmup=2)
+    # 8 conversations at concurrency 2: each is measured once (the point's floor is 4 x 2 requests)
+    convs = conversations([f"Q{i}" for i in range(8)])
+    assert point_requests(convs, 2) == 8
+    plan = attach_plan(fault_server.url, convs, concurrency=[2], warmup=2)
     summary, error, _ = run_plan(plan, tmp_path / "run")
     assert error is None, repr(error)
-    level = summary.phases[0].levels[0]
-    assert level.latency.errors_by_kind == {} and level.latency.num_requests == 4
+    level = only_config(summary).points[0]
+    assert level.latency.errors_by_kind == {} and level.latency.num_requests == 8
     warm = [r for r in RunStore(tmp_path / "run").read_records() if r.warmup]
     assert sorted(r.error_kind or "" for r in warm) == ["", "http_5xx"]
 
@@ -223,6 +230,6 @@ def test_warmup_failures_do_not_count_in_the_level(fault_server: FaultServer, tm
 def test_all_request_fault_kinds_are_known_to_specmeter() -> None:
     from typing import get_args
 
-    from specmeter.load.records import ErrorKind
+    from specmeter.schemas.records import ErrorKind
 
     assert {k for k in REQUEST_FAULTS.values() if k} <= set(get_args(ErrorKind))

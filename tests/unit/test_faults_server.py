@@ -25,7 +25,7 @@ from faultserver import (
 
 from specmeter.engines.vllm import REQUESTS_DONE, VLLMAdapter
 from specmeter.load.client import OpenAIClient, RequestSpec
-from specmeter.load.records import RequestRecord
+from specmeter.schemas.records import RequestRecord
 from specmeter.metrics.prometheus import counter_delta, parse_exposition
 
 pytestmark = pytest.mark.timeout(30)
@@ -51,7 +51,7 @@ async def _send_many(url: str, texts: list[str], chat: bool = True) -> list[Requ
     out = []
     async with OpenAIClient(url, ADAPTER, timeout_s=5) as client:
         for t in texts:
-            rec = RequestRecord(phase="sd", concurrency=1, conversation_id=t)
+            rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id=t)
             await client.send(RequestSpec("/v1/chat/completions" if chat else "/v1/completions", _body(t, chat)), rec, 0.0)
             out.append(rec)
     return out
@@ -139,12 +139,12 @@ def test_fault_selection_by_marker_header_and_schedule(fault_server: FaultServer
         recs = []
         async with OpenAIClient(fault_server.url, ADAPTER, timeout_s=5) as client:
             for i, text in enumerate(["plain", "plain again", "please FAULT:http_429 now"]):
-                rec = RequestRecord(phase="sd", concurrency=1, conversation_id=str(i))
+                rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id=str(i))
                 await client.send(RequestSpec("/v1/chat/completions", _body(text)), rec, 0.0)
                 recs.append(rec)
         async with OpenAIClient(fault_server.url, ADAPTER, timeout_s=5) as client:
             client._session.headers["X-Fault"] = "http_400"  # type: ignore[union-attr]
-            rec = RequestRecord(phase="sd", concurrency=1, conversation_id="h")
+            rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id="h")
             await client.send(RequestSpec("/v1/chat/completions", _body("plain")), rec, 0.0)
             recs.append(rec)
         return recs
@@ -166,3 +166,73 @@ def test_server_stops_by_itself() -> None:
     server._thread.join(5)
     assert not server._thread.is_alive() and server.expired
     server.stop()  # harmless after expiry
+
+
+RUNNING = "vllm:num_requests_running"
+
+
+def test_running_gauge_counts_the_requests_being_streamed() -> None:
+    """vllm:num_requests_running is what specmeter samples during a point: it must be real."""
+    from specmeter.metrics.prometheus import gauge_sum
+
+    with FaultServer(num_engines=2, output_tokens=40, slow_chunk_s=0.05, default_fault="slow") as server:
+        assert gauge_sum(server.scrape(), RUNNING) == 0.0
+
+        async def go() -> tuple[list[RequestRecord], list[float]]:
+            seen: list[float] = []
+
+            async def watch() -> None:
+                while True:
+                    seen.append(gauge_sum(server.scrape(), RUNNING) or 0.0)
+                    await asyncio.sleep(0.05)
+
+            watcher = asyncio.create_task(watch())
+            async with OpenAIClient(server.url, ADAPTER, timeout_s=10) as client:
+                recs = [RequestRecord(config_id="ngram-k4", point_id="c3", conversation_id=str(i)) for i in range(3)]
+                await asyncio.gather(*(client.send(RequestSpec("/v1/chat/completions", _body(f"q {i}")), r, 0.0)
+                                       for i, r in enumerate(recs)))
+            watcher.cancel()
+            return recs, seen
+
+        records, seen = asyncio.run(go())
+        assert all(r.ok for r in records), [r.error for r in records]
+        assert max(seen) == 3 == server.max_running  # all three streamed at once, over two engines
+        assert gauge_sum(server.scrape(), RUNNING) == 0.0  # and nothing is left running
+        series = [line for line in server.scrape().splitlines() if line.startswith(RUNNING + "{")]
+        assert len(series) == 2 and all('engine="' in line for line in series)  # one series per engine
+
+
+@pytest.mark.parametrize("chat", [True, False])
+def test_token_ids_are_returned_when_asked_and_deterministic(fault_server: FaultServer, chat: bool) -> None:
+    async def send(text: str, ask: bool) -> RequestRecord:
+        body = _body(text, chat)
+        if ask:
+            body["return_token_ids"] = True
+        rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id=text)
+        async with OpenAIClient(fault_server.url, ADAPTER, timeout_s=5) as client:
+            await client.send(RequestSpec("/v1/chat/completions" if chat else "/v1/completions", body), rec, 0.0)
+        return rec
+
+    a, again, other, plain = (asyncio.run(send(t, ask)) for t, ask in
+                              (("hello", True), ("hello", True), ("goodbye", True), ("hello", False)))
+    assert all(r.ok for r in (a, again, other, plain))
+    assert a.output_token_ids is not None and len(a.output_token_ids) == a.output_tokens
+    assert again.output_token_ids == a.output_token_ids  # same prompt, same tokens (greedy)
+    assert other.output_token_ids != a.output_token_ids
+    assert plain.output_token_ids is None and plain.output_text == a.output_text
+
+
+def test_restart_on_idle_scrape_waits_for_the_traffic_to_finish(fault_server: FaultServer) -> None:
+    fault_server.restart_on_idle_scrape = 2
+    _get(fault_server.url + "/metrics")  # nothing finished yet
+    asyncio.run(_send_many(fault_server.url, ["a"]))
+    _get(fault_server.url + "/metrics")
+    assert fault_server.restarts == 0  # one finished, two needed
+    asyncio.run(_send_many(fault_server.url, ["b"]))
+    assert fault_server.restarts == 0  # the restart comes with the next scrape, not with the request
+    before = fault_server.scrape()
+    _get(fault_server.url + "/metrics")
+    _get(fault_server.url + "/metrics")
+    assert fault_server.restarts == 1  # once
+    after = parse_exposition(fault_server.scrape())
+    assert after.value(DRAFTS + "_total") == 0 < parse_exposition(before).value(DRAFTS + "_total")

@@ -9,14 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from specmeter.metrics.sd import (
-    SDCounts,
-    conditional_rates,
-    counts_from_steps,
-    expected_acceptance_length,
-    expected_speedup,
-    sum_counts,
-)
+from specmeter.metrics.sd import counts_from_steps, expected_acceptance_length, expected_speedup, sum_counts
+from specmeter.schemas.sd import SDCounts, conditional_rates
 
 # ---- hand-computed vectors ----------------------------------------------------------------------
 
@@ -182,7 +176,7 @@ def test_step_list_length_mismatch() -> None:
         counts_from_steps([1, 1], [3])
 
 
-def test_sum_counts_and_add() -> None:
+def test_sum_counts() -> None:
     a = counts_from_steps([3, 1], [3, 3])
     b = counts_from_steps([0, 2, 2], [3, 3, 3])
     total = sum_counts([a, b])
@@ -190,7 +184,11 @@ def test_sum_counts_and_add() -> None:
     assert total.accepted_per_pos == [4, 3, 1]
     assert total.drafted_per_pos == [5, 5, 5]
     assert total.histogram == [1, 1, 2, 1]
-    assert (a + b).model_dump(exclude={"source"}) == total.model_dump(exclude={"source"})
+    # SDCounts.__add__ (sum_counts with the left operand's source) left with the move to schemas.sd: pooling
+    # with an explicit source, in either order, gives the same counts
+    pooled = sum_counts([b, a], source="counters")
+    assert pooled.source == "counters"
+    assert pooled.model_dump(exclude={"source"}) == total.model_dump(exclude={"source"})
     # Optional lists stay None when any part lacks them.
     no_hist = SDCounts(source="counters", num_steps=1, num_draft_tokens=3, num_accepted_tokens=1,
                        accepted_per_pos=[1])

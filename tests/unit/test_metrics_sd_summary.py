@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from specmeter.engines.vllm import VLLMAdapter
-from specmeter.load.records import RequestRecord
+from specmeter.schemas.records import RequestRecord
 from specmeter.metrics.prometheus import Snapshot, parse_exposition
 from specmeter.metrics.sd_summary import compare_counts, summarize_sd
-from specmeter.metrics.sd import SDCounts
+from specmeter.schemas.sd import SDCounts
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
 ADAPTER = VLLMAdapter()
@@ -36,7 +36,7 @@ def records(n: int | None = None) -> list[RequestRecord]:
     out = []
     for i, payload in enumerate(payloads()[:n]):
         sd, raw = ADAPTER.sd_from_response(payload)
-        out.append(RequestRecord(phase="sd", concurrency=1, conversation_id=f"c{i}", ok=True,
+        out.append(RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id=f"c{i}", ok=True,
                                  output_tokens=payload["usage"]["completion_tokens"], sd=sd, sd_raw=raw))
     return out
 
@@ -71,7 +71,7 @@ def test_foreign_traffic_prefers_per_request_stats() -> None:
 
 
 def test_speculation_off_is_not_available() -> None:
-    recs = [RequestRecord(phase="baseline", concurrency=1, conversation_id="c", ok=True, output_tokens=8)]
+    recs = [RequestRecord(config_id="baseline", point_id="c1", conversation_id="c", ok=True, output_tokens=8)]
     s = summarize_sd(ADAPTER, snap("metrics_nospec.txt"), snap("metrics_nospec.txt"), recs)
     assert not s.available
     assert s.reason is not None and "speculation is off" in s.reason

@@ -1,5 +1,5 @@
 """The API key reaches the server (Authorization: Bearer ...) and nothing else: no file of the run
-directory, no line of stdout/stderr, no exception message. Checked through runner.execute (RunPlan.api_key)
+directory, no line of stdout/stderr, no exception message. Checked through runner.execute (Execution.api_key)
 and through the real `specmeter run` command line (--api-key, --api-key=..., $SPECMETER_API_KEY).
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from faultserver import FaultServer, attach_plan, conversations, run_plan
+from faultserver import FaultServer, attach_plan, conversations, only_config, point_requests, run_plan
 
 from specmeter.errors import RunIncomplete
 
@@ -50,13 +50,14 @@ def _assert_server_got_the_key(server: FaultServer) -> None:
 
 def test_runner_sends_the_key_and_writes_it_nowhere(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "run"
+    convs = conversations(["Q one", ["Q two", "Q two again"], "Q three"])
     with FaultServer(api_key=SECRET) as server:
-        plan = attach_plan(server.url, conversations(["Q one", ["Q two", "Q two again"], "Q three"]),
-                           api_key=SECRET, concurrency=[2], warmup=1)
+        plan = attach_plan(server.url, convs, api_key=SECRET, concurrency=[2], warmup=1)
         summary, error, _ = run_plan(plan, root)
     assert error is None, repr(error)
     assert summary.status == "complete"
-    assert summary.phases[0].levels[0].latency.num_ok == 4
+    latency = only_config(summary).points[0].latency
+    assert latency.num_ok == latency.num_requests == point_requests(convs, 2)
     _assert_server_got_the_key(server)
     assert _leaks(root) == []
     assert _text_leaks(summary.model_dump_json()) == []

@@ -33,7 +33,8 @@ from specmeter.engines.vllm import (
     parse_per_request_stats,
 )
 from specmeter.metrics.prometheus import CounterDelta, counter_delta, parse_exposition
-from specmeter.metrics.sd import SDCounts, counts_from_steps, sum_counts
+from specmeter.metrics.sd import counts_from_steps, sum_counts
+from specmeter.schemas.sd import SDCounts
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
 ADAPTER = VLLMAdapter()

@@ -1,26 +1,24 @@
-"""compare-workloads: the same engine config on a real workload and on random tokens of matched
-input/output lengths, so users see how much synthetic prompts flatter speculative decoding.
+"""Random-token prompts matched to a real workload's measured lengths: the synthetic contrast of
+compare-workloads, which shows how much random prompts flatter speculative decoding.
 
-Matching: every request the SD phase completed on the real workload becomes one random-token prompt
-with the same prompt length (server usage) and a forced output of the same length (ignore_eos).
-Both random phases (SD and speculation off) derive from the same records, so they do identical work.
+Every request the source configuration completed at the source point becomes one random-token prompt
+with the same prompt length (server usage) and a forced output of the same length. The speculation-on
+and -off configurations on random data derive from the same records, so they do identical work.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
 from specmeter.data.model import Conversation
 from specmeter.errors import InputError
-from specmeter.load.records import RequestRecord
-from specmeter.runner import BASELINE, SD, PhasePlan
+from specmeter.schemas.plan import MatchedRandom
+from specmeter.schemas.records import RequestRecord
 
-RANDOM = "random"
-KIND = "compare-workloads"
+CATEGORY = "random"
 
 
 def vocab_from_model(model: str | None) -> tuple[int, list[int]]:
@@ -39,52 +37,23 @@ def vocab_from_model(model: str | None) -> tuple[int, list[int]]:
     return vocab, special
 
 
-def matched_random(
-    source_phase: str, level: int, vocab_size: int, exclude: Sequence[int], seed: int
-) -> Callable[[list[RequestRecord]], list[Conversation]]:
-    """A `derive` function: random-token conversations matched to one phase's completed requests."""
-    banned = set(exclude)
-    allowed = [t for t in range(vocab_size) if t not in banned]
-
-    def derive(records: list[RequestRecord]) -> list[Conversation]:
-        src = [r for r in records if r.phase == source_phase and r.concurrency == level and r.ok and not r.warmup
-               and r.prompt_tokens and r.output_tokens]
-        src.sort(key=lambda r: (r.conversation_id, r.turn))
-        if not src:
-            raise InputError(f"compare-workloads: phase {source_phase} completed no requests to match lengths to")
-        out: list[Conversation] = []
-        for r in src:
-            cid = f"random-{r.conversation_id}-t{r.turn}"
-            rng = random.Random(f"{seed}:{cid}")
-            out.append(Conversation(
-                id=cid, category=RANDOM, turns=[f"<{r.prompt_tokens} random token ids>"], raw_prompt=True,
-                prompt_token_ids=[rng.choice(allowed) for _ in range(r.prompt_tokens or 1)],
-                max_tokens=r.output_tokens, metadata={"matched_to": f"{r.conversation_id}#{r.turn}"},
-            ))
-        return out
-
-    return derive
-
-
-def compare_phases(engine: EngineSpec, spec: SpecConfig, load: LoadSpec, vocab_size: int,
-                   exclude: Sequence[int], baseline_endpoint: str | None = None) -> list[PhasePlan]:
-    """SD on real, SD on matched random (same server), then the same two with speculation off
-    (launch mode, or attach mode with a speculation-off server at baseline_endpoint)."""
-    if not spec.enabled:
-        raise InputError("compare-workloads needs a speculative config (--spec) to compare")
-    forced = load.model_copy(update={"ignore_eos": True})
-    derive = matched_random(SD, load.concurrency[0], vocab_size, exclude, load.seed)
-    off = SpecConfig()
-    phases = [
-        PhasePlan(SD, spec, engine, workload="main", server_name=SD),
-        PhasePlan(f"{SD}:{RANDOM}", spec, engine, workload=RANDOM, derive=derive, load=forced, server_name=SD),
-    ]
-    base_engine = engine if engine.launch else (
-        engine.model_copy(update={"endpoint": baseline_endpoint}) if baseline_endpoint else None)
-    if base_engine is not None:
-        phases += [
-            PhasePlan(BASELINE, off, base_engine, workload="main", server_name=BASELINE),
-            PhasePlan(f"{BASELINE}:{RANDOM}", off, base_engine, workload=RANDOM, derive=derive, load=forced,
-                      server_name=BASELINE),
-        ]
-    return phases
+def matched_random(spec: MatchedRandom, records: Sequence[RequestRecord]) -> list[Conversation]:
+    """Random-token conversations matched to the source configuration's completed requests."""
+    banned = set(spec.excluded_token_ids)
+    allowed = [t for t in range(spec.vocab_size) if t not in banned]
+    src = [r for r in records if r.config_id == spec.source_config and r.point_id == spec.source_point
+           and r.repeat == 0 and r.ok and not r.warmup and r.prompt_tokens and r.output_tokens]
+    src.sort(key=lambda r: (r.conversation_id, r.turn))
+    if not src:
+        raise InputError(f"compare-workloads: {spec.source_config} completed no requests at {spec.source_point} "
+                         "to match lengths to")
+    out: list[Conversation] = []
+    for r in src:
+        cid = f"random-{r.conversation_id}-t{r.turn}"
+        rng = random.Random(f"{spec.seed}:{cid}")
+        out.append(Conversation(
+            id=cid, category=CATEGORY, turns=[f"<{r.prompt_tokens} random token ids>"], raw_prompt=True,
+            prompt_token_ids=[rng.choice(allowed) for _ in range(r.prompt_tokens or 1)],
+            max_tokens=r.output_tokens, metadata={"matched_to": f"{r.conversation_id}#{r.turn}"},
+        ))
+    return out

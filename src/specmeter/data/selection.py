@@ -7,6 +7,7 @@ each when there is room), and interleaves them so that a run cut short still cov
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
@@ -110,7 +111,7 @@ def bucket_by_input_length(
     for lo, hi in ordered:
         if not 0 <= lo < hi:
             raise InputError(f"input-length bucket ({lo}, {hi}) must satisfy 0 <= lo < hi")
-    for (_, hi), (lo, _) in zip(ordered, ordered[1:], strict=False):
+    for (_, hi), (lo, _) in itertools.pairwise(ordered):
         if lo < hi:
             raise InputError(f"input-length buckets overlap near {lo}; make them disjoint [lo, hi) ranges")
     result: dict[tuple[int, int], list[Conversation]] = {(lo, hi): [] for lo, hi in buckets}
@@ -175,8 +176,9 @@ class OutputPolicy(BaseModel):
         """The caveat to print with results, or None when there is nothing to warn about."""
         if self.mode == "fixed":
             return (
-                f"output length forced to {self.max_tokens} tokens (ignore_eos): text generated past the natural "
-                "end of an answer is often repetitive, which biases acceptance (usually upward); measure "
-                "acceptance with the natural output mode"
+                f"output length forced to {self.max_tokens} tokens with min_tokens + ignore_eos: text generated past "
+                "the natural end of an answer is often repetitive, which biases acceptance (usually upward); "
+                "`vllm bench serve` forces lengths with ignore_eos alone, which gives other text and other "
+                "acceptance on the same prompts; measure acceptance with the natural output mode"
             )
         return None

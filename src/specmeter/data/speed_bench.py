@@ -82,7 +82,8 @@ def _resolve(path: Path, config: str | None) -> Path:
     if not found:
         raise InputError(f"{path}: no .jsonl or .parquet file inside; {PREPARE_HINT}")
     names = ", ".join(p.name for p in found)
-    raise InputError(f"{path}: holds several data files ({names}); choose one with --dataset-option config=NAME or pass the file path")
+    raise InputError(f"{path}: holds several data files ({names}); choose one with --dataset-option config=NAME "
+                     "or pass the file path")
 
 
 def _to_conversation(row: dict[str, Any], where: str) -> Conversation:

@@ -35,12 +35,10 @@ from specmeter.data.speed_bench_sources import (
     FillContext,
     Filler,
     Loader,
-    RowNotFillable,
-    SourceUnavailable,
     describe_access_failure,
     find_filler,
 )
-from specmeter.errors import InputError
+from specmeter.errors import InputError, RowNotFillable, SourceUnavailable
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1

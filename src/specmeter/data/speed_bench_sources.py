@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from specmeter.data.speed_bench import PLACEHOLDER_PREFIX
+from specmeter.errors import RowNotFillable, SourceUnavailable
 
 Row = Mapping[str, Any]
 Loader = Callable[..., Any]  # datasets.load_dataset or a stand-in with the same call shape
@@ -34,14 +35,6 @@ LIVECODEBENCH_FILES = [
     f"0fe84c3912ea0c4d4a78037083943e8f0c4dd505/{name}.jsonl"
     for name in ("test", "test2", "test3", "test4", "test5", "test6")
 ]
-
-
-class SourceUnavailable(Exception):
-    """The whole source cannot be loaded (gated, offline, missing): skip its other rows without retrying."""
-
-
-class RowNotFillable(Exception):
-    """This one row cannot be rebuilt (key not found, template mismatch, config not supported)."""
 
 
 @dataclass

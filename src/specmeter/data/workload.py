@@ -10,6 +10,7 @@ from specmeter.data.model import Conversation
 from specmeter.data.registry import load_workload
 from specmeter.data.selection import bucket_by_input_length, select
 from specmeter.errors import InputError
+from specmeter.schemas.plan import WorkloadSelection
 
 
 def target_token_counter(tokenizer: str | None) -> Callable[[str], int]:
@@ -22,8 +23,9 @@ def target_token_counter(tokenizer: str | None) -> Callable[[str], int]:
         raise InputError("--input-len needs `transformers` to read the tokenizer; pip install transformers") from None
     try:
         tok = AutoTokenizer.from_pretrained(tokenizer)
-    except Exception as exc:  # noqa: BLE001 - any loader failure is the same user fix
-        raise InputError(f"tokenizer {tokenizer!r} could not be loaded ({type(exc).__name__}); check --tokenizer") from exc
+    except Exception as exc:
+        raise InputError(f"tokenizer {tokenizer!r} could not be loaded ({type(exc).__name__}); "
+                         "check --tokenizer") from exc
     return lambda text: len(tok.encode(text, add_special_tokens=False))
 
 
@@ -35,7 +37,7 @@ def load_conversations(
     options: dict[str, Any] | None = None,
     input_len: tuple[int, int] | None = None,
     tokenizer: str | None = None,
-) -> tuple[list[Conversation], dict[str, Any]]:
+) -> tuple[list[Conversation], WorkloadSelection]:
     """Load, filter by category and input length, sample (stratified); fail before any server starts."""
     convs = load_workload(dataset, path, **(options or {}))
     if not convs:
@@ -43,22 +45,28 @@ def load_conversations(
     if input_len is not None:
         convs = bucket_by_input_length(convs, target_token_counter(tokenizer), [input_len])[input_len]
         if not convs:
-            raise InputError(f"no {dataset} prompt has {input_len[0]} <= input tokens < {input_len[1]}; widen --input-len")
+            raise InputError(f"no {dataset} prompt has {input_len[0]} <= input tokens < {input_len[1]}; "
+                             "widen --input-len")
     chosen = select(convs, num_prompts=load.num_prompts, categories=categories or None, seed=load.seed)
     cats: dict[str, int] = {}
     for c in chosen:
         cats[c.category] = cats.get(c.category, 0) + 1
-    info = {
-        "dataset": dataset,
-        "path": path,
-        # What resume needs to rebuild the same selection.
-        "selection": {"categories": categories or None, "num_prompts": load.num_prompts, "seed": load.seed,
-                      "options": options or {}, "input_len": list(input_len) if input_len else None,
-                      "tokenizer": tokenizer},
-        "conversation_ids": [c.id for c in chosen],
-        "conversations": len(chosen),
-        "requests": sum(len(c.turns) for c in chosen),
-        "multi_turn": sum(1 for c in chosen if c.multi_turn),
-        "categories": cats,
-    }
+    info = WorkloadSelection(
+        dataset=dataset, path=path, categories=categories or None, options=options or {}, input_len=input_len,
+        tokenizer=tokenizer, num_prompts=load.num_prompts, seed=load.seed,
+        conversation_ids=[c.id for c in chosen], requests=sum(len(c.turns) for c in chosen),
+        multi_turn=sum(1 for c in chosen if c.multi_turn), category_counts=cats,
+    )
     return chosen, info
+
+
+def reload_conversations(info: WorkloadSelection, load: LoadSpec, where: str) -> list[Conversation]:
+    """The same conversations a stored selection named, or an error saying the dataset changed."""
+    convs, _ = load_conversations(info.dataset, info.path, load, categories=info.categories, options=info.options,
+                                  input_len=info.input_len, tokenizer=info.tokenizer)
+    if [c.id for c in convs] != info.conversation_ids:
+        raise InputError(
+            f"{where}: the workload {info.dataset} ({info.path or 'built-in'}) no longer gives the same "
+            "conversations as when the run started; restore that dataset file or start a new run"
+        )
+    return convs

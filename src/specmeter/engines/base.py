@@ -7,7 +7,7 @@ from typing import Any
 
 from specmeter.config import EngineSpec, SpecConfig
 from specmeter.metrics.prometheus import CounterDelta, Snapshot
-from specmeter.metrics.sd import SDCounts
+from specmeter.schemas.sd import SDCounts
 
 
 class EngineAdapter(ABC):
@@ -26,6 +26,15 @@ class EngineAdapter(ABC):
     def api_key_env(self, api_key: str) -> dict[str, str]:
         """Environment that makes a launched server require `api_key` (empty: engine cannot)."""
         return {}
+
+    def request_extensions(self, temperature: float) -> dict[str, Any]:
+        """Engine-specific fields added to every request body (e.g. ask for the generated token ids)."""
+        return {}
+
+    @property
+    def running_gauge(self) -> str | None:
+        """Exact name of the gauge holding the engine's running-batch size (None: not exposed)."""
+        return None
 
     @abstractmethod
     def version(self) -> str | None:

@@ -54,8 +54,8 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 def _get_ok(url: str, api_key: str | None = None, timeout: float = 2.0) -> bool:
     req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 (our own loopback URL)
-            return 200 <= resp.status < 300
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return bool(200 <= resp.status < 300)
     except (urllib.error.URLError, OSError, ValueError):
         return False
 

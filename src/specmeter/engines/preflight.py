@@ -22,7 +22,8 @@ def _read_config(model_dir: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise InputError(f"{model_dir}: no config.json; point at a Hugging Face model directory") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); fix or re-download the model") from exc
+        raise InputError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); "
+                         "fix or re-download the model") from exc
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object")
     return data

@@ -20,7 +20,8 @@ from typing import Any
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import EngineAdapter
 from specmeter.metrics.prometheus import CounterDelta
-from specmeter.metrics.sd import SDCounts, counts_from_steps
+from specmeter.metrics.sd import counts_from_steps
+from specmeter.schemas.sd import SDCounts
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -30,6 +31,7 @@ DRAFT_TOKENS_PER_POS = "vllm:spec_decode_num_draft_tokens_per_pos_total"  # newe
 REQUESTS_DONE = "vllm:request_success_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
+RUNNING = "vllm:num_requests_running"
 
 PER_REQUEST_FLAG = "--per-request-spec-decode-metrics"
 
@@ -66,7 +68,7 @@ def _position_list(series: dict[str, float]) -> list[int]:
                 by_pos[int(raw)] = by_pos.get(int(raw), 0.0) + value
     if not by_pos:
         return []
-    return [int(round(by_pos.get(i, 0.0))) for i in range(max(by_pos) + 1)]
+    return [round(by_pos.get(i, 0.0)) for i in range(max(by_pos) + 1)]
 
 
 @lru_cache(maxsize=1)
@@ -151,6 +153,14 @@ class VLLMAdapter(EngineAdapter):
     def api_key_env(self, api_key: str) -> dict[str, str]:
         return {"VLLM_API_KEY": api_key}
 
+    def request_extensions(self, temperature: float) -> dict[str, Any]:
+        # Greedy runs are checked token by token against the baseline (the lossless check).
+        return {"return_token_ids": True} if temperature == 0 else {}
+
+    @property
+    def running_gauge(self) -> str | None:
+        return RUNNING
+
     @property
     def sd_counter_names(self) -> list[str]:
         return [DRAFTS, DRAFT_TOKENS, ACCEPTED, ACCEPTED_PER_POS, DRAFT_TOKENS_PER_POS]
@@ -163,12 +173,13 @@ class VLLMAdapter(EngineAdapter):
         required = (DRAFTS, DRAFT_TOKENS, ACCEPTED)
         if not delta.valid or any(name in delta.missing for name in required):
             return None  # counters went down (restart): the delta means nothing; never negative counts
-        drafted_pos = _position_list(delta.series(DRAFT_TOKENS_PER_POS)) if DRAFT_TOKENS_PER_POS not in delta.missing else []
+        drafted_pos = ([] if DRAFT_TOKENS_PER_POS in delta.missing
+                       else _position_list(delta.series(DRAFT_TOKENS_PER_POS)))
         return SDCounts(
             source="counters",
-            num_steps=int(round(delta.value(DRAFTS))),
-            num_draft_tokens=int(round(delta.value(DRAFT_TOKENS))),
-            num_accepted_tokens=int(round(delta.value(ACCEPTED))),
+            num_steps=round(delta.value(DRAFTS)),
+            num_draft_tokens=round(delta.value(DRAFT_TOKENS)),
+            num_accepted_tokens=round(delta.value(ACCEPTED)),
             accepted_per_pos=_position_list(delta.series(ACCEPTED_PER_POS)),
             drafted_per_pos=drafted_pos or None,
         )

@@ -16,7 +16,8 @@ from typing import Any
 import aiohttp
 
 from specmeter.engines.base import EngineAdapter
-from specmeter.load.records import RequestRecord
+from specmeter.errors import StreamError
+from specmeter.schemas.records import RequestRecord
 
 ERROR_BODY_CHARS = 200
 
@@ -41,13 +42,7 @@ class StreamResult:
     finish_reason: str | None = None
     saw_done: bool = False
     last_cum_tokens: int = 0
-
-
-class StreamError(Exception):
-    def __init__(self, kind: str, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.status = status
+    token_ids: list[int] | None = None
 
 
 def _content_of(choice: dict[str, Any]) -> str:
@@ -104,6 +99,11 @@ def parse_sse_line(line: bytes, t_rel: float, out: StreamResult) -> None:
         out.finish_reason = finish
     if isinstance(obj.get("metrics"), dict):
         out.final_payload = obj
+    ids = choice.get("token_ids")
+    if ids is not None:
+        if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+            raise StreamError("malformed", f"token_ids is not a list of token ids: {str(ids)[:40]!r}")
+        out.token_ids = (out.token_ids or []) + ids
     text = _content_of(choice)
     cum = usage.get("completion_tokens") if isinstance(usage, dict) else None
     cum = cum if isinstance(cum, int) else None
@@ -140,9 +140,11 @@ class OpenAIClient:
         adapter: EngineAdapter,
         api_key: str | None = None,
         timeout_s: float = 300.0,
+        extra_body: dict[str, Any] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.adapter = adapter
+        self._extra_body = extra_body or {}
         self._headers = {"Content-Type": "application/json"}
         self._secret = api_key or None
         if api_key:
@@ -177,7 +179,8 @@ class OpenAIClient:
         t_send = time.perf_counter()
         record.start_s = t_send - phase_t0
         try:
-            async with self._session.post(f"{self.base_url}{req.path}", json=req.body) as resp:
+            payload = {**req.body, **self._extra_body} if self._extra_body else req.body
+            async with self._session.post(f"{self.base_url}{req.path}", json=payload) as resp:
                 record.http_status = resp.status
                 if resp.status != 200:
                     body = (await resp.text())[:ERROR_BODY_CHARS].replace("\n", " ")
@@ -191,7 +194,7 @@ class OpenAIClient:
                 raise StreamError("incomplete_stream", "stream ended without [DONE]")
         except StreamError as exc:
             record.error_kind, record.error = exc.kind, str(exc)  # type: ignore[assignment]
-        except asyncio.TimeoutError:
+        except TimeoutError:
             record.error_kind, record.error = "timeout", "request timed out (raise --request-timeout)"
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, ConnectionError) as exc:
             record.error_kind, record.error = "connection", f"{type(exc).__name__}: {str(exc)[:ERROR_BODY_CHARS]}"
@@ -208,6 +211,7 @@ class OpenAIClient:
         record.chunk_tokens = _chunk_tokens(out.chunk_cum_tokens)
         record.ttft_s = out.chunk_offsets[0] if out.chunk_offsets else None
         record.output_text = "".join(out.text_parts)
+        record.output_token_ids = out.token_ids
         record.finish_reason = out.finish_reason
         if out.usage:
             record.prompt_tokens = out.usage.get("prompt_tokens")

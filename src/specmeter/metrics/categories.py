@@ -10,28 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, Field
-
-from specmeter.load.records import RequestRecord
-from specmeter.metrics.sd import SDCounts, sum_counts
-
-
-class CategorySD(BaseModel):
-    category: str
-    requests: int = Field(description="Measured requests with per-request SD stats.")
-    counts: SDCounts
-    al_step_weighted: float | None
-    al_request_mean: float | None
-    acceptance_rate: float | None
-    per_position_rate: list[float]
-    conditional_rate: list[float]
-
-
-class CategoryBreakdown(BaseModel):
-    categories: list[CategorySD]
-    macro_al: float | None = Field(description="Mean over categories of their step-weighted AL.")
-    macro_ar: float | None
-    pooled: CategorySD = Field(description="All categories pooled: equals the run-level per-request sums.")
+from specmeter.metrics.sd import sum_counts
+from specmeter.schemas.metrics import CategoryBreakdown, CategorySD
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.sd import SDCounts
 
 
 def _row(name: str, items: Sequence[SDCounts]) -> CategorySD:

@@ -5,30 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from pydantic import BaseModel, Field
-
-from specmeter.load.records import RequestRecord
-from specmeter.metrics.stats import Distribution, summarize
-
-
-class LatencySummary(BaseModel):
-    """Numbers a serving engineer reads first. Times in seconds."""
-
-    num_requests: int
-    num_ok: int
-    errors_by_kind: dict[str, int] = Field(default_factory=dict)
-    wall_s: float
-    output_tokens: int
-    prompt_tokens: int
-    output_tokens_per_s: float | None = Field(description="Sum of output tokens / wall time of the level.")
-    requests_per_s: float | None
-    ttft_s: Distribution
-    tpot_s: Distribution = Field(description="Per request: (E2E - TTFT) / (output tokens - 1).")
-    inter_chunk_s: Distribution = Field(description="Gaps between streamed chunks (a chunk may hold many tokens).")
-    itl_per_token_s: Distribution = Field(description="Each chunk gap / tokens in that chunk.")
-    e2e_s: Distribution
-    queued_s: Distribution = Field(description="Client-side wait for a slot: not server latency.")
-    tokens_per_chunk: float | None = Field(description="Mean output tokens per streamed chunk.")
+from specmeter.metrics.stats import summarize
+from specmeter.schemas.metrics import LatencySummary
+from specmeter.schemas.records import RequestRecord
 
 
 def summarize_latency(records: Sequence[RequestRecord], wall_s: float) -> LatencySummary:

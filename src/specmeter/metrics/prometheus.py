@@ -126,3 +126,18 @@ def _restarted_series(before: Snapshot, after: Snapshot, names: list[str]) -> li
             if key in b and value != b[key]:
                 out.append(f"{name}{{{key}}}" if key else name)
     return out
+
+
+def gauge_sum(text: str, name: str) -> float | None:
+    """Sum of one metric's samples over all its series, by exact name, without parsing the whole page:
+    cheap enough to poll during a point without disturbing the client's timing. None when absent."""
+    total, found = 0.0, False
+    plain, labelled = name + " ", name + "{"
+    for line in text.splitlines():
+        if line.startswith(plain) or line.startswith(labelled):
+            try:
+                total += float(line.rsplit(" ", 1)[1])
+            except (IndexError, ValueError):
+                continue
+            found = True
+    return total if found else None

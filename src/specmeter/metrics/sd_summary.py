@@ -8,36 +8,12 @@ cannot be trusted (server restarted, series missing, foreign traffic), per-reque
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
-
-from pydantic import BaseModel
 
 from specmeter.engines.base import EngineAdapter
-from specmeter.load.records import RequestRecord
 from specmeter.metrics.prometheus import Snapshot, counter_delta
-from specmeter.metrics.sd import SDCounts, sum_counts
-
-
-class SDSummary(BaseModel):
-    available: bool
-    reason: str | None = None
-    counters: SDCounts | None = None
-    counters_invalid_reason: str | None = None
-    per_request: SDCounts | None = None
-    per_request_mean_al: float | None = None
-    requests_with_stats: int = 0
-    agree: bool | None = None
-    agreement: str | None = None
-    foreign_traffic: str | None = None
-    reference: Literal["counters", "per_request"] | None = None
-
-    @property
-    def headline(self) -> SDCounts | None:
-        if self.reference == "counters":
-            return self.counters
-        if self.reference == "per_request":
-            return self.per_request
-        return None
+from specmeter.metrics.sd import sum_counts
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.sd import SDCounts, SDSummary
 
 
 def compare_counts(counters: SDCounts, per_request: SDCounts) -> tuple[bool, str]:

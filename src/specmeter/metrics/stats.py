@@ -5,24 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from pydantic import BaseModel
+
+from specmeter.schemas.metrics import Distribution
 
 PERCENTILES = (50, 90, 99)
-
-
-class Distribution(BaseModel):
-    """Summary of one per-request (or per-chunk) quantity."""
-
-    count: int
-    mean: float | None = None
-    std: float | None = None
-    min: float | None = None
-    max: float | None = None
-    p50: float | None = None
-    p90: float | None = None
-    p99: float | None = None
-    ci95_low: float | None = None
-    ci95_high: float | None = None
 
 
 def summarize(values: Sequence[float], ci: bool = True, seed: int = 0) -> Distribution:

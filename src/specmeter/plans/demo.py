@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig, SpecMethod
+from specmeter.config import ConcurrencyPoint, EngineSpec, LoadSpec, SpecConfig, SpecMethod
+from specmeter.data.workload import load_conversations
 from specmeter.errors import InputError
-from specmeter.runner import RunPlan, plan_phases
-from specmeter.workload import load_conversations
+from specmeter.plans.run import run_plan
+from specmeter.runner import Execution
 
 TARGET = "demo-target"
 DRAFT = "demo-draft"
@@ -48,10 +49,13 @@ def demo_spec(k: int = 4, draft: Path | None = None) -> SpecConfig:
                       draft_model=str(draft or models_dir() / DRAFT))
 
 
-def demo_plan(levels: list[int], num_prompts: int, k: int, max_tokens: int) -> tuple[RunPlan, str]:
+def demo_plan(levels: list[int], num_prompts: int, k: int, max_tokens: int) -> tuple[Execution, str]:
+    """Speculation and the baseline interleaved: both servers fit in memory, so they stay up together
+    and alternate at each point, and drift between the two measurements is minutes smaller."""
     engine, spec = demo_engine(), demo_spec(k)
-    load = LoadSpec(concurrency=levels, num_prompts=num_prompts, max_tokens=max_tokens, temperature=0.0, warmup=2)
+    load = LoadSpec(points=[ConcurrencyPoint(concurrency=c) for c in levels], num_prompts=num_prompts,
+                    max_tokens=max_tokens, temperature=0.0, warmup=2)
     convs, workload = load_conversations("sample", None, load)
-    plan = RunPlan(phases=plan_phases(engine, spec, baseline=True, baseline_endpoint=None), load=load,
-                   conversations=convs, workload=workload)
-    return plan, f"demo-{spec.label().replace(' ', '')}"
+    plan = run_plan(engine, spec, load, baseline=True, baseline_endpoint=None, workload=workload, interleave=True,
+                    kind="demo")
+    return Execution(plan=plan, conversations=convs), f"demo-{spec.label().replace(' ', '')}"

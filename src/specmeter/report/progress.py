@@ -1,15 +1,25 @@
-"""Rich progress bars for a run: one bar per load level, a line per phase and server start."""
+"""Rich progress: one bar for the whole plan (with an ETA), one bar per point, a line per server."""
 
 from __future__ import annotations
 
 from types import TracebackType
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
-from specmeter.load.records import RequestRecord
-from specmeter.results import LevelResult
+from specmeter.config import ConcurrencyPoint, RatePoint
 from specmeter.runner import Reporter
+from specmeter.schemas.plan import Plan, PlannedConfig
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import PointResult
 
 
 class RichReporter(Reporter):
@@ -17,28 +27,34 @@ class RichReporter(Reporter):
         self.console = console
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[errors]} errors"), TimeElapsedColumn(),
-            console=console, transient=False,
+            TextColumn("{task.fields[errors]} errors"), TimeElapsedColumn(), TextColumn("eta"),
+            TimeRemainingColumn(), console=console, transient=False,
         )
-        self._task: int | None = None
+        self._plan_task: TaskID | None = None
+        self._task: TaskID | None = None
         self._errors = 0
 
     def __enter__(self) -> RichReporter:
         self.progress.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.progress.stop()
 
-    def phase_start(self, name: str, label: str) -> None:
-        self.progress.console.print(f"[bold]phase {name}[/] (speculation {label})")
+    def plan_start(self, plan: Plan, total_requests: int | None) -> None:
+        self._plan_task = self.progress.add_task(
+            f"{plan.kind}: {len(plan.configs)} configurations x {len(plan.points)} points"
+            + (f" x {plan.repeats} repeats" if plan.repeats > 1 else ""), total=total_requests, errors=0)
 
-    def server_ready(self, name: str, seconds: float) -> None:
-        self.progress.console.print(f"  server ready in {seconds:.0f} s")
+    def server_ready(self, server: str, seconds: float) -> None:
+        self.progress.console.print(f"  server {server} ready in {seconds:.0f} s")
 
-    def level_start(self, phase: str, concurrency: int, total: int) -> None:
+    def point_start(self, config: PlannedConfig, point: ConcurrencyPoint | RatePoint, repeat: int,
+                    total: int | None) -> None:
         self._errors = 0
-        self._task = self.progress.add_task(f"  {phase} @ concurrency {concurrency}", total=total, errors=0)
+        rep = f" #{repeat + 1}" if repeat else ""
+        self._task = self.progress.add_task(f"  {config.id} @ {point.label()}{rep}", total=total, errors=0)
 
     def request_done(self, record: RequestRecord) -> None:
         if record.warmup or self._task is None:
@@ -46,8 +62,10 @@ class RichReporter(Reporter):
         if not record.ok:
             self._errors += 1
         self.progress.update(self._task, advance=1, errors=self._errors)
+        if self._plan_task is not None:
+            self.progress.update(self._plan_task, advance=1)
 
-    def level_done(self, phase: str, level: LevelResult) -> None:
+    def point_done(self, config: PlannedConfig, result: PointResult) -> None:
         self._task = None
 
     def note(self, message: str) -> None:

@@ -5,11 +5,12 @@ Written to requests.jsonl as each request finishes; every latency metric is deri
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-from specmeter.metrics.sd import SDCounts
+from specmeter.schemas.sd import SDCounts
 
 ErrorKind = Literal[
     "timeout", "http_429", "http_4xx", "http_5xx", "connection", "malformed", "incomplete_stream",
@@ -18,8 +19,11 @@ ErrorKind = Literal[
 
 
 class RequestRecord(BaseModel):
-    phase: str = Field(description="Which run phase: e.g. 'sd' or 'baseline'.")
-    concurrency: int
+    """Keyed by (config_id, point_id, repeat, conversation_id, turn, warmup): ids from the stored plan."""
+
+    config_id: str = Field(description="The plan configuration that served it.")
+    point_id: str = Field(description="The load point it was sent at.")
+    repeat: int = Field(default=0, ge=0, description="Which repeat of the point.")
     conversation_id: str
     turn: int = 0
     category: str = "default"
@@ -30,7 +34,9 @@ class RequestRecord(BaseModel):
     http_status: int | None = None
 
     queued_s: float = Field(default=0.0, description="Client-side wait for a concurrency slot (not server time).")
-    start_s: float = Field(default=0.0, description="Send time, seconds since the phase started (monotonic).")
+    scheduled_s: float | None = Field(default=None, description="Open loop: when the arrival process "
+                                      "scheduled this send, seconds since the point started.")
+    start_s: float = Field(default=0.0, description="Send time, seconds since the point started (monotonic).")
     ttft_s: float | None = None
     e2e_s: float | None = None
     chunk_offsets_s: list[float] = Field(
@@ -43,8 +49,19 @@ class RequestRecord(BaseModel):
     output_tokens: int | None = Field(default=None, description="From the server's usage, never chunk counts.")
     finish_reason: str | None = None
     output_text: str = ""
+    output_token_ids: list[int] | None = Field(default=None, description="Generated token ids, when the "
+                                               "engine returns them (the lossless check compares these).")
     sd: SDCounts | None = None
     sd_raw: dict[str, Any] | None = None
+
+    @property
+    def key(self) -> tuple[str, str, int, str, int, bool]:
+        """Identity in requests.jsonl: a resumed point re-sends a request under the same key."""
+        return (self.config_id, self.point_id, self.repeat, self.conversation_id, self.turn, self.warmup)
+
+    @property
+    def end_s(self) -> float | None:
+        return None if self.e2e_s is None else self.start_s + self.e2e_s
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -57,7 +74,7 @@ class RequestRecord(BaseModel):
     def inter_chunk_gaps(self) -> list[float]:
         """Gaps between consecutive content chunks. Under SD a chunk may carry several tokens."""
         o = self.chunk_offsets_s
-        return [b - a for a, b in zip(o, o[1:])]
+        return [b - a for a, b in itertools.pairwise(o)]
 
     def per_token_itl(self) -> list[float]:
         """Each inter-chunk gap divided by the tokens its later chunk carried (needs chunk_tokens)."""

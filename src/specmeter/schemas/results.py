@@ -6,60 +6,87 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from specmeter.metrics.categories import CategoryBreakdown
-from specmeter.metrics.latency import LatencySummary
-from specmeter.metrics.sd_summary import SDSummary
+from specmeter.schemas.analysis import Crossover, PointChoice, Speedup
+from specmeter.schemas.metrics import CategoryBreakdown, LatencySummary, RunningBatch, SteadyState
+from specmeter.schemas.plan import Plan, Role
+from specmeter.schemas.sd import SDSummary
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
-class LevelResult(BaseModel):
-    """One load level (a concurrency) of one phase."""
+class PointResult(BaseModel):
+    """One configuration at one load point, one repeat."""
 
-    concurrency: int
+    point_id: str
+    repeat: int = 0
+    started_s: float | None = Field(default=None, description="Seconds since the run started: shows drift "
+                                    "between configurations measured at different times.")
     latency: LatencySummary
+    steady: SteadyState | None = Field(default=None, description="None when the load never reached steady state.")
+    running_batch: RunningBatch | None = None
     sd: SDSummary
     categories: CategoryBreakdown | None = None
     resumed: bool = Field(default=False, description="Finished by --resume on a new server: wall time and "
                           "throughput span two servers; SD comes from per-request stats.")
 
 
-class PhaseResult(BaseModel):
-    """One engine configuration measured over all levels: e.g. 'sd' or 'baseline' (speculation off)."""
+class ConfigResult(BaseModel):
+    """What one plan configuration measured, and the server it ran on."""
 
-    name: str
+    config_id: str
+    role: Role
     spec_label: str
-    spec: dict[str, Any]
-    workload: str = Field(default="main", description="Which workload this phase sent (compare-workloads).")
+    workload: Literal["main", "random"] = "main"
     engine_version: str | None = None
     server_command: list[str] | None = None
     server_log: str | None = None
     server_pid: int | None = Field(default=None, description="Process (group) id of the launched server.")
     startup_s: float | None = None
-    levels: list[LevelResult] = Field(default_factory=list)
+    server_error: str | None = Field(default=None, description="Why its server did not start (with the log "
+                                     "tail); the rest of the plan went on without it.")
+    points: list[PointResult] = Field(default_factory=list)
 
-    def level(self, concurrency: int) -> LevelResult | None:
-        return next((lv for lv in self.levels if lv.concurrency == concurrency), None)
+    def point(self, point_id: str, repeat: int = 0) -> PointResult | None:
+        return next((p for p in self.points if p.point_id == point_id and p.repeat == repeat), None)
+
+    def repeats(self, point_id: str) -> list[PointResult]:
+        return [p for p in self.points if p.point_id == point_id]
 
 
-class Ratio(BaseModel):
-    value: float | None
-    ci95_low: float | None = None
-    ci95_high: float | None = None
+class Mismatch(BaseModel):
+    """One request whose candidate output differs from the baseline's."""
+
+    point_id: str
+    repeat: int
+    conversation_id: str
+    turn: int
+    first_diff: int = Field(description="Index of the first differing token (or character, see basis).")
+    candidate_len: int
+    baseline_len: int
 
 
-class SpeedupResult(BaseModel):
-    """SD against the same engine with speculation off, at one concurrency, on identical work."""
+class LosslessCheck(BaseModel):
+    """At temperature 0 a correct speculative decoder emits exactly the baseline's tokens."""
 
-    concurrency: int
-    workload: str = "main"
-    sd_phase: str = "sd"
-    baseline_phase: str = "baseline"
-    output_throughput: Ratio = Field(description="SD output tok/s / baseline output tok/s.")
-    tpot: Ratio = Field(description="Baseline mean TPOT / SD mean TPOT (>1 means SD is faster).")
-    ttft: Ratio = Field(description="Baseline mean TTFT / SD mean TTFT.")
-    same_work: bool = Field(description="Both phases completed the same requests.")
-    note: str | None = None
+    config_id: str
+    baseline_id: str
+    basis: Literal["token ids", "text"] = Field(description="token ids when the engine returned them, else text "
+                                                "(first_diff then counts characters).")
+    compared: int
+    matched: int
+    match_rate: float | None
+    mismatches: list[Mismatch] = Field(default_factory=list, description="The first mismatches, at most 50.")
+
+
+class Analysis(BaseModel):
+    """Every decision analysis made from the measurements; reports show these and recompute nothing."""
+
+    speedups: list[Speedup] = Field(default_factory=list)
+    crossovers: list[Crossover] = Field(default_factory=list)
+    choices: list[PointChoice] = Field(default_factory=list)
+    lossless: list[LosslessCheck] = Field(default_factory=list)
+    lossless_note: str | None = Field(default=None, description="Why no lossless check ran, or how forced "
+                                      "output lengths were produced.")
 
 
 class RunSummary(BaseModel):
@@ -69,13 +96,12 @@ class RunSummary(BaseModel):
     status: Literal["running", "complete", "incomplete"] = "running"
     incomplete_reason: str | None = None
     command: list[str] = Field(default_factory=list)
-    config: dict[str, Any] = Field(default_factory=dict)
-    workload: dict[str, Any] = Field(default_factory=dict)
+    plan: Plan
     models: dict[str, Any] = Field(default_factory=dict, description="Model paths and content hashes.")
     environment: dict[str, Any] = Field(default_factory=dict)
-    phases: list[PhaseResult] = Field(default_factory=list)
-    speedup: list[SpeedupResult] = Field(default_factory=list)
+    configs: list[ConfigResult] = Field(default_factory=list)
+    analysis: Analysis = Field(default_factory=Analysis)
     wall_s: float | None = None
 
-    def phase(self, name: str) -> PhaseResult | None:
-        return next((p for p in self.phases if p.name == name), None)
+    def config(self, config_id: str) -> ConfigResult | None:
+        return next((c for c in self.configs if c.config_id == config_id), None)

@@ -1,0 +1,116 @@
+"""Every decision made from a run's measurements, computed once and stored in the summary:
+speedups with paired intervals, where speculation stops paying, the best configuration per point, and
+whether speculation was lossless. Reports show these; they never recompute them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from specmeter.analysis.choice import Contender, choose
+from specmeter.analysis.crossover import find_crossover
+from specmeter.analysis.lossless import lossless_check
+from specmeter.analysis.speedup import compute_speedups
+from specmeter.schemas.analysis import Crossover, PointChoice, Ratio, Speedup
+from specmeter.schemas.plan import Role
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import Analysis, LosslessCheck, RunSummary
+
+AXES: tuple[Literal["concurrency", "rate"], ...] = ("concurrency", "rate")
+FORCED_LENGTH_NOTE = (
+    "output length forced with min_tokens + ignore_eos (vLLM masks EOS until the length is reached); "
+    "`vllm bench serve` sends only ignore_eos, which gives different text and so different acceptance on "
+    "the same prompts: compare acceptance only between runs that force lengths the same way"
+)
+
+
+def headline(speedup: Speedup, axis: str) -> Ratio:
+    """The ratio decisions use: output throughput under closed-loop concurrency; at a request rate the
+    throughput is the offered rate on both sides (while the server keeps up), so TPOT decides there."""
+    return speedup.output_throughput if axis == "concurrency" else speedup.tpot
+
+
+def verdict(ratio: Ratio) -> Literal["pays", "slows", "unclear"] | None:
+    if ratio.value is None:
+        return None  # nothing to judge (e.g. the baseline delivered no tokens): no verdict, not "unclear"
+    if ratio.ci95_low is not None and ratio.ci95_low > 1.0:
+        return "pays"
+    if ratio.ci95_high is not None and ratio.ci95_high < 1.0:
+        return "slows"
+    return "unclear"
+
+
+def analyze(summary: RunSummary, records: Sequence[RequestRecord]) -> Analysis:
+    speedups = compute_speedups(summary, records)
+    for s in speedups:
+        axis = summary.plan.point(s.point_id).axis
+        s.decided_on = "output_throughput" if axis == "concurrency" else "tpot"
+        s.verdict = verdict(headline(s, axis))
+    return Analysis(
+        speedups=speedups,
+        crossovers=crossovers(summary, speedups),
+        choices=choices(summary, speedups),
+        lossless=lossless(summary, records),
+        lossless_note=_lossless_note(summary),
+    )
+
+
+def _lookup(speedups: Sequence[Speedup], config_id: str, point_id: str) -> Speedup | None:
+    return next((s for s in speedups if s.config_id == config_id and s.point_id == point_id), None)
+
+
+def crossovers(summary: RunSummary, speedups: Sequence[Speedup]) -> list[Crossover]:
+    """Per configuration and load axis, where its speedup falls below 1 as load grows."""
+    plan = summary.plan
+    out: list[Crossover] = []
+    for config in plan.configs:
+        for axis in AXES:
+            found = [(p.load, headline(s, axis)) for p in plan.points
+                     if p.axis == axis and (s := _lookup(speedups, config.id, p.id)) is not None]
+            if found:
+                out.append(find_crossover(config.id, axis, [load for load, _ in found],
+                                          [r.value for _, r in found], [r.ci95_low for _, r in found],
+                                          [r.ci95_high for _, r in found]))
+    return out
+
+
+def choices(summary: RunSummary, speedups: Sequence[Speedup]) -> list[PointChoice]:
+    """Per point of the main workload: the baseline against every candidate; ties go to the smaller K."""
+    plan = summary.plan
+    out: list[PointChoice] = []
+    base = next((c for c in plan.configs if c.role is Role.baseline and c.workload == "main"), None)
+    if base is None:
+        return out
+    for point in plan.points:
+        contenders = [Contender(base.id, 0, 1.0, 1.0, 1.0)]
+        for config in plan.configs:
+            s = _lookup(speedups, config.id, point.id)
+            if config.role is Role.candidate and config.workload == "main" and s is not None:
+                r = headline(s, point.axis)
+                contenders.append(Contender(config.id, config.k, r.value, r.ci95_low, r.ci95_high))
+        if len(contenders) > 1:
+            out.append(choose(point.id, contenders))
+    return out
+
+
+def lossless(summary: RunSummary, records: Sequence[RequestRecord]) -> list[LosslessCheck]:
+    """At temperature 0 only: sampling at T > 0 legitimately differs between runs."""
+    plan = summary.plan
+    out: list[LosslessCheck] = []
+    for config in plan.configs:
+        base = plan.baseline_for(config)
+        if config.role is Role.baseline or base is None:
+            continue
+        if plan.load_for(config).temperature == 0 and plan.load_for(base).temperature == 0:
+            out.append(lossless_check(config, base, records))
+    return out
+
+
+def _lossless_note(summary: RunSummary) -> str | None:
+    plan = summary.plan
+    notes = []
+    if any(plan.load_for(c).temperature > 0 for c in plan.configs):
+        notes.append("no lossless check where temperature > 0: sampled outputs legitimately differ")
+    if any(plan.load_for(c).ignore_eos for c in plan.configs):
+        notes.append(FORCED_LENGTH_NOTE)
+    return "; ".join(notes) or None

@@ -1,0 +1,42 @@
+"""Polls one engine gauge (the running-batch size) while a point runs, in the client's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from types import TracebackType
+
+from specmeter.load.client import OpenAIClient
+from specmeter.metrics.prometheus import gauge_sum
+
+DEFAULT_INTERVAL_S = 0.5
+
+
+class GaugeSampler:
+    """`async with GaugeSampler(client, name, t0):` collects (seconds since t0, value) pairs. A failed
+    scrape is skipped: the gauge is context, never a reason to fail the point."""
+
+    def __init__(self, client: OpenAIClient, name: str, t0: float, interval_s: float = DEFAULT_INTERVAL_S) -> None:
+        self.client, self.name, self.t0, self.interval_s = client, name, t0, interval_s
+        self.samples: list[tuple[float, float]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _poll(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                value = gauge_sum(await self.client.get_text("/metrics", timeout_s=5.0), self.name)
+                if value is not None:
+                    self.samples.append((time.perf_counter() - self.t0, value))
+            await asyncio.sleep(self.interval_s)
+
+    async def __aenter__(self) -> GaugeSampler:
+        self._task = asyncio.create_task(self._poll())
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

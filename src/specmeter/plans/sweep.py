@@ -1,0 +1,162 @@
+"""`specmeter sweep`: every speculative configuration at every load point, from one YAML file.
+
+A candidate entry may give lists for K, the draft model and the n-gram window; they expand to every
+combination. The speculation-off baseline is always part of the plan: every speedup needs it.
+
+    workload: {dataset: sample, num_prompts: 22}
+    engine: {model: models/demo-target, dtype: float32}
+    candidates:
+      - {method: draft_model, model: models/demo-draft, num_speculative_tokens: [2, 4]}
+      - {method: ngram, num_speculative_tokens: 4, prompt_lookup_max: [3, 5]}
+    load: {concurrency: [1, 4, 16], request_rate: [2.0], max_tokens: 128, temperature: 0}
+    repeats: 3
+    interleave: true
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, ValidationError, model_validator
+
+from specmeter.config import (
+    EngineSpec,
+    LoadSpec,
+    SpecConfig,
+    SpecMethod,
+    StrictModel,
+    build_model,
+    load_yaml,
+)
+from specmeter.errors import InputError
+from specmeter.plans.run import BASELINE, config_id
+from specmeter.schemas.plan import Plan, PlannedConfig, Role, WorkloadSelection
+
+# Keys of a candidate entry that take a list of values (expanded to every combination).
+EXPANDED = ("num_speculative_tokens", "draft_model", "prompt_lookup_min", "prompt_lookup_max")
+
+
+class CandidateSpec(StrictModel):
+    """One entry of `candidates`. Lists expand: K [2, 4] x draft models [a, b] gives four configurations."""
+
+    id: str | None = Field(default=None, description="Name the configuration (only without lists).")
+    method: SpecMethod
+    num_speculative_tokens: int | list[int] | None = Field(
+        default=None, validation_alias=AliasChoices("num_speculative_tokens", "k"))
+    draft_model: str | list[str] | None = Field(default=None, validation_alias=AliasChoices("draft_model", "model"))
+    prompt_lookup_min: int | list[int] | None = None
+    prompt_lookup_max: int | list[int] | None = None
+    num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = None
+    draft_tensor_parallel_size: int | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+    endpoint: str | None = Field(default=None, description="Attach to a server already running this config.")
+
+    @model_validator(mode="after")
+    def _expandable(self) -> CandidateSpec:
+        if self.method is SpecMethod.none:
+            raise ValueError("method none is the baseline, which every sweep includes; list only speculative "
+                             "configurations")
+        specs = self.expand()
+        if self.id is not None and len(specs) > 1:
+            raise ValueError(f"id {self.id!r} names one configuration, but this entry expands to {len(specs)}")
+        if self.endpoint is not None and len(specs) > 1:
+            raise ValueError("endpoint attaches to one running server, but this entry expands to "
+                             f"{len(specs)} configurations")
+        return self
+
+    def expand(self) -> list[SpecConfig]:
+        """Every combination of the listed values, validated as a SpecConfig each."""
+        fixed = self.model_dump(exclude={"id", "endpoint", *EXPANDED}, exclude_none=True)
+        axes = [[(key, v) for v in _values(getattr(self, key))] for key in EXPANDED]
+        out: list[SpecConfig] = []
+        for combo in itertools.product(*axes):
+            raw = {**fixed, **{k: v for k, v in combo if v is not None}}
+            try:
+                out.append(SpecConfig.model_validate(raw))
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                loc = ".".join(str(p) for p in err.get("loc", ()))
+                msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+                raise ValueError(f"{loc}={err.get('input')!r}: {msg}" if loc else msg) from exc
+        return out
+
+
+def _values(value: Any) -> list[Any]:
+    if isinstance(value, list):
+        if not value:
+            raise ValueError("an empty list expands to no configuration; give at least one value")
+        return value
+    return [value]
+
+
+class WorkloadSpec(StrictModel):
+    dataset: str = "sample"
+    path: str | None = None
+    num_prompts: int | None = Field(default=None, ge=1)
+    categories: list[str] | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    input_len: tuple[int, int] | None = None
+    tokenizer: str | None = None
+
+
+class SweepSpec(StrictModel):
+    """A sweep file: a workload, an engine and target, candidates, load points, repeats."""
+
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    engine: EngineSpec
+    baseline_endpoint: str | None = Field(default=None, description="Attach: a speculation-off server.")
+    candidates: list[CandidateSpec] = Field(min_length=1)
+    load: LoadSpec = Field(default_factory=LoadSpec)
+    repeats: int = Field(default=1, ge=1)
+    interleave: bool = False
+    seed: int | None = Field(default=None, description="Sets load.seed: sampling, selection and arrivals.")
+
+    @model_validator(mode="after")
+    def _servable(self) -> SweepSpec:
+        if not self.engine.launch and self.baseline_endpoint is None:
+            raise ValueError("the baseline needs a server: give engine.model (launch) or baseline_endpoint (attach)")
+        for i, cand in enumerate(self.candidates):
+            if cand.endpoint is None and not self.engine.launch:
+                raise ValueError(f"candidates.{i}: give it an endpoint, or engine.model so specmeter launches it")
+        try:
+            self.configs()  # configuration ids must be unique: say so while the file is validated
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def configs(self) -> list[PlannedConfig]:
+        """The baseline first, then every expanded candidate, with unique ids."""
+        base_engine = (self.engine if self.baseline_endpoint is None
+                       else self.engine.model_copy(update={"endpoint": self.baseline_endpoint}))
+        out = [PlannedConfig(id=BASELINE, role=Role.baseline, spec=SpecConfig(), engine=base_engine, server=BASELINE)]
+        drafts = {s.draft_model for c in self.candidates for s in c.expand() if s.draft_model}
+        for i, cand in enumerate(self.candidates):
+            engine = (self.engine if cand.endpoint is None
+                      else self.engine.model_copy(update={"endpoint": cand.endpoint}))
+            for spec in cand.expand():
+                cid = cand.id or config_id(spec)
+                if len(drafts) > 1 and spec.draft_model and cand.id is None:
+                    cid += f"-{Path(spec.draft_model).name}"  # tell draft models apart
+                if any(c.id == cid for c in out):
+                    raise InputError(f"candidates.{i}: gives configuration {cid} a second time; remove the "
+                                     "duplicate or give ids")
+                out.append(PlannedConfig(id=cid, role=Role.candidate, spec=spec, engine=engine, server=cid))
+        return out
+
+    def effective_load(self) -> LoadSpec:
+        load = self.load if self.seed is None else self.load.model_copy(update={"seed": self.seed})
+        if self.workload.num_prompts is not None:
+            load = load.model_copy(update={"num_prompts": self.workload.num_prompts})
+        return load
+
+    def plan(self, workload: WorkloadSelection) -> Plan:
+        return Plan(kind="sweep", configs=self.configs(), load=self.effective_load(), repeats=self.repeats,
+                    interleave=self.interleave, workload=workload)
+
+
+def read_sweep_file(path: Path) -> SweepSpec:
+    """Validate a sweep file; an error names the file, the key path and the fix."""
+    spec: SweepSpec = build_model(SweepSpec, load_yaml(path), str(path))
+    return spec

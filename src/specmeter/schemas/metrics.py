@@ -1,0 +1,89 @@
+"""Summaries of one load point's requests, kept as numbers (never strings): distributions, latency
+and throughput, per-category acceptance, the steady window and the engine's running batch."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from specmeter.schemas.sd import SDCounts
+
+
+class Distribution(BaseModel):
+    """Summary of one per-request (or per-chunk) quantity."""
+
+    count: int
+    mean: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    ci95_low: float | None = None
+    ci95_high: float | None = None
+
+
+class LatencySummary(BaseModel):
+    """Numbers a serving engineer reads first. Times in seconds."""
+
+    num_requests: int
+    num_ok: int
+    errors_by_kind: dict[str, int] = Field(default_factory=dict)
+    wall_s: float
+    output_tokens: int
+    prompt_tokens: int
+    output_tokens_per_s: float | None = Field(description="Sum of output tokens / wall time of the level.")
+    requests_per_s: float | None
+    ttft_s: Distribution
+    tpot_s: Distribution = Field(description="Per request: (E2E - TTFT) / (output tokens - 1).")
+    inter_chunk_s: Distribution = Field(description="Gaps between streamed chunks (a chunk may hold many tokens).")
+    itl_per_token_s: Distribution = Field(description="Each chunk gap / tokens in that chunk.")
+    e2e_s: Distribution
+    queued_s: Distribution = Field(description="Client-side wait for a slot: not server latency.")
+    tokens_per_chunk: float | None = Field(description="Mean output tokens per streamed chunk.")
+
+
+class CategorySD(BaseModel):
+    category: str
+    requests: int = Field(description="Measured requests with per-request SD stats.")
+    counts: SDCounts
+    al_step_weighted: float | None
+    al_request_mean: float | None
+    acceptance_rate: float | None
+    per_position_rate: list[float]
+    conditional_rate: list[float]
+
+
+class CategoryBreakdown(BaseModel):
+    categories: list[CategorySD]
+    macro_al: float | None = Field(description="Mean over categories of their step-weighted AL.")
+    macro_ar: float | None
+    pooled: CategorySD = Field(description="All categories pooled: equals the run-level per-request sums.")
+
+
+class SteadyState(BaseModel):
+    """One point measured over its steady window: all N slots busy (closed loop) or the arrival process
+    running (open loop), so ramp-up and drain do not dilute throughput."""
+
+    basis: str = Field(description="What defines the window: 'all slots busy' or 'arrivals running'.")
+    start_s: float = Field(description="Window start, seconds since the point started.")
+    end_s: float
+    share: float = Field(description="Window length / the point's wall time.")
+    output_tokens_per_s: float | None = Field(description="Output tokens streamed inside the window / its length.")
+    requests_per_s: float | None = Field(description="Requests finished inside the window / its length.")
+    tpot_s: Distribution = Field(description="TPOT of requests that started and finished inside the window.")
+    ttft_s: Distribution
+
+
+class RunningBatch(BaseModel):
+    """The engine's own running-batch size over a point (vLLM: vllm:num_requests_running), sampled during
+    the point: what a dynamic-K table is keyed on, which need not be the client's N."""
+
+    gauge: str
+    interval_s: float
+    samples: int
+    mean: float | None = None
+    p50: float | None = None
+    max: float | None = None
+    steady_mean: float | None = Field(default=None, description="Mean over samples inside the steady window.")
+    histogram: dict[int, int] = Field(default_factory=dict, description="Batch size -> samples.")

@@ -1,0 +1,137 @@
+"""The plan: every engine configuration a command measures and the load points it runs them at.
+
+`run`, `sweep`, `compare-workloads` and `demo` all build one Plan; the runner executes any Plan the
+same way; summary.json stores it whole, so `--resume` reloads it instead of rebuilding it.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from specmeter.config import ConcurrencyPoint, EngineSpec, LoadSpec, RatePoint, SpecConfig
+
+
+class Role(str, Enum):
+    """What a configuration is in the plan: the reference, a contender, or a recommendation under test."""
+
+    baseline = "baseline"  # the same engine and target with speculation off
+    candidate = "candidate"
+    verification = "verification"
+
+
+class WorkloadSelection(BaseModel):
+    """Which conversations a plan sends: enough to rebuild exactly the same list on resume."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str
+    path: str | None = None
+    categories: list[str] | None = Field(default=None, description="Category filter (None: all).")
+    options: dict[str, Any] = Field(default_factory=dict, description="Loader options.")
+    input_len: tuple[int, int] | None = None
+    tokenizer: str | None = None
+    num_prompts: int | None = None
+    seed: int = 0
+    conversation_ids: list[str] = Field(default_factory=list)
+    requests: int = Field(default=0, description="Requests in one pass over the conversations.")
+    multi_turn: int = Field(default=0, description="Conversations with more than one turn.")
+    category_counts: dict[str, int] = Field(default_factory=dict)
+
+
+class MatchedRandom(BaseModel):
+    """Random-token prompts matched to what one configuration completed at one point (same prompt
+    lengths, forced output lengths): the synthetic contrast of compare-workloads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source_config: str
+    source_point: str
+    vocab_size: int = Field(gt=0)
+    excluded_token_ids: list[int] = Field(default_factory=list)
+    seed: int = 0
+
+
+class PlannedConfig(BaseModel):
+    """One engine configuration. Configurations with the same `server` run on one server process."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(description="Unique within the plan; records and results key on it.")
+    role: Role
+    spec: SpecConfig
+    engine: EngineSpec
+    server: str = Field(description="Server id: names the server log; shared by configs on one server.")
+    workload: Literal["main", "random"] = "main"
+    matched_random: MatchedRandom | None = None
+    load: LoadSpec | None = Field(default=None, description="Overrides the plan's request settings (same points).")
+
+    @property
+    def label(self) -> str:
+        """Human label of the speculation this config runs."""
+        if self.engine.launch or self.spec.enabled:
+            return self.spec.label()
+        return "off" if self.role is Role.baseline else "as the server runs"
+
+    @property
+    def k(self) -> int:
+        return self.spec.k
+
+
+class Plan(BaseModel):
+    """Configurations x load points x repeats, and how to order them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["run", "sweep", "compare-workloads", "demo", "verify"]
+    configs: list[PlannedConfig]
+    load: LoadSpec
+    repeats: int = Field(default=1, ge=1, description="Each point runs this many times per configuration.")
+    interleave: bool = Field(default=False, description="Keep every server up together and alternate "
+                             "configurations at each point, so drift hits all alike.")
+    workload: WorkloadSelection
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Plan:
+        ids = [c.id for c in self.configs]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"configuration ids must be unique: {ids}")
+        servers: dict[str, PlannedConfig] = {}
+        for c in self.configs:
+            first = servers.setdefault(c.server, c)
+            if (first.engine, first.spec) != (c.engine, c.spec):
+                raise ValueError(f"configurations {first.id} and {c.id} share server {c.server} but differ in "
+                                 "engine or speculative config")
+            if c.matched_random is not None and c.matched_random.source_config not in ids:
+                raise ValueError(f"{c.id}: matched_random source {c.matched_random.source_config} is not in the plan")
+        return self
+
+    @property
+    def points(self) -> list[ConcurrencyPoint | RatePoint]:
+        return self.load.points
+
+    def config(self, config_id: str) -> PlannedConfig:
+        return next(c for c in self.configs if c.id == config_id)
+
+    def point(self, point_id: str) -> ConcurrencyPoint | RatePoint:
+        found = self.load.point(point_id)
+        if found is None:
+            raise KeyError(point_id)
+        return found
+
+    def load_for(self, config: PlannedConfig) -> LoadSpec:
+        return config.load or self.load
+
+    def baseline_for(self, config: PlannedConfig) -> PlannedConfig | None:
+        """The speculation-off configuration on the same workload (None: no speedup for this one)."""
+        return next((c for c in self.configs if c.role is Role.baseline and c.workload == config.workload
+                     and c.id != config.id), None)
+
+    def servers(self) -> list[list[PlannedConfig]]:
+        """Configurations grouped by server, in plan order."""
+        groups: dict[str, list[PlannedConfig]] = {}
+        for c in self.configs:
+            groups.setdefault(c.server, []).append(c)
+        return list(groups.values())

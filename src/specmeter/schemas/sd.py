@@ -1,0 +1,140 @@
+"""The engine-neutral speculative-decoding record (every adapter fills it, every SD metric reads it)
+and the run-level SD summary of one load point.
+
+Definitions: shared/REFERENCE.md section 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, Field, computed_field, model_validator
+
+Source = Literal["counters", "per_request"]
+
+
+class SDCounts(BaseModel):
+    """Raw speculative-decoding counts over some set of steps (a run, a category, one request).
+
+    A step is one verification in which the engine drafted k >= 1 tokens and accepted a in [0, k];
+    steps with nothing drafted are not steps (vLLM does not count them either).
+    """
+
+    source: Source
+    num_steps: int = Field(ge=0, description="Verification steps that drafted at least one token.")
+    num_draft_tokens: int = Field(ge=0)
+    num_accepted_tokens: int = Field(ge=0)
+    accepted_per_pos: list[int] = Field(
+        default_factory=list, description="Steps that accepted position i (i.e. >= i+1 tokens)."
+    )
+    drafted_per_pos: list[int] | None = Field(
+        default=None, description="Steps that drafted position i; None when the engine does not say."
+    )
+    histogram: list[int] | None = Field(
+        default=None, description="Steps with exactly j accepted tokens, index j; None if unknown."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SDCounts:
+        if self.num_accepted_tokens > self.num_draft_tokens:
+            raise ValueError(
+                f"accepted tokens ({self.num_accepted_tokens}) exceed drafted tokens ({self.num_draft_tokens})"
+            )
+        if any(v < 0 for v in self.accepted_per_pos):
+            raise ValueError("per-position accepted counts must be >= 0")
+        return self
+
+    # ---- derived metrics -------------------------------------------------------------------------
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def acceptance_length(self) -> float | None:
+        """AL = 1 + accepted / steps (includes the target's bonus token)."""
+        if self.num_steps == 0:
+            return None
+        return 1.0 + self.num_accepted_tokens / self.num_steps
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def acceptance_rate(self) -> float | None:
+        """AR = accepted / drafted. Falls mechanically with K: read it beside AL."""
+        if self.num_draft_tokens == 0:
+            return None
+        return self.num_accepted_tokens / self.num_draft_tokens
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mean_draft_length(self) -> float | None:
+        """Mean tokens drafted per step (K for fixed K; lower under dynamic K or n-gram misses)."""
+        if self.num_steps == 0:
+            return None
+        return self.num_draft_tokens / self.num_steps
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def per_position_rate(self) -> list[float]:
+        """a_i = P(step accepts >= i+1 tokens).
+
+        Denominator: steps that drafted position i when the engine says so (unbiased under dynamic K),
+        otherwise all steps (vLLM's definition, biased low for positions some steps never drafted).
+        """
+        if self.num_steps == 0:
+            return []
+        out: list[float] = []
+        for i, acc in enumerate(self.accepted_per_pos):
+            denom = self.num_steps
+            if self.drafted_per_pos is not None and i < len(self.drafted_per_pos):
+                denom = self.drafted_per_pos[i]
+            out.append(acc / denom if denom else 0.0)
+        return out
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def conditional_rate(self) -> list[float]:
+        """c_i = a_i / a_(i-1), a_(-1) = 1: P(accept position i | all before accepted)."""
+        return conditional_rates(self.per_position_rate)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def histogram_fraction(self) -> list[float] | None:
+        """h_j = fraction of steps with exactly j accepted tokens."""
+        if self.histogram is None:
+            return None
+        total = sum(self.histogram)
+        if total == 0:
+            return None
+        return [c / total for c in self.histogram]
+
+def conditional_rates(per_position: Sequence[float]) -> list[float]:
+    """Turn unconditional per-position rates into conditional ones (0 where the previous is 0)."""
+    out: list[float] = []
+    prev = 1.0
+    for rate in per_position:
+        out.append(rate / prev if prev > 0 else 0.0)
+        prev = rate
+    return out
+
+
+class SDSummary(BaseModel):
+    """SD of one load point: counter deltas, per-request sums, whether they agree, and which is the
+    headline (`reference`)."""
+
+    available: bool
+    reason: str | None = None
+    counters: SDCounts | None = None
+    counters_invalid_reason: str | None = None
+    per_request: SDCounts | None = None
+    per_request_mean_al: float | None = None
+    requests_with_stats: int = 0
+    agree: bool | None = None
+    agreement: str | None = None
+    foreign_traffic: str | None = None
+    reference: Literal["counters", "per_request"] | None = None
+
+    @property
+    def headline(self) -> SDCounts | None:
+        if self.reference == "counters":
+            return self.counters
+        if self.reference == "per_request":
+            return self.per_request
+        return None

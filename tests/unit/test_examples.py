@@ -1,0 +1,23 @@
+"""The example files the README points at stay valid for the code as it is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specmeter.plans.sweep import read_sweep_file
+from specmeter.schemas.plan import Role
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_demo_sweep_file_is_a_valid_sweep() -> None:
+    sweep = read_sweep_file(EXAMPLES / "demo-sweep.yaml")
+    configs = sweep.configs()
+    assert configs[0].role is Role.baseline
+    assert {c.k for c in configs if c.role is Role.candidate} >= {2, 4}
+    assert sweep.repeats >= 3 and sweep.interleave
+    root = EXAMPLES.parent
+    for config in configs:  # the demo models it names exist in the repository
+        assert (root / str(config.engine.model)).is_dir()
+        if config.spec.draft_model:
+            assert (root / config.spec.draft_model).is_dir()
