@@ -134,7 +134,7 @@ def run(
     dataset_path: Annotated[str | None, typer.Option(help="File or directory of the dataset.")] = None,
     dataset_option: Annotated[list[str] | None, typer.Option(help="Loader option KEY=VALUE (repeatable), e.g. input_len=256 for random/sonnet, config=qualitative for speed-bench.")] = None,
     category: Annotated[list[str] | None, typer.Option(help="Only these categories (repeatable).")] = None,
-    num_prompts: Annotated[int | None, typer.Option(help="Conversations to send per level (stratified by category).")] = None,
+    num_prompts: Annotated[int | None, typer.Option(help="Conversations to send per point (stratified by category).")] = None,
     input_len: Annotated[str | None, typer.Option(help="Keep prompts with LO <= input tokens < HI (target's tokenizer), e.g. 0:512.")] = None,
     tokenizer: Annotated[str | None, typer.Option(help="Tokenizer for --input-len (default: --model).")] = None,
     concurrency: Annotated[str | None, typer.Option(help="Closed-loop load points: concurrency levels, e.g. 1,4,16.")] = None,
@@ -149,7 +149,7 @@ def run(
     ignore_eos: Annotated[bool | None, typer.Option(help="Force max-tokens outputs (biases acceptance).")] = None,
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature (0 = greedy).")] = None,
     api: Annotated[str | None, typer.Option(help="chat or completions.")] = None,
-    warmup: Annotated[int | None, typer.Option(help="Warmup requests per level, excluded from results.")] = None,
+    warmup: Annotated[int | None, typer.Option(help="Warmup requests per point, excluded from results.")] = None,
     dtype: Annotated[str | None, typer.Option(help="Launch mode: model dtype (float32, bfloat16, ...).")] = None,
     max_model_len: Annotated[int | None, typer.Option(help="Launch mode: context length.")] = None,
     served_model_name: Annotated[str | None, typer.Option(help="Model name to request (default: from /v1/models).")] = None,
@@ -347,8 +347,8 @@ def resume(
 
 @app.command()
 def demo(
-    concurrency: Annotated[str, typer.Option(help="Concurrency levels (the speedup shrinks as they grow).")] = "1,4,16",
-    num_prompts: Annotated[int, typer.Option(help="Conversations per level from the sample workload.")] = 22,
+    concurrency: Annotated[str, typer.Option(help="Concurrency points (the speedup shrinks as they grow).")] = "1,4,16",
+    num_prompts: Annotated[int, typer.Option(help="Conversations per point from the sample workload.")] = 22,
     k: Annotated[int, typer.Option("-k", "--num-speculative-tokens", help="Draft length K.")] = 4,
     max_tokens: Annotated[int, typer.Option(help="Output cap per request.")] = 128,
     out: Annotated[Path, typer.Option(help="Directory that receives the run directory.")] = Path("runs"),

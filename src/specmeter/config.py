@@ -25,6 +25,7 @@ from pydantic import (
 
 from specmeter.data.selection import OutputPolicy
 from specmeter.errors import InputError
+from specmeter.load.arrivals import ArrivalKind
 from specmeter.redact import redact_argv, redact_env
 
 
@@ -190,9 +191,6 @@ class ConcurrencyPoint(StrictModel):
 
     def label(self) -> str:
         return f"concurrency {self.concurrency}"
-
-
-ArrivalKind = Literal["poisson", "gamma", "constant"]
 
 
 class RatePoint(StrictModel):

@@ -1,4 +1,4 @@
-"""Latency and throughput of one load level, from per-request records (warmup excluded)."""
+"""Latency and throughput of one load point, from per-request records (warmup excluded)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Run-level SD results for one load level: counter deltas, per-request sums, and whether they agree.
+"""Run-level SD results for one load point: counter deltas, per-request sums, and whether they agree.
 
 The engine's counters are the reference; per-request stats (when the engine gives them) must sum to
 the same numbers, and the summary says so, or says by how much and why they differ. When the counters

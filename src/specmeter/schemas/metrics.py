@@ -32,7 +32,7 @@ class LatencySummary(BaseModel):
     wall_s: float
     output_tokens: int
     prompt_tokens: int
-    output_tokens_per_s: float | None = Field(description="Sum of output tokens / wall time of the level.")
+    output_tokens_per_s: float | None = Field(description="Sum of output tokens / wall time of the point.")
     requests_per_s: float | None
     ttft_s: Distribution
     tpot_s: Distribution = Field(description="Per request: (E2E - TTFT) / (output tokens - 1).")
