@@ -125,61 +125,68 @@ def main() -> None:
     reference = final_ok(ref_dir)
     print(f"undisturbed sweep: {len(reference)} requests in {time.monotonic() - t0:.0f} s", flush=True)
 
-    run_dir = work / "disturbed"
     kills = ["server"] * args.server_kills + ["self"] * args.self_kills
     rng.shuffle(kills)
-    cmd = [*SPECMETER, "sweep", str(sweep), "--out", str(work), "--name", run_dir.name]
+    totals = {"server": 0, "self": 0, "lost": 0, "twice": 0, "replayed": 0, "sweeps": 0, "differ": 0}
+    # A small sweep ends before it can take every kill: start disturbed sweeps until the kills are spent,
+    # and check each one against the undisturbed sweep when it completes.
+    while kills:
+        totals["sweeps"] += 1
+        run_dir = work / f"disturbed-{totals['sweeps']}"
+        result = disturb(run_dir, sweep, kills, rng, args.max_delay, log, totals)
+        lost, twice, final, replayed = result
+        totals["lost"] += len(lost)
+        totals["twice"] += len(twice)
+        totals["replayed"] += replayed
+        totals["differ"] += final != reference
+        print(f"{run_dir.name}: lost {len(lost)}, points run twice {len(twice)}, same request set: "
+              f"{'yes' if final == reference else 'NO'} ({len(final)} vs {len(reference)})", flush=True)
+    print(f"kills done: server {totals['server']}, specmeter {totals['self']}, over {totals['sweeps']} disturbed sweeps")
+    print(f"finished requests lost: {totals['lost']}")
+    print(f"points run twice: {totals['twice']}")
+    print(f"disturbed sweeps whose final requests differ from the undisturbed sweep's: {totals['differ']}")
+    print(f"replayed requests (turns of conversations cut short): {totals['replayed']}")
+    print(f"wall time: {time.monotonic() - t0:.0f} s; runs in {work}")
+
+
+def disturb(run_dir: Path, sweep: Path, kills: list[str], rng: random.Random, max_delay: float, log: Path,
+            totals: dict[str, int]) -> tuple[set[Key], set[Cell], set[Key], int]:
+    """Run one sweep, killing a server or specmeter (taken from `kills`) at random moments and resuming
+    after each, until it completes; then finish it and compare what survived."""
+    cmd = [*SPECMETER, "sweep", str(sweep), "--out", str(run_dir.parent), "--name", run_dir.name]
     seen_finished: set[Key] = set()
     cells_before: dict[Cell, int] = {}
-    twice: set[Cell] = set()
-    done_kills = {"server": 0, "self": 0}
-    missed = 0
-    for what in kills:
+    while kills and (read_json(run_dir / "summary.json") or {}).get("status") != "complete":
         with log.open("a") as fh:
             proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+        cmd = [*SPECMETER, "resume", str(run_dir)]
         # Wait until a server is up and measuring, then a random moment more.
         deadline = time.monotonic() + 600
         while proc.poll() is None and not any(alive(p) for p in server_pids(run_dir)) and time.monotonic() < deadline:
             time.sleep(0.2)
-        time.sleep(rng.uniform(0.0, args.max_delay))
-        if proc.poll() is not None:
-            missed += 1  # the sweep finished (or failed) before this kill: count it, do not fake it
-        else:
+        time.sleep(rng.uniform(0.0, max_delay))
+        if proc.poll() is None:
             # What is on disk now must survive the kill.
             seen_finished |= {key(r) for r in records(run_dir) if r["ok"] and not r["warmup"]}
             for cell in finished_cells(run_dir):
                 cells_before.setdefault(cell, sum(1 for r in records(run_dir) if key(r)[:3] == cell))
+            what = kills.pop()
             if what == "server":
                 pids = [p for p in server_pids(run_dir) if alive(p)]
                 if pids:
                     os.killpg(pids[0], signal.SIGKILL)
             else:
                 proc.kill()
-            done_kills[what] += 1
+            totals[what] += 1
         proc.wait(timeout=600)
-        cmd = [*SPECMETER, "resume", str(run_dir)]
-        summary = read_json(run_dir / "summary.json")
-        if summary and summary.get("status") == "complete":
-            break
-    rc = run_to_end([*SPECMETER, "resume", str(run_dir)], log) if (read_json(run_dir / "summary.json") or {}).get(
-        "status") != "complete" else 0
+    if (read_json(run_dir / "summary.json") or {}).get("status") != "complete":
+        run_to_end([*SPECMETER, "resume", str(run_dir)], log)
     final = final_ok(run_dir)
     all_records = records(run_dir)
-    for cell, count in cells_before.items():
-        if sum(1 for r in all_records if key(r)[:3] == cell) != count:
-            twice.add(cell)
-    lost = seen_finished - final
+    twice = {cell for cell, count in cells_before.items()
+             if sum(1 for r in all_records if key(r)[:3] == cell) != count}
     measured = [r for r in all_records if not r["warmup"]]
-    replayed = len(measured) - len({key(r) for r in measured})
-    print(f"kills done: server {done_kills['server']}, specmeter {done_kills['self']} "
-          f"(missed, the sweep had already ended: {missed}); final resume exit {rc}")
-    print(f"finished requests lost: {len(lost)}")
-    print(f"points run twice: {len(twice)}")
-    print(f"same request set as the undisturbed sweep: {'yes' if final == reference else 'NO'} "
-          f"({len(final)} vs {len(reference)})")
-    print(f"replayed requests (turns of conversations cut short): {replayed}")
-    print(f"wall time: {time.monotonic() - t0:.0f} s; runs in {work}")
-
+    return seen_finished - final, twice, final, len(measured) - len({key(r) for r in measured})
 
 if __name__ == "__main__":
     main()
