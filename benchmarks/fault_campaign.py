@@ -10,7 +10,7 @@ Reported (goal in brackets):
   replayed requests             finished turns of a conversation cut short by a kill: resume replays the
                                whole conversation, since later turns depend on the server's replies.
 
-Usage (about 30 minutes with the defaults on 2 cores; every resume restarts a server):
+Usage (about 22 minutes with the defaults on 2 cores: every resume restarts a server):
     .venv/bin/python benchmarks/fault_campaign.py --server-kills 20 --self-kills 5
 """
 
