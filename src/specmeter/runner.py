@@ -339,8 +339,8 @@ def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None) ->
         _mark_incomplete(summary, f"internal error: {type(exc).__name__}: {exc}")
         raise
     finally:
-        summary.wall_s = (summary.wall_s or 0.0) + time.perf_counter() - run.t0 if ex.prior else \
-            time.perf_counter() - run.t0
+        # A resumed run adds its time to what the earlier runs took (a new summary starts at None).
+        summary.wall_s = (summary.wall_s or 0.0) + time.perf_counter() - run.t0
         run.save()
         store.close()
     return summary
