@@ -293,6 +293,15 @@ def test_baseline_tie_keeps_speculation_off() -> None:
     assert "baseline" in pick.tied_with
 
 
+def test_a_wide_leader_does_not_turn_off_a_smaller_k_that_clearly_pays() -> None:
+    """K4 leads but its interval (repeats that disagree) reaches 1.0; K2 clears the baseline: K2, not off."""
+    k2 = Contender("draft-k2", 2, 1.30, 1.28, 1.32)
+    k4 = Contender("draft-k4", 4, 1.40, 0.96, 1.84)
+    pick = choose("c1", [BASE, k4, k2])
+    assert (pick.leader_config_id, pick.best_config_id) == ("draft-k4", "draft-k2")
+    assert "baseline" not in pick.tied_with
+
+
 def test_within_one_percent_ties_even_without_intervals() -> None:
     k2 = Contender("draft-k2", 2, 1.495, None, None)
     k4 = Contender("draft-k4", 4, 1.500, None, None)

@@ -86,8 +86,7 @@ def choices(summary: RunSummary, speedups: Sequence[Speedup]) -> list[PointChoic
         for config in plan.configs:
             s = _lookup(speedups, config.id, point.id)
             if config.role is Role.candidate and config.workload == "main" and s is not None:
-                r = headline(s, point.axis)
-                contenders.append(Contender(config.id, config.k, r.value, r.ci95_low, r.ci95_high))
+                contenders.append(Contender.of(config.id, config.k, headline(s, point.axis)))
         if len(contenders) > 1:
             out.append(choose(point.id, contenders))
     return out
