@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -122,11 +123,43 @@ class _Server:
         self.model: str | None = None
 
 
+class ServerPool:
+    """Launched servers by what they run (engine + speculative config), stopped when the pool closes."""
+
+    def __init__(self) -> None:
+        self._stack = ExitStack()
+        self._up: dict[str, LaunchedServer] = {}
+
+    def __enter__(self) -> ServerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._up.clear()
+        self._stack.close()
+
+    @staticmethod
+    def _key(config: PlannedConfig) -> str:
+        return json.dumps([config.engine.model_dump(mode="json"), config.spec.model_dump(mode="json")],
+                          sort_keys=True)
+
+    def running(self, config: PlannedConfig) -> LaunchedServer | None:
+        found = self._up.get(self._key(config))
+        return found if found is not None and found.alive() else None
+
+    def spawn(self, config: PlannedConfig, proc: LaunchedServer) -> None:
+        self._stack.callback(proc.stop)
+        proc.spawn()
+        self._up[self._key(config)] = proc
+
+    def drop(self, config: PlannedConfig) -> None:
+        self._up.pop(self._key(config), None)
+
+
 class _Run:
     """State of one execution: the summary being filled and the store it is written to."""
 
-    def __init__(self, ex: Execution, store: RunStore, reporter: Reporter) -> None:
-        self.ex, self.plan, self.store, self.reporter = ex, ex.plan, store, reporter
+    def __init__(self, ex: Execution, store: RunStore, reporter: Reporter, pool: ServerPool | None) -> None:
+        self.ex, self.plan, self.store, self.reporter, self.pool = ex, ex.plan, store, reporter, pool
         self.t0 = time.perf_counter()
         self.summary = ex.prior if ex.prior is not None else self._new_summary()
         self._derived: dict[str, list[Conversation]] = {}
@@ -169,35 +202,56 @@ class _Run:
         return self._derived[config.id]
 
     # -- servers ---------------------------------------------------------------------------------------
-    def start(self, server: _Server, stack: ExitStack) -> None:
-        results = [self.result(c, server.adapter) for c in server.configs]
-        for r in results:
-            r.server_error = None
-        head = server.head
-        if not head.engine.launch:
-            return
-        proc = LaunchedServer(server.adapter, head.engine, head.spec, self.store.server_log(head.server),
-                              api_key=self.ex.api_key)
-        for r in results:
-            r.server_command, r.server_log = redact_argv(proc.command), proc.log_path.name
-        self.save()
-        self.reporter.note(f"starting {server.adapter.name} server {head.server}: speculation {head.label}")
-        try:
-            stack.enter_context(proc)
-        except EngineError as exc:
-            # The rest of the plan goes on; this configuration is reported with the engine's own reason.
-            server.error = str(exc)
+    def start(self, servers: Sequence[_Server], pool: ServerPool) -> None:
+        """Launch the block's servers together (their startups overlap) or reuse the pool's running ones;
+        attached servers need nothing. A server that fails is recorded and the rest go on."""
+        spawned: list[tuple[_Server, LaunchedServer]] = []
+        for server in servers:
+            results = [self.result(c, server.adapter) for c in server.configs]
             for r in results:
-                r.server_error = server.error
-            self.save()
-            self.reporter.note(f"[red]server {head.server} failed to start; its configurations are skipped[/]\n{exc}")
-            return
-        server.process, server.base_url = proc, proc.base_url
-        for r in results:
-            r.startup_s = proc.startup_seconds
-            r.server_pid = proc.proc.pid if proc.proc else None
+                r.server_error = None
+            head = server.head
+            if not head.engine.launch:
+                continue
+            running = pool.running(head)
+            if running is not None:
+                self._bind(server, running, reused=True)
+                self.reporter.note(f"server {head.server}: reusing the running {server.adapter.name} server with the "
+                                   "same engine and speculative config")
+                continue
+            proc = LaunchedServer(server.adapter, head.engine, head.spec, self.store.server_log(head.server),
+                                  api_key=self.ex.api_key)
+            for r in results:
+                r.server_command, r.server_log = redact_argv(proc.command), proc.log_path.name
+            self.reporter.note(f"starting {server.adapter.name} server {head.server}: speculation {head.label}")
+            pool.spawn(head, proc)
+            spawned.append((server, proc))
+        self.save()
+        for server, proc in spawned:
+            try:
+                proc.wait_ready()
+            except EngineError as exc:
+                # The rest of the plan goes on; this configuration is reported with the engine's own reason.
+                pool.drop(server.head)
+                server.error = str(exc)
+                for r in (self.result(c, server.adapter) for c in server.configs):
+                    r.server_error = server.error
+                self.save()
+                self.reporter.note(f"[red]server {server.head.server} failed to start; its configurations are "
+                                   f"skipped[/]\n{exc}")
+                continue
+            self._bind(server, proc, reused=False)
+            self.reporter.server_ready(server.head.server, proc.startup_seconds or 0.0)
         self.save()  # the pid on disk lets a user (or a test) find the server
-        self.reporter.server_ready(head.server, proc.startup_seconds or 0.0)
+
+    def _bind(self, server: _Server, proc: LaunchedServer, *, reused: bool) -> None:
+        server.process, server.base_url = proc, proc.base_url
+        for r in (self.result(c, server.adapter) for c in server.configs):
+            r.server_pid = proc.proc.pid if proc.proc else None
+            if reused:  # started by an earlier plan: its log lives in that run's directory
+                r.server_command, r.server_log, r.startup_s = redact_argv(proc.command), str(proc.log_path), 0.0
+            else:
+                r.startup_s = proc.startup_seconds
 
     # -- one cell ----------------------------------------------------------------------------------------
     async def measure(self, cell: Cell, server: _Server) -> PointResult:
@@ -268,11 +322,10 @@ class _Run:
             return  # finished before a resume: no server needed
         needed = {c.config.server for c in pending}
         with ExitStack() as stack:
-            servers: dict[str, _Server] = {}
-            for group in block.servers:
-                if group[0].server in needed:
-                    servers[group[0].server] = srv = _Server(group)
-                    self.start(srv, stack)
+            # Without a pool from the caller, the block's servers stop when the block ends.
+            pool = self.pool if self.pool is not None else stack.enter_context(ServerPool())
+            servers = {group[0].server: _Server(group) for group in block.servers if group[0].server in needed}
+            self.start(list(servers.values()), pool)
             for cell in pending:
                 server = servers[cell.config.server]
                 if server.error is not None:
@@ -304,10 +357,13 @@ class _Run:
         return total
 
 
-def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None) -> RunSummary:
+def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None,
+            pool: ServerPool | None = None) -> RunSummary:
     """Run every unfinished cell of the plan; always leaves summary.json consistent with what was
-    measured. A server that fails to start is reported and skipped; the run then ends incomplete."""
-    run = _Run(ex, store, reporter or Reporter())
+    measured. A server that fails to start is reported and skipped; the run then ends incomplete.
+    With a `pool`, launched servers outlive this plan (the caller closes the pool) and a later plan
+    with the same engine and speculative config reuses them instead of starting its own."""
+    run = _Run(ex, store, reporter or Reporter(), pool)
     summary = run.summary
     summary.status, summary.incomplete_reason = "running", None
     run.save()
