@@ -146,13 +146,11 @@ class ServerPool:
         found = self._up.get(self._key(config))
         return found if found is not None and found.alive() else None
 
-    def spawn(self, config: PlannedConfig, proc: LaunchedServer) -> None:
+    def start(self, config: PlannedConfig, proc: LaunchedServer) -> None:
+        """Start `proc` (stopped when the pool closes, even if it never gets ready) and keep it for reuse."""
         self._stack.callback(proc.stop)
-        proc.spawn()
+        proc.start()
         self._up[self._key(config)] = proc
-
-    def drop(self, config: PlannedConfig) -> None:
-        self._up.pop(self._key(config), None)
 
 
 class _Run:
@@ -203,9 +201,10 @@ class _Run:
 
     # -- servers ---------------------------------------------------------------------------------------
     def start(self, servers: Sequence[_Server], pool: ServerPool) -> None:
-        """Launch the block's servers together (their startups overlap) or reuse the pool's running ones;
-        attached servers need nothing. A server that fails is recorded and the rest go on."""
-        spawned: list[tuple[_Server, LaunchedServer]] = []
+        """Launch the block's servers one after another, or reuse the pool's running ones; attached servers
+        need nothing. One at a time: on a small CPU machine, parallel starts contend for the core the engines
+        are pinned to and for the shared compile cache, and took longer than starting in turn. A server that
+        fails is recorded and the rest go on."""
         for server in servers:
             results = [self.result(c, server.adapter) for c in server.configs]
             for r in results:
@@ -223,26 +222,22 @@ class _Run:
                                   api_key=self.ex.api_key)
             for r in results:
                 r.server_command, r.server_log = redact_argv(proc.command), proc.log_path.name
+            self.save()
             self.reporter.note(f"starting {server.adapter.name} server {head.server}: speculation {head.label}")
-            pool.spawn(head, proc)
-            spawned.append((server, proc))
-        self.save()
-        for server, proc in spawned:
             try:
-                proc.wait_ready()
+                pool.start(head, proc)
             except EngineError as exc:
                 # The rest of the plan goes on; this configuration is reported with the engine's own reason.
-                pool.drop(server.head)
                 server.error = str(exc)
-                for r in (self.result(c, server.adapter) for c in server.configs):
+                for r in results:
                     r.server_error = server.error
                 self.save()
-                self.reporter.note(f"[red]server {server.head.server} failed to start; its configurations are "
-                                   f"skipped[/]\n{exc}")
+                self.reporter.note(f"[red]server {head.server} failed to start; its configurations are skipped[/]"
+                                   f"\n{exc}")
                 continue
             self._bind(server, proc, reused=False)
-            self.reporter.server_ready(server.head.server, proc.startup_seconds or 0.0)
-        self.save()  # the pid on disk lets a user (or a test) find the server
+            self.save()  # the pid on disk lets a user (or a test) find the server
+            self.reporter.server_ready(head.server, proc.startup_seconds or 0.0)
 
     def _bind(self, server: _Server, proc: LaunchedServer, *, reused: bool) -> None:
         server.process, server.base_url = proc, proc.base_url

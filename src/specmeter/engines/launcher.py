@@ -83,16 +83,9 @@ class LaunchedServer:
         self.command = adapter.server_command(engine, spec, self.port)
         self.proc: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
-        self._spawned_at = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> LaunchedServer:
-        self.spawn()
-        self.wait_ready()
-        return self
-
-    def spawn(self) -> None:
-        """Start the process and return at once: servers spawned together start in parallel."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.adapter.server_env(self.engine)}
         if self._api_key:
@@ -109,12 +102,12 @@ class LaunchedServer:
                 start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
-        self._spawned_at = time.monotonic()
+        self._wait_ready()
+        return self
 
-    def wait_ready(self) -> None:
-        """Block until the server answers; startup_seconds counts from the spawn."""
+    def _wait_ready(self) -> None:
         assert self.proc is not None
-        t0 = self._spawned_at
+        t0 = time.monotonic()
         deadline = t0 + self.engine.startup_timeout_s
         while time.monotonic() < deadline:
             code = self.proc.poll()
