@@ -1,0 +1,364 @@
+"""The deploy answer: a K per engine batch size for vLLM's dynamic speculative decoding, from a sweep.
+
+vLLM picks K each step from `num_speculative_tokens_per_batch_size` by the number of requests it schedules,
+so the table is keyed on the batch the engine actually ran at each point (its running-requests gauge), not
+on the client's concurrency. Per drafter and point, the choice is the one `analysis.choice` makes: the
+leader only where its interval clears the others', else the smaller K; the baseline enters as K = 0, so a
+point where no K clearly beats it turns drafting off. Between measured batch sizes a batch takes the K of
+the nearer point (in log scale, as loads are geometric) and is marked interpolated; below the smallest
+measured batch the smallest point's K holds (speculation pays at least as much on smaller batches); beyond
+the largest nothing was measured, so nothing is claimed and drafting is off there (what the engine does
+without speculation) until a sweep measures it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from specmeter.analysis.choice import TIE_FRACTION, Contender, choose
+from specmeter.analysis.decide import headline
+from specmeter.analysis.paired import fill_repeats, paired_bootstrap_ci
+from specmeter.config import ConcurrencyPoint, RatePoint, SpecConfig
+from specmeter.engines.vllm import VLLMAdapter
+from specmeter.errors import InputError
+from specmeter.schemas.analysis import PointChoice, Ratio, Speedup
+from specmeter.schemas.plan import PlannedConfig, Role
+from specmeter.schemas.recommend import (
+    SLO,
+    DrafterRecommendation,
+    KRange,
+    Objective,
+    Recommendation,
+    Score,
+    Segment,
+)
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import RunSummary
+
+# vLLM's largest default max_num_seqs: a table written to it covers any engine (vLLM clips the table
+# to its own max_num_seqs) when the run does not say what the engine used.
+FALLBACK_MAX_NUM_SEQS = 1024
+DEAD_FLAGS = ("disable_by_batch_size", "speculative_disable_by_batch_size")
+DEAD_FLAG_NOTE = (
+    "vLLM no longer has speculative_disable_by_batch_size (it did nothing since 0.10 and was removed); the "
+    "K = 0 range of the table replaces it, so no such flag is emitted"
+)
+STATIC_NOTE = (
+    "static K: for engines without dynamic SD. With data parallel > 1 vLLM drops the table and runs the "
+    "table's largest K at every batch size, so launch those with the static config instead"
+)
+
+LoadPoint = ConcurrencyPoint | RatePoint
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """One measured point (or several that ran at the same integer batch size) on the batch axis."""
+
+    batch: int
+    batch_mean: float
+    point_ids: list[str]
+    k: int
+    choice: PointChoice
+    scores: list[Score]
+
+
+def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objective: Objective = "throughput",
+              slo: SLO | None = None, max_num_seqs: int | None = None, source_run: str = "") -> Recommendation:
+    """The K-per-batch table of every drafter the sweep measured, the best drafter first."""
+    if objective == "goodput" and slo is None:
+        raise InputError("--objective goodput counts requests that meet an SLO: give --slo, e.g. "
+                         "--slo ttft_ms=500,tpot_ms=50")
+    if objective != "goodput" and slo is not None:
+        raise InputError(f"--slo applies to --objective goodput, not {objective}; add --objective goodput")
+    plan = summary.plan
+    base = next((c for c in plan.configs if c.role is Role.baseline and c.workload == "main"), None)
+    if base is None or summary.config(base.id) is None:
+        raise InputError(f"{source_run or 'this run'} has no speculation-off baseline: a recommendation compares "
+                         "every K against it; run a sweep (it always includes the baseline)")
+    notes: list[str] = [DEAD_FLAG_NOTE]
+    limit, limit_source = _max_num_seqs(summary, base, max_num_seqs)
+    if limit_source.startswith("unknown"):
+        notes.append(f"max_num_seqs: {limit_source}")
+    scorer = _Scorer(summary, records, objective, slo, base)
+    batches = _engine_batches(summary, notes)
+    drafters = []
+    for family in _families(plan.configs, notes):
+        rec = _drafter(family, scorer, batches, limit, objective, notes)
+        if rec is not None:
+            drafters.append(rec)
+    if not drafters:
+        raise InputError(f"{source_run or 'this run'}: no speculative configuration has a measured point against "
+                         "the baseline, so there is nothing to recommend; run a sweep first")
+    drafters.sort(key=lambda d: -(d.score or 0.0))
+    notes.append(STATIC_NOTE)
+    return Recommendation(source_run=source_run, objective=objective, slo=slo, max_num_seqs=limit,
+                          max_num_seqs_source=limit_source, drafters=drafters, notes=notes)
+
+
+# -- inputs ------------------------------------------------------------------------------------------------
+def _max_num_seqs(summary: RunSummary, base: PlannedConfig, given: int | None) -> tuple[int, str]:
+    if given is not None:
+        return given, "given (--max-num-seqs)"
+    if base.engine.max_num_seqs is not None:
+        return base.engine.max_num_seqs, "the engine spec of the run"
+    for res in summary.configs:
+        cmd = res.server_command or []
+        if "--max-num-seqs" in cmd[:-1]:
+            return int(cmd[cmd.index("--max-num-seqs") + 1]), "the launched server's command"
+    return FALLBACK_MAX_NUM_SEQS, (f"unknown (the run does not record it); the last range is written to "
+                                   f"{FALLBACK_MAX_NUM_SEQS} and vLLM clips it to its own; pass --max-num-seqs "
+                                   "to end it at the engine's")
+
+
+def _engine_batches(summary: RunSummary, notes: list[str]) -> dict[str, float]:
+    """Per point, the engine's running batch: the median over every configuration and repeat measured there
+    (mean within the steady window where there is one). Without the gauge, a closed loop's N stands in."""
+    out: dict[str, float] = {}
+    for point in summary.plan.points:
+        seen = [p.running_batch.steady_mean if p.running_batch.steady_mean is not None else p.running_batch.mean
+                for res in summary.configs if res.workload == "main" for p in res.repeats(point.id)
+                if p.running_batch is not None]
+        values = [v for v in seen if v is not None and v > 0]
+        if values:
+            out[point.id] = float(np.median(values))
+        elif isinstance(point, ConcurrencyPoint):
+            out[point.id] = float(point.concurrency)
+            notes.append(f"{point.id}: the engine's running batch was not recorded; its client concurrency "
+                         f"({point.concurrency}) stands in for it")
+        else:
+            notes.append(f"{point.id}: the engine's running batch was not recorded and a request rate does not "
+                         "give it, so this point is left out of the table")
+    return out
+
+
+def _families(configs: Sequence[PlannedConfig], notes: list[str]) -> list[list[PlannedConfig]]:
+    """Static candidates grouped by drafter: everything but K equal (one table can only vary K)."""
+    groups: dict[str, list[PlannedConfig]] = {}
+    for c in configs:
+        if c.role is not Role.candidate or c.workload != "main":
+            continue
+        if c.spec.num_speculative_tokens_per_batch_size:
+            notes.append(f"{c.id} already runs a dynamic table; only static K configurations enter a recommendation")
+            continue
+        key = json.dumps(c.spec.model_dump(mode="json", exclude={"num_speculative_tokens"}), sort_keys=True)
+        groups.setdefault(key, []).append(c)
+    return [sorted(g, key=lambda c: c.k) for g in groups.values()]
+
+
+class _Scorer:
+    """Each contender's objective at a point, as a Score the choice can read."""
+
+    def __init__(self, summary: RunSummary, records: Sequence[RequestRecord], objective: Objective,
+                 slo: SLO | None, base: PlannedConfig) -> None:
+        self.summary, self.records, self.objective, self.slo, self.base = summary, records, objective, slo, base
+        self.speedups: dict[tuple[str, str], Speedup] = {
+            (s.config_id, s.point_id): s for s in summary.analysis.speedups}
+
+    def baseline(self, point: LoadPoint) -> Score | None:
+        if self.objective == "goodput":
+            return self._goodput(self.base, point)
+        return Score(config_id=self.base.id, k=0, value=1.0, low=1.0, high=1.0)
+
+    def candidate(self, config: PlannedConfig, point: LoadPoint) -> Score | None:
+        if self.objective == "goodput":
+            return self._goodput(config, point)
+        s = self.speedups.get((config.id, point.id))
+        if s is None:
+            return None
+        ratio = headline(s, point.axis) if self.objective == "throughput" else s.tpot
+        c = Contender.of(config.id, config.k, ratio)
+        return Score(config_id=config.id, k=config.k, value=c.value, low=c.low, high=c.high)
+
+    def _goodput(self, config: PlannedConfig, point: LoadPoint) -> Score | None:
+        """Requests per second that met the SLO (failed requests never do), with a bootstrap interval over
+        the requests and, with repeats, their spread."""
+        assert self.slo is not None
+        res = self.summary.config(config.id)
+        reps = res.repeats(point.id) if res is not None else []
+        wall = sum(p.latency.wall_s for p in reps)
+        if not reps or wall <= 0:
+            return None
+        recs = [r for r in self.records if r.config_id == config.id and r.point_id == point.id and not r.warmup]
+        good = np.array([1.0 if meets(r, self.slo) else 0.0 for r in recs])
+        value = float(good.sum()) / wall
+        ci = paired_bootstrap_ci(lambda idx: float(good[idx].sum()) / wall, len(good))
+        per_repeat = []
+        for p in reps:
+            g = sum(1 for r in recs if r.repeat == p.repeat and meets(r, self.slo))
+            per_repeat.append(g / p.latency.wall_s if p.latency.wall_s > 0 else None)
+        ratio = fill_repeats(Ratio(value=value, ci95_low=ci[0] if ci else None, ci95_high=ci[1] if ci else None),
+                             per_repeat)
+        c = Contender.of(config.id, config.k, ratio)
+        return Score(config_id=config.id, k=config.k, value=c.value, low=c.low, high=c.high)
+
+
+def meets(record: RequestRecord, slo: SLO) -> bool:
+    """A request meets the SLO when it succeeded and every bound given holds."""
+    if not record.ok:
+        return False
+    checks = ((slo.ttft_ms, record.ttft_s), (slo.tpot_ms, record.tpot_s), (slo.e2e_ms, record.e2e_s))
+    return all(bound is None or (value is not None and value * 1000.0 <= bound) for bound, value in checks)
+
+
+# -- one drafter -------------------------------------------------------------------------------------------
+def _drafter(family: list[PlannedConfig], scorer: _Scorer, batches: dict[str, float], limit: int,
+             objective: Objective, notes: list[str]) -> DrafterRecommendation | None:
+    plan = scorer.summary.plan
+    measured: list[tuple[float, LoadPoint, PointChoice, list[Score]]] = []
+    for point in plan.points:
+        if point.id not in batches:
+            continue
+        base = scorer.baseline(point)
+        scores = [s for c in family if (s := scorer.candidate(c, point)) is not None and s.value is not None]
+        if base is None or base.value is None or not scores:
+            continue
+        contenders = [Contender(s.config_id, s.k, s.value, s.low, s.high) for s in [base, *scores]]
+        measured.append((batches[point.id], point, choose(point.id, contenders), [base, *scores]))
+    if not measured:
+        return None
+    points = _on_batch_axis(measured, limit)
+    segments = _segments(points, limit)
+    ranges = _merge(segments)
+    head = family[-1].spec
+    label = _drafter_label(head)
+    extra = {k: v for k, v in head.extra.items() if k not in DEAD_FLAGS}
+    if len(extra) != len(head.extra):
+        notes.append(f"{label}: dropped {', '.join(sorted(set(head.extra) - set(extra)))} from the emitted config "
+                     "(gone from vLLM; the K = 0 range replaces it)")
+    k_max = max(r.k for r in ranges)
+    spec = cfg = None
+    if k_max > 0:
+        spec = head.model_copy(update={"num_speculative_tokens": k_max, "extra": extra,
+                                       "num_speculative_tokens_per_batch_size": [tuple(r.entry) for r in ranges]})
+        spec = SpecConfig.model_validate(spec.model_dump())  # the launcher's validator: emit nothing it refuses
+        cfg = VLLMAdapter.speculative_config_json(spec)
+    static_k, static_cfg, static_reason = _static(family, scorer, [p for _, p, _, _ in measured], objective)
+    static_spec = None
+    if static_cfg is not None:
+        static_spec = VLLMAdapter.speculative_config_json(
+            static_cfg.spec.model_copy(update={"extra": extra}))
+    return DrafterRecommendation(
+        drafter=label, candidates=[c.id for c in family], ranges=ranges, segments=segments, spec=spec,
+        speculative_config=cfg, static_k=static_k, static_config_id=static_cfg.id if static_cfg else None,
+        static_speculative_config=static_spec, static_reason=static_reason,
+        score=_geomean([_relative(m, scorer) for m in points]),
+    )
+
+
+def _drafter_label(spec: SpecConfig) -> str:
+    parts = [spec.method.value]
+    if spec.draft_model:
+        parts.append(spec.draft_model.rstrip("/").rsplit("/", 1)[-1])
+    if spec.prompt_lookup_min is not None or spec.prompt_lookup_max is not None:
+        parts.append(f"n-gram {spec.prompt_lookup_min or '-'}..{spec.prompt_lookup_max or '-'}")
+    return " ".join(parts)
+
+
+def _on_batch_axis(measured: list[tuple[float, LoadPoint, PointChoice, list[Score]]], limit: int) -> list[_Measured]:
+    """Measured points by integer engine batch; points that ran at the same batch size share it and take the
+    smaller of their Ks (the data cannot tell that batch size's two answers apart)."""
+    by_batch: dict[int, list[tuple[float, LoadPoint, PointChoice, list[Score]]]] = {}
+    for m in measured:
+        by_batch.setdefault(min(max(1, round(m[0])), limit), []).append(m)
+    out = []
+    for batch in sorted(by_batch):
+        group = by_batch[batch]
+        pick = min(group, key=lambda m: (m[2].best_k, -m[1].load))
+        out.append(_Measured(batch=batch, batch_mean=float(np.mean([m[0] for m in group])),
+                             point_ids=[m[1].id for m in group], k=pick[2].best_k, choice=pick[2], scores=pick[3]))
+    return out
+
+
+def _segments(points: list[_Measured], limit: int) -> list[Segment]:
+    segs: list[Segment] = []
+    first, last = points[0], points[-1]
+    if first.batch > 1:
+        segs.append(Segment(start=1, end=first.batch - 1, k=first.k, basis="below_measured",
+                            point_ids=first.point_ids, engine_batch=[first.batch_mean],
+                            reason=f"below the smallest measured engine batch ({first.batch_mean:.1f} at "
+                                   f"{'/'.join(first.point_ids)}): its K, as speculation pays at least as much on "
+                                   "smaller batches"))
+    for i, m in enumerate(points):
+        segs.append(Segment(start=m.batch, end=m.batch, k=m.k, basis="measured", point_ids=m.point_ids,
+                            engine_batch=[m.batch_mean], scores=m.scores, chosen=m.choice.best_config_id,
+                            reason=m.choice.reason))
+        if i + 1 < len(points) and points[i + 1].batch > m.batch + 1:
+            nxt = points[i + 1]
+            split = min(max(math.floor(math.sqrt(m.batch * nxt.batch)), m.batch), nxt.batch - 1)
+            between = f"between {'/'.join(m.point_ids)} (batch {m.batch_mean:.1f}) and " \
+                      f"{'/'.join(nxt.point_ids)} (batch {nxt.batch_mean:.1f})"
+            for lo, hi, near in ((m.batch + 1, split, m), (split + 1, nxt.batch - 1, nxt)):
+                if lo <= hi:
+                    segs.append(Segment(start=lo, end=hi, k=near.k, basis="interpolated",
+                                        point_ids=[*m.point_ids, *nxt.point_ids],
+                                        engine_batch=[m.batch_mean, nxt.batch_mean],
+                                        reason=f"interpolated {between}: the K of the nearer, "
+                                               f"{'/'.join(near.point_ids)}"))
+    if last.batch < limit:
+        segs.append(Segment(start=last.batch + 1, end=limit, k=0, basis="unmeasured", point_ids=last.point_ids,
+                            engine_batch=[last.batch_mean],
+                            reason=f"beyond the largest measured engine batch ({last.batch_mean:.1f} at "
+                                   f"{'/'.join(last.point_ids)}): nothing is claimed, so drafting is off (the "
+                                   "engine without speculation); sweep a higher load to extend the table"))
+    return segs
+
+
+def _merge(segments: list[Segment]) -> list[KRange]:
+    ranges: list[KRange] = []
+    for s in segments:
+        if ranges and ranges[-1].k == s.k:
+            prev = ranges[-1]
+            prev.end = s.end
+            if s.basis not in prev.bases:
+                prev.bases.append(s.basis)
+        else:
+            ranges.append(KRange(start=s.start, end=s.end, k=s.k, bases=[s.basis]))
+    return ranges
+
+
+# -- static fallback and ranking ---------------------------------------------------------------------------
+def _relative(m: _Measured, scorer: _Scorer) -> float | None:
+    """The chosen configuration's objective relative to the baseline at a measured point (1 where K = 0)."""
+    by_id = {s.config_id: s for s in m.scores}
+    chosen, base = by_id.get(m.choice.best_config_id), by_id.get(scorer.base.id)
+    if chosen is None or chosen.value is None or base is None or not base.value:
+        return None
+    return chosen.value / base.value
+
+
+def _static(family: list[PlannedConfig], scorer: _Scorer, points: list[LoadPoint],
+            objective: Objective) -> tuple[int, PlannedConfig | None, str]:
+    """One K for every batch size: the highest geometric mean over the measured points of the objective
+    relative to the baseline; within 1% the smaller K; off when no K beats the baseline on that mean."""
+    means: list[tuple[PlannedConfig, float, list[str]]] = []
+    for c in family:
+        rel, shown = [], []
+        for p in points:
+            s, b = scorer.candidate(c, p), scorer.baseline(p)
+            if s is not None and s.value is not None and b is not None and b.value:
+                rel.append(s.value / b.value)
+                shown.append(f"{p.id} {s.value / b.value:.2f}x")
+        if (g := _geomean(rel)) is not None:
+            means.append((c, g, shown))
+    what = {"throughput": "throughput", "tpot": "TPOT", "goodput": "goodput"}[objective]
+    if not means:
+        return 0, None, "no configuration of this drafter was measured against the baseline"
+    best = max(means, key=lambda m: m[1])
+    tied = [m for m in means if m[1] >= best[1] * (1 - TIE_FRACTION)]
+    pick = min(tied, key=lambda m: m[0].k)
+    listing = "; ".join(f"{c.id} {g:.2f}x ({', '.join(shown)})" for c, g, shown in means)
+    if pick[1] <= 1.0:
+        return 0, None, f"no static K beats the baseline on the geometric mean of {what} over the points: {listing}"
+    why = "" if pick is best else f" (within 1% of {best[0].id}: the smaller K)"
+    return pick[0].k, pick[0], f"{pick[0].id}{why}: geometric mean of {what} over the points: {listing}"
+
+
+def _geomean(values: Sequence[float | None]) -> float | None:
+    kept = [v for v in values if v is not None and v > 0]
+    return math.exp(sum(math.log(v) for v in kept) / len(kept)) if kept else None
