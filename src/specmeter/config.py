@@ -121,6 +121,15 @@ def validate_dynamic_k(table: list[tuple[int, int, int]], k_max: int) -> None:
         expected_start = end + 1
 
 
+def dynamic_k_at(table: list[tuple[int, int, int]], batch: int, k_max: int) -> int:
+    """The K vLLM drafts at `batch` running requests under `table`: past the last range the last K carries on."""
+    k = table[0][2]
+    for start, _end, range_k in table:
+        if batch >= start:
+            k = range_k
+    return min(k, k_max)
+
+
 class EngineSpec(StrictModel):
     """How to reach the engine: attach to `endpoint`, or launch `kind` serving `model`."""
 

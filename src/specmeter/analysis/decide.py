@@ -11,6 +11,7 @@ from specmeter.analysis.choice import Contender, choose
 from specmeter.analysis.crossover import find_crossover
 from specmeter.analysis.lossless import lossless_check
 from specmeter.analysis.speedup import compute_speedups
+from specmeter.analysis.verify import verification
 from specmeter.schemas.analysis import Crossover, PointChoice, Ratio, Speedup
 from specmeter.schemas.plan import Role
 from specmeter.schemas.records import RequestRecord
@@ -52,6 +53,7 @@ def analyze(summary: RunSummary, records: Sequence[RequestRecord]) -> Analysis:
         choices=choices(summary, speedups),
         lossless=lossless(summary, records),
         lossless_note=_lossless_note(summary),
+        verification=verification(summary, records, speedups),
     )
 
 

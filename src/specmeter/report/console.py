@@ -203,6 +203,28 @@ def decision_table(summary: RunSummary) -> Table | None:
     return t
 
 
+def verification_table(summary: RunSummary) -> Table | None:
+    rows = summary.analysis.verification
+    if not rows:
+        return None
+    t = Table(title="The dynamic config, run: against the baseline and the sweep's best static config at each point "
+              "(same requests, interleaved)", title_justify="left")
+    for col in ("point", "engine batch", "table K", "drafted K (steps)", "followed", "vs baseline tok/s",
+                "vs baseline TPOT", "best static", "vs static tok/s", "vs static TPOT"):
+        t.add_column(col, justify="left" if col in {"point", "drafted K (steps)", "followed", "best static"}
+                     else "right")
+    for v in rows:
+        d = v.drafted
+        drafted = " ".join(f"K{k}:{n}" for k, n in d.drafted.items()) or "-"
+        followed = "-" if d.followed is None else ("yes" if d.followed else "NO: " + d.note)
+        base, static = v.vs_baseline, v.vs_static
+        t.add_row(_point(summary, v.point_id), _f(d.engine_batch, "{:.1f}"), _f(d.expected_k, "{}"), drafted,
+                  followed, _ratio(base.output_throughput) if base else "-", _ratio(base.tpot) if base else "-",
+                  v.static_id or "-", _ratio(static.output_throughput) if static else "-",
+                  _ratio(static.tpot) if static else "-")
+    return t
+
+
 def lossless_table(summary: RunSummary) -> Table | None:
     checks = summary.analysis.lossless
     if not checks:
@@ -281,7 +303,8 @@ def notes(summary: RunSummary) -> list[str]:
 def render(summary: RunSummary, console: Console | None = None) -> None:
     console = console or Console()
     tables = (plan_table(summary), sd_table(summary), category_table(summary), throughput_table(summary),
-              latency_table(summary), speedup_table(summary), decision_table(summary), lossless_table(summary),
+              latency_table(summary), speedup_table(summary), decision_table(summary), verification_table(summary),
+              lossless_table(summary),
               workload_bias_table(summary))
     console.print(Group(*[t for t in tables if t is not None]))
     for line in notes(summary):

@@ -67,3 +67,35 @@ class PointChoice(BaseModel):
     tied_with: list[str] = Field(default_factory=list, description="Configurations whose interval overlaps "
                                  "the leader's.")
     reason: str
+
+
+class DraftedCheck(BaseModel):
+    """Did the engine follow the dynamic table? Read from vLLM's per-request `per_step_drafted`: the K drafted
+    at each verify step. Steps that drafted nothing (K = 0) are not reported by the engine; they are counted
+    as the decode steps left over: output tokens - 1 - (accepted + 1) per reported step."""
+
+    point_id: str
+    engine_batch: float | None = Field(description="The running batch the engine reported at the point.")
+    expected_k: int | None = Field(description="The table's K at that batch size.")
+    allowed_k: list[int] = Field(default_factory=list, description="Every K the table gives batch sizes 1 up to "
+                                 "the largest the engine ran at the point (ramp-up and drain pass through them).")
+    drafted: dict[int, int] = Field(default_factory=dict, description="K drafted -> verify steps.")
+    steps: int = 0
+    modal_k: int | None = None
+    share_expected: float | None = Field(default=None, description="Share of steps that drafted expected_k.")
+    share_unexpected: float | None = Field(default=None, description="Share of steps drafting a K outside "
+                                           "allowed_k.")
+    followed: bool | None = Field(default=None, description="The most drafted K is the table's K at the batch "
+                                  "the engine ran (None: the engine gave no per-step stats).")
+    note: str = ""
+
+
+class VerifyPoint(BaseModel):
+    """The recommended dynamic config at one point, against the baseline and the best static config there."""
+
+    point_id: str
+    config_id: str
+    static_id: str | None = Field(description="The sweep's best static configuration at this point.")
+    vs_baseline: Speedup | None
+    vs_static: Speedup | None = Field(description="Dynamic over the best static (> 1: the dynamic config wins).")
+    drafted: DraftedCheck

@@ -92,6 +92,9 @@ class Plan(BaseModel):
     interleave: bool = Field(default=False, description="Keep every server up together and alternate "
                              "configurations at each point, so drift hits all alike.")
     workload: WorkloadSelection
+    best_static: dict[str, str] = Field(default_factory=dict, description="verify: per point id, the static "
+                                        "configuration the sweep found best there, which the dynamic one is judged "
+                                        "against.")
 
     @model_validator(mode="after")
     def _consistent(self) -> Plan:
@@ -106,6 +109,9 @@ class Plan(BaseModel):
                                  "engine or speculative config")
             if c.matched_random is not None and c.matched_random.source_config not in ids:
                 raise ValueError(f"{c.id}: matched_random source {c.matched_random.source_config} is not in the plan")
+        for point_id, config_id in self.best_static.items():
+            if config_id not in ids:
+                raise ValueError(f"best_static names {config_id} at {point_id}, which is not in the plan")
         return self
 
     @property

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from specmeter.schemas.analysis import Crossover, PointChoice, Speedup
+from specmeter.schemas.analysis import Crossover, PointChoice, Speedup, VerifyPoint
 from specmeter.schemas.metrics import CategoryBreakdown, LatencySummary, RunningBatch, SteadyState
 from specmeter.schemas.plan import Plan, Role
 from specmeter.schemas.sd import SDSummary
@@ -87,6 +87,8 @@ class Analysis(BaseModel):
     lossless: list[LosslessCheck] = Field(default_factory=list)
     lossless_note: str | None = Field(default=None, description="Why no lossless check ran, or how forced "
                                       "output lengths were produced.")
+    verification: list[VerifyPoint] = Field(default_factory=list, description="verify runs: the dynamic config "
+                                            "per point against the baseline and the best static config.")
 
 
 class RunSummary(BaseModel):

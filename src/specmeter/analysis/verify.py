@@ -1,0 +1,107 @@
+"""Proof that a dynamic-SD config does what the recommendation promised, on the real engine.
+
+Per point: the dynamic config's throughput and TPOT against the baseline and against the sweep's best static
+configuration there (paired, on the same requests, measured interleaved in the same run), and whether the
+engine drafted the K its table names for the batch it ran, read from the per-request `per_step_drafted`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from specmeter.analysis.speedup import point_speedup
+from specmeter.config import dynamic_k_at
+from specmeter.schemas.analysis import DraftedCheck, Speedup, VerifyPoint
+from specmeter.schemas.plan import PlannedConfig, Role
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import PointResult, RunSummary
+
+# The most drafted K is what the check reads; a K outside the table's on more than this share of steps is
+# flagged even when the mode is right.
+UNEXPECTED_SHARE = 0.05
+
+
+def verification(summary: RunSummary, records: Sequence[RequestRecord],
+                 speedups: Sequence[Speedup]) -> list[VerifyPoint]:
+    plan = summary.plan
+    out: list[VerifyPoint] = []
+    for config in plan.configs:
+        res = summary.config(config.id)
+        if config.role is not Role.verification or res is None:
+            continue
+        for point in plan.points:
+            reps = res.repeats(point.id)
+            if not reps:
+                continue
+            static_id = plan.best_static.get(point.id)
+            vs_static = None
+            static_res = summary.config(static_id) if static_id else None
+            if static_id and static_res is not None and static_res.repeats(point.id):
+                vs_static = point_speedup(plan, config, plan.config(static_id), res, static_res, point.id, records)
+            out.append(VerifyPoint(
+                point_id=point.id, config_id=config.id, static_id=static_id,
+                vs_baseline=next((s for s in speedups if s.config_id == config.id and s.point_id == point.id), None),
+                vs_static=vs_static,
+                drafted=drafted_check(config, point.id, reps, records),
+            ))
+    return out
+
+
+def drafted_check(config: PlannedConfig, point_id: str, results: Sequence[PointResult],
+                  records: Sequence[RequestRecord]) -> DraftedCheck:
+    table = config.spec.num_speculative_tokens_per_batch_size
+    k_max = config.spec.k
+    batches = [p.running_batch.steady_mean if p.running_batch.steady_mean is not None else p.running_batch.mean
+               for p in results if p.running_batch is not None]
+    seen = [b for b in batches if b is not None]
+    batch = float(np.median(seen)) if seen else None
+    largest = max((p.running_batch.max or 0 for p in results if p.running_batch is not None), default=0.0)
+    expected = allowed = None
+    if table:
+        if batch is not None:
+            expected = dynamic_k_at(table, max(1, round(batch)), k_max)
+        allowed = sorted({dynamic_k_at(table, b, k_max) for b in range(1, max(1, round(largest)) + 1)})
+    drafted: Counter[int] = Counter()
+    with_steps = 0
+    for r in records:
+        if r.config_id != config.id or r.point_id != point_id or r.warmup or not r.ok or r.sd_raw is None:
+            continue
+        per_step, accepted = r.sd_raw.get("per_step_drafted"), r.sd_raw.get("per_step_accepted")
+        if not isinstance(per_step, list) or not isinstance(accepted, list):
+            continue
+        with_steps += 1
+        drafted.update(int(k) for k in per_step)
+        # Decode steps that drafted nothing are not in per_step_drafted: the tokens they emitted are.
+        emitted = sum(int(a) + 1 for a in accepted)
+        drafted[0] += max(0, (r.output_tokens or 0) - 1 - emitted)
+    drafted = Counter({k: n for k, n in drafted.items() if n > 0})
+    steps = sum(drafted.values())
+    check = DraftedCheck(point_id=point_id, engine_batch=batch, expected_k=expected, allowed_k=allowed or [],
+                         drafted=dict(sorted(drafted.items())), steps=steps)
+    if not table:
+        check.note = "the configuration has no dynamic table"
+        return check
+    if with_steps == 0 or steps == 0:
+        check.note = ("the engine returned no per-step drafted counts (vLLM needs "
+                      "--per-request-spec-decode-metrics detailed), so the table cannot be checked")
+        return check
+    if expected is None:
+        check.note = "the engine's running batch was not recorded at this point, so no K is expected"
+        return check
+    check.modal_k = max(drafted, key=lambda k: (drafted[k], -k))
+    check.share_expected = drafted.get(expected, 0) / steps
+    check.share_unexpected = sum(n for k, n in drafted.items() if k not in (allowed or [])) / steps
+    check.followed = check.modal_k == expected and check.share_unexpected <= UNEXPECTED_SHARE
+    at = f"batch {batch:.1f}" if batch is not None else "the batch it ran"
+    if check.followed:
+        check.note = f"drafted K={expected} on {check.share_expected:.0%} of steps at {at}, as the table says"
+    elif check.modal_k != expected:
+        check.note = (f"the table names K={expected} at {at}, but the engine drafted K={check.modal_k} most "
+                      f"({drafted[check.modal_k] / steps:.0%} of steps)")
+    else:
+        check.note = (f"{check.share_unexpected:.0%} of steps drafted a K the table gives no batch size up to "
+                      f"{largest:.0f} ({sorted(k for k in drafted if k not in (allowed or []))})")
+    return check

@@ -1,0 +1,101 @@
+"""Verification of a dynamic table: the drafted-K check (analysis/verify.py) and the verify plan (plans/verify.py)."""
+
+from __future__ import annotations
+
+import pytest
+from test_recommend import BATCHES, CLEAR, latency, sweep
+
+from specmeter.analysis.recommend import recommend
+from specmeter.analysis.verify import drafted_check
+from specmeter.config import EngineSpec, SpecConfig, dynamic_k_at
+from specmeter.errors import InputError
+from specmeter.plans.verify import VERIFY_ID, best_static, verify_plan
+from specmeter.schemas.metrics import RunningBatch
+from specmeter.schemas.plan import PlannedConfig, Role
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import PointResult
+from specmeter.schemas.sd import SDSummary
+
+TABLE = [(1, 1, 4), (2, 8, 2), (9, 64, 0)]
+DYNAMIC = PlannedConfig(
+    id=VERIFY_ID, role=Role.verification, server=VERIFY_ID, engine=EngineSpec(model="m"),
+    spec=SpecConfig.model_validate({"method": "draft_model", "num_speculative_tokens": 4, "draft_model": "d",
+                                    "num_speculative_tokens_per_batch_size": TABLE}))
+
+
+def point(batch: float, largest: float) -> PointResult:
+    return PointResult(point_id="c4", latency=latency(), sd=SDSummary(available=False),
+                       running_batch=RunningBatch(gauge="g", interval_s=0.25, samples=10, mean=batch,
+                                                  steady_mean=batch, max=largest))
+
+
+def rec(drafted: list[int], accepted: list[int] | None = None, output_tokens: int | None = None) -> RequestRecord:
+    accepted = accepted if accepted is not None else [1] * len(drafted)
+    emitted = sum(a + 1 for a in accepted)
+    return RequestRecord(config_id=VERIFY_ID, point_id="c4", conversation_id=f"q{len(drafted)}", ok=True,
+                         output_tokens=output_tokens if output_tokens is not None else emitted + 1,
+                         sd_raw={"per_step_drafted": drafted, "per_step_accepted": accepted})
+
+
+def test_dynamic_k_at_follows_vllms_lookup() -> None:
+    assert [dynamic_k_at(TABLE, b, 4) for b in (1, 2, 8, 9, 64, 500)] == [4, 2, 2, 0, 0, 0]
+    assert dynamic_k_at([(1, 4, 6)], 2, 4) == 4  # capped at num_speculative_tokens, as vLLM does
+    assert dynamic_k_at([(1, 4, 3)], 100, 4) == 3  # past the last range the last K carries on
+
+
+def test_followed_when_the_modal_k_is_the_tables_at_the_batch_run() -> None:
+    check = drafted_check(DYNAMIC, "c4", [point(4.0, 5.0)], [rec([2] * 30), rec([4, 4, 2, 2, 2])])
+    assert check.expected_k == 2 and check.modal_k == 2 and check.followed
+    assert check.allowed_k == [2, 4] and check.share_unexpected == 0
+    assert check.drafted == {2: 33, 4: 2}
+
+
+def test_not_followed_when_the_engine_drafts_another_k() -> None:
+    check = drafted_check(DYNAMIC, "c4", [point(4.0, 5.0)], [rec([4] * 30)])
+    assert check.followed is False and check.modal_k == 4 and "K=2" in check.note
+
+
+def test_steps_that_drafted_nothing_are_counted_from_the_tokens() -> None:
+    """At batch 12 the table says K = 0: the engine reports no step, yet the request decoded 40 tokens."""
+    check = drafted_check(DYNAMIC, "c4", [point(12.0, 12.0)], [rec([2, 2], [1, 1], output_tokens=41)])
+    assert check.expected_k == 0 and check.drafted == {0: 36, 2: 2} and check.followed
+
+
+def test_a_k_outside_the_table_is_flagged_even_if_the_mode_is_right() -> None:
+    check = drafted_check(DYNAMIC, "c4", [point(4.0, 4.0)], [rec([2] * 20 + [3] * 5)])
+    assert check.modal_k == 2 and check.followed is False and "[3]" in check.note
+
+
+def test_without_per_step_stats_nothing_is_claimed() -> None:
+    bare = RequestRecord(config_id=VERIFY_ID, point_id="c4", conversation_id="q", ok=True, output_tokens=10,
+                         sd_raw={"num_draft_tokens": 8})
+    check = drafted_check(DYNAMIC, "c4", [point(4.0, 4.0)], [bare])
+    assert check.followed is None and "detailed" in check.note
+
+
+def test_verify_plan_runs_baseline_best_statics_and_the_dynamic_config() -> None:
+    summary = sweep(CLEAR, BATCHES)
+    recommendation = recommend(summary, [])
+    plan = verify_plan(summary, recommendation, "run")
+    assert plan.kind == "verify" and plan.interleave and plan.points == summary.plan.points
+    assert [c.role for c in plan.configs] == [Role.baseline, Role.candidate, Role.candidate, Role.verification]
+    assert plan.best_static == {"c1": "draft_model-k4", "c4": "draft_model-k2", "c16": "draft_model-k2"}
+    assert plan.configs[-1].spec == recommendation.drafters[0].spec
+    assert best_static(recommendation.drafters[0], "baseline") == plan.best_static
+
+
+def test_verify_refuses_a_recommendation_that_keeps_speculation_off() -> None:
+    losing = {"draft_model-k2": {"c1": (0.9, 0.85, 0.95)}}
+    summary = sweep(losing, {"c1": 1.0})
+    with pytest.raises(InputError, match="no dynamic config to verify"):
+        verify_plan(summary, recommend(summary, []), "run")
+
+
+def test_verify_of_an_attached_sweep_needs_an_endpoint() -> None:
+    summary = sweep(CLEAR, BATCHES)
+    for c in summary.plan.configs:
+        c.engine = EngineSpec(endpoint="http://127.0.0.1:1")
+    with pytest.raises(InputError, match="--endpoint"):
+        verify_plan(summary, recommend(summary, []), "run")
+    plan = verify_plan(summary, recommend(summary, []), "run", endpoint="http://127.0.0.1:2")
+    assert plan.configs[-1].engine.endpoint == "http://127.0.0.1:2"
