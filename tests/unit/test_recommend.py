@@ -37,8 +37,10 @@ def ratio(v: Interval) -> Ratio:
 
 
 def sweep(speedups: dict[str, dict[str, Interval]], batches: dict[str, float], *, ks: dict[str, int] | None = None,
-          max_num_seqs: int | None = 64, extra_specs: dict[str, SpecConfig] | None = None) -> RunSummary:
-    """A sweep summary: speedups[config][point] = (value, low, high), the engine batch per point."""
+          max_num_seqs: int | None = 64, extra_specs: dict[str, SpecConfig] | None = None,
+          tops: dict[str, float] | None = None) -> RunSummary:
+    """A sweep summary: speedups[config][point] = (value, low, high), the engine batch per point (its mean,
+    and its max where `tops` gives one)."""
     ks = ks or {cid: int(cid.rsplit("k", 1)[1]) for cid in speedups}
     engine = EngineSpec(model="models/demo-target", max_num_seqs=max_num_seqs)
     specs = {cid: (extra_specs or {}).get(cid, spec(k)) for cid, k in ks.items()}
@@ -52,7 +54,8 @@ def sweep(speedups: dict[str, dict[str, Interval]], batches: dict[str, float], *
         return ConfigResult(config_id=cid, role=role, spec_label=cid, points=[
             PointResult(point_id=p, latency=latency(), sd=SDSummary(available=False),
                         running_batch=RunningBatch(gauge="vllm:num_requests_running", interval_s=0.25, samples=40,
-                                                   mean=batches[p], steady_mean=batches[p]))
+                                                   mean=batches[p], steady_mean=batches[p],
+                                                   max=(tops or {}).get(p)))
             for p in points])
 
     results = [result(BASELINE, Role.baseline), *(result(cid, Role.candidate) for cid in specs)]
@@ -116,6 +119,18 @@ def test_nothing_is_claimed_beyond_the_largest_measured_batch() -> None:
     tail = best.segments[-1]
     assert (tail.start, tail.end, tail.k, tail.basis) == (5, 64, 0, "unmeasured")
     assert best.ranges[-1].k == 0 and best.ranges[-1].end == 64
+
+
+def test_the_largest_point_covers_the_batches_the_engine_ran_under_it() -> None:
+    # At c16 the engine's batch averaged 13.2 but swung up to 16: those batches were measured there too, so
+    # the K holds to 16 and only beyond it is drafting off.
+    sure = {"draft_model-k2": {"c1": (1.5, 1.4, 1.6), "c16": (1.2, 1.1, 1.3)}}
+    best = recommend(sweep(sure, {"c1": 1.0, "c16": 13.2}, tops={"c1": 1.0, "c16": 16.0}), []).best
+    assert best is not None
+    by_size = {bs: s for s in best.segments for bs in range(s.start, s.end + 1)}
+    assert by_size[13].basis == by_size[16].basis == "measured" and by_size[16].k == 2
+    assert (by_size[17].basis, by_size[17].k) == ("unmeasured", 0)
+    assert "up to 16" in by_size[16].reason
 
 
 def test_below_the_smallest_measured_batch_takes_its_k() -> None:

@@ -6,9 +6,10 @@ on the client's concurrency. Per drafter and point, the choice is the one `analy
 leader only where its interval clears the others', else the smaller K; the baseline enters as K = 0, so a
 point where no K clearly beats it turns drafting off. Between measured batch sizes a batch takes the K of
 the nearer point (in log scale, as loads are geometric) and is marked interpolated; below the smallest
-measured batch the smallest point's K holds (speculation pays at least as much on smaller batches); beyond
-the largest nothing was measured, so nothing is claimed and drafting is off there (what the engine does
-without speculation) until a sweep measures it.
+measured batch the smallest point's K holds (speculation pays at least as much on smaller batches); the
+largest point's K holds up to the largest batch the engine ran under it (its running batch swings around
+the mean); beyond that nothing was measured, so nothing is claimed and drafting is off there (what the
+engine does without speculation) until a sweep measures it.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class _Measured:
 
     batch: int
     batch_mean: float
+    top: int  # the largest batch the engine ran at these points: the last point's measurement reaches it
     point_ids: list[str]
     k: int
     choice: PointChoice
@@ -116,19 +118,30 @@ def _max_num_seqs(summary: RunSummary, base: PlannedConfig, given: int | None) -
                                    "to end it at the engine's")
 
 
-def _engine_batches(summary: RunSummary, notes: list[str]) -> dict[str, float]:
+@dataclass(frozen=True)
+class _Batch:
+    """The engine's running batch at a point: its typical size, and the largest it reached there."""
+
+    mean: float
+    top: float
+
+
+def _engine_batches(summary: RunSummary, notes: list[str]) -> dict[str, _Batch]:
     """Per point, the engine's running batch: the median over every configuration and repeat measured there
-    (mean within the steady window where there is one). Without the gauge, a closed loop's N stands in."""
-    out: dict[str, float] = {}
+    (mean within the steady window where there is one), and the median of their maxima. Without the gauge, a
+    closed loop's N stands in for both."""
+    out: dict[str, _Batch] = {}
     for point in summary.plan.points:
-        seen = [p.running_batch.steady_mean if p.running_batch.steady_mean is not None else p.running_batch.mean
-                for res in summary.configs if res.workload == "main" for p in res.repeats(point.id)
-                if p.running_batch is not None]
-        values = [v for v in seen if v is not None and v > 0]
-        if values:
-            out[point.id] = float(np.median(values))
+        gauges = [p.running_batch for res in summary.configs if res.workload == "main"
+                  for p in res.repeats(point.id) if p.running_batch is not None]
+        means = [v for g in gauges if (v := g.steady_mean if g.steady_mean is not None else g.mean) is not None
+                 and v > 0]
+        tops = [g.max for g in gauges if g.max is not None and g.max > 0]
+        if means:
+            mean = float(np.median(means))
+            out[point.id] = _Batch(mean=mean, top=max(mean, float(np.median(tops))) if tops else mean)
         elif isinstance(point, ConcurrencyPoint):
-            out[point.id] = float(point.concurrency)
+            out[point.id] = _Batch(mean=float(point.concurrency), top=float(point.concurrency))
             notes.append(f"{point.id}: the engine's running batch was not recorded; its client concurrency "
                          f"({point.concurrency}) stands in for it")
         else:
@@ -207,10 +220,10 @@ def meets(record: RequestRecord, slo: SLO) -> bool:
 
 
 # -- one drafter -------------------------------------------------------------------------------------------
-def _drafter(family: list[PlannedConfig], scorer: _Scorer, batches: dict[str, float], limit: int,
+def _drafter(family: list[PlannedConfig], scorer: _Scorer, batches: dict[str, _Batch], limit: int,
              objective: Objective, notes: list[str]) -> DrafterRecommendation | None:
     plan = scorer.summary.plan
-    measured: list[tuple[float, LoadPoint, PointChoice, list[Score]]] = []
+    measured: list[tuple[_Batch, LoadPoint, PointChoice, list[Score]]] = []
     for point in plan.points:
         if point.id not in batches:
             continue
@@ -260,17 +273,19 @@ def _drafter_label(spec: SpecConfig) -> str:
     return " ".join(parts)
 
 
-def _on_batch_axis(measured: list[tuple[float, LoadPoint, PointChoice, list[Score]]], limit: int) -> list[_Measured]:
+def _on_batch_axis(measured: list[tuple[_Batch, LoadPoint, PointChoice, list[Score]]],
+                   limit: int) -> list[_Measured]:
     """Measured points by integer engine batch; points that ran at the same batch size share it and take the
     smaller of their Ks (the data cannot tell that batch size's two answers apart)."""
-    by_batch: dict[int, list[tuple[float, LoadPoint, PointChoice, list[Score]]]] = {}
+    by_batch: dict[int, list[tuple[_Batch, LoadPoint, PointChoice, list[Score]]]] = {}
     for m in measured:
-        by_batch.setdefault(min(max(1, round(m[0])), limit), []).append(m)
+        by_batch.setdefault(min(max(1, round(m[0].mean)), limit), []).append(m)
     out = []
     for batch in sorted(by_batch):
         group = by_batch[batch]
         pick = min(group, key=lambda m: (m[2].best_k, -m[1].load))
-        out.append(_Measured(batch=batch, batch_mean=float(np.mean([m[0] for m in group])),
+        top = min(max(batch, math.floor(max(m[0].top for m in group))), limit)
+        out.append(_Measured(batch=batch, batch_mean=float(np.mean([m[0].mean for m in group])), top=top,
                              point_ids=[m[1].id for m in group], k=pick[2].best_k, choice=pick[2], scores=pick[3]))
     return out
 
@@ -285,9 +300,13 @@ def _segments(points: list[_Measured], limit: int) -> list[Segment]:
                                    f"{'/'.join(first.point_ids)}): its K, as speculation pays at least as much on "
                                    "smaller batches"))
     for i, m in enumerate(points):
-        segs.append(Segment(start=m.batch, end=m.batch, k=m.k, basis="measured", point_ids=m.point_ids,
+        # The last point's measurement also covers the larger batches the engine ran under it; between
+        # points, interpolation speaks for the batches in between.
+        end = m.top if m is last else m.batch
+        reached = f" (the engine ran batches up to {end} at {'/'.join(m.point_ids)})" if end > m.batch else ""
+        segs.append(Segment(start=m.batch, end=end, k=m.k, basis="measured", point_ids=m.point_ids,
                             engine_batch=[m.batch_mean], scores=m.scores, chosen=m.choice.best_config_id,
-                            reason=m.choice.reason))
+                            reason=m.choice.reason + reached))
         if i + 1 < len(points) and points[i + 1].batch > m.batch + 1:
             nxt = points[i + 1]
             split = min(max(math.floor(math.sqrt(m.batch * nxt.batch)), m.batch), nxt.batch - 1)
@@ -300,10 +319,10 @@ def _segments(points: list[_Measured], limit: int) -> list[Segment]:
                                         engine_batch=[m.batch_mean, nxt.batch_mean],
                                         reason=f"interpolated {between}: the K of the nearer, "
                                                f"{'/'.join(near.point_ids)}"))
-    if last.batch < limit:
-        segs.append(Segment(start=last.batch + 1, end=limit, k=0, basis="unmeasured", point_ids=last.point_ids,
+    if last.top < limit:
+        segs.append(Segment(start=last.top + 1, end=limit, k=0, basis="unmeasured", point_ids=last.point_ids,
                             engine_batch=[last.batch_mean],
-                            reason=f"beyond the largest measured engine batch ({last.batch_mean:.1f} at "
+                            reason=f"beyond the largest engine batch measured ({last.top} at "
                                    f"{'/'.join(last.point_ids)}): nothing is claimed, so drafting is off (the "
                                    "engine without speculation); sweep a higher load to extend the table"))
     return segs
