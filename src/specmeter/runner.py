@@ -98,10 +98,10 @@ def schedule(plan: Plan) -> list[Block]:
             # Alternate the order each repeat: the configuration that runs first at a point (just after
             # another server's burst) changes, so order effects cancel over repeats.
             order = plan.configs if r % 2 == 0 else list(reversed(plan.configs))
-            cells += [Cell(c, p, r) for p in plan.points for c in _sources_first(order)]
+            cells += [Cell(c, p, r) for p in plan.points for c in _sources_first(order) if plan.runs(c, p.id)]
         return [Block(servers, cells)]
-    return [Block([group], [Cell(c, p, r) for r in range(plan.repeats) for p in plan.points for c in group])
-            for group in servers]
+    return [Block([group], [Cell(c, p, r) for r in range(plan.repeats) for p in plan.points for c in group
+                            if plan.runs(c, p.id)]) for group in servers]
 
 
 def _sources_first(configs: Sequence[PlannedConfig]) -> list[PlannedConfig]:

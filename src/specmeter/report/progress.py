@@ -43,9 +43,13 @@ class RichReporter(Reporter):
         self.progress.stop()
 
     def plan_start(self, plan: Plan, total_requests: int | None) -> None:
+        grid = f"{len(plan.configs)} configurations x {len(plan.points)} points"
+        pairs = sum(plan.runs(c, p.id) for c in plan.configs for p in plan.points)
+        if pairs < len(plan.configs) * len(plan.points):
+            grid = f"{pairs} configuration-points ({len(plan.configs)} configurations, {len(plan.points)} points)"
         self._plan_task = self.progress.add_task(
-            f"{plan.kind}: {len(plan.configs)} configurations x {len(plan.points)} points"
-            + (f" x {plan.repeats} repeats" if plan.repeats > 1 else ""), total=total_requests, errors=0)
+            f"{plan.kind}: {grid}" + (f" x {plan.repeats} repeats" if plan.repeats > 1 else ""),
+            total=total_requests, errors=0)
 
     def server_ready(self, server: str, seconds: float) -> None:
         self.progress.console.print(f"  server {server} ready in {seconds:.0f} s")

@@ -118,6 +118,12 @@ class Plan(BaseModel):
     def points(self) -> list[ConcurrencyPoint | RatePoint]:
         return self.load.points
 
+    def runs(self, config: PlannedConfig, point_id: str) -> bool:
+        """Whether the configuration runs at the point. A verify plan runs a static configuration only where
+        it is the best static (the only place it is judged against); everything else runs everywhere."""
+        judged = set(self.best_static.values())
+        return config.id not in judged or self.best_static.get(point_id) == config.id
+
     def config(self, config_id: str) -> PlannedConfig:
         return next(c for c in self.configs if c.id == config_id)
 
