@@ -25,8 +25,9 @@ from specmeter.errors import InputError, RunIncomplete, SpecmeterError
 from specmeter.redact import redact_argv
 from specmeter.report.console import render
 from specmeter.report.progress import RichReporter
-from specmeter.runner import Execution, execute
-from specmeter.store import RunStore, load_summary, new_run_id
+from specmeter.runner import Execution, ServerPool, execute, latest_records
+from specmeter.schemas.recommend import SLO, Objective, Recommendation
+from specmeter.store import RunStore, atomic_write_text, load_summary, new_run_id
 
 app = typer.Typer(
     name="specmeter",
@@ -246,6 +247,9 @@ def sweep(
     name: Annotated[str | None, typer.Option(help="Run directory name (default: timestamp + label).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout instead of tables.")] = False,
     resume: Annotated[Path | None, typer.Option(help="Finish an interrupted sweep (same as `specmeter resume`).")] = None,
+    verify: Annotated[bool, typer.Option("--verify", help="Then recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
+    objective: Annotated[str, typer.Option(help="With --verify: what the recommendation maximises: throughput, tpot or goodput.")] = "throughput",
+    slo: Annotated[str | None, typer.Option(help="With --verify and --objective goodput: e.g. ttft_ms=500,tpot_ms=50.")] = None,
 ) -> None:
     """Every speculative config at every load point against the baseline: which drafter and which K, at
     which load, and where speculation stops paying. Takes a sweep file, or the shorthand
@@ -277,7 +281,15 @@ def sweep(
         err_console.print(f"[yellow]note: {warning}[/]")
     ex = Execution(plan=sw.plan(workload), conversations=convs, api_key=_api_key(api_key),
                    command=["specmeter", *redact_argv(sys.argv[1:])])
-    _execute(ex, out / (name or new_run_id(f"sweep-{len(ex.plan.configs)}configs")), json_out)
+    run_dir = out / (name or new_run_id(f"sweep-{len(ex.plan.configs)}configs"))
+    if not verify:
+        _execute(ex, run_dir, json_out)
+        return
+    goal = _objective(objective)
+    limits = _slo(slo)
+    with ServerPool() as pool:
+        _execute(ex, run_dir, json_out, pool)
+        _recommend_and_verify(run_dir, goal, limits, None, json_out, pool, api_key=ex.api_key)
 
 
 def _sweep_from_flags(model: str | None, specs: list[str], k: str | None, concurrency: str | None,
@@ -312,13 +324,13 @@ def _sweep_from_flags(model: str | None, specs: list[str], k: str | None, concur
     return build_model(SweepSpec, raw, "command line")
 
 
-def _execute(ex: Execution, run_dir: Path, json_out: bool) -> None:
+def _execute(ex: Execution, run_dir: Path, json_out: bool, pool: ServerPool | None = None) -> None:
     store = RunStore(run_dir)
     reporter = RichReporter(err_console if json_out else console)
     if not json_out:
         console.print(f"[bold]specmeter[/] {__version__}: run directory [cyan]{run_dir}[/]")
     with reporter:
-        summary = execute(ex, store, reporter)
+        summary = execute(ex, store, reporter, pool)
     if json_out:
         sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
     else:
@@ -345,21 +357,128 @@ def resume(
     resume_run(run_dir, api_key=api_key, json_out=json_out)
 
 
+def _objective(text: str) -> Objective:
+    if text not in ("throughput", "tpot", "goodput"):
+        raise InputError(f"--objective {text!r}: choose throughput, tpot or goodput")
+    return text  # type: ignore[return-value]
+
+
+def _slo(text: str | None) -> SLO | None:
+    if text is None:
+        return None
+    raw: dict[str, Any] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(f"--slo: expected KEY=VALUE pairs like ttft_ms=500,tpot_ms=50, got {item!r}")
+        raw[key.strip()] = value.strip()
+    slo: SLO = build_model(SLO, raw, "--slo")
+    if not slo.model_dump(exclude_none=True):
+        raise InputError("--slo: give at least one bound: ttft_ms, tpot_ms or e2e_ms")
+    return slo
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({exc.strerror}); give the recommendation.json that "
+                         "`specmeter recommend` wrote") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+
+
+def _recommendation(run_dir: Path, objective: Objective, slo: SLO | None, max_num_seqs: int | None,
+                    json_out: bool) -> Recommendation:
+    """Recommend from a run directory, write recommendation.json beside it, and show it."""
+    from specmeter.analysis.recommend import recommend
+    from specmeter.report.recommendation import render_recommendation
+
+    summary = load_summary(run_dir)
+    records = latest_records(RunStore(run_dir).read_records())
+    rec = recommend(summary, records, objective=objective, slo=slo, max_num_seqs=max_num_seqs,
+                    source_run=str(run_dir))
+    atomic_write_text(run_dir / "recommendation.json", rec.model_dump_json(indent=2) + "\n")
+    if json_out:
+        sys.stdout.write(rec.model_dump_json(indent=2) + "\n")
+    else:
+        render_recommendation(rec, console)
+    return rec
+
+
+def _recommend_and_verify(run_dir: Path, objective: Objective, slo: SLO | None, max_num_seqs: int | None,
+                          json_out: bool, pool: ServerPool | None, *, api_key: str | None = None,
+                          endpoint: str | None = None, repeats: int | None = None,
+                          verify_dir: Path | None = None, given: Path | None = None) -> None:
+    from specmeter.plans.verify import verify_execution
+
+    if given is None:
+        rec = _recommendation(run_dir, objective, slo, max_num_seqs, json_out)
+    else:
+        rec = build_model(Recommendation, _read_json(given), str(given))
+    ex = verify_execution(run_dir, load_summary(run_dir), rec, endpoint=endpoint, repeats=repeats, api_key=api_key,
+                          command=["specmeter", *redact_argv(sys.argv[1:])])
+    target = verify_dir or run_dir / new_run_id("verify")
+    target.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target / "recommendation.json", rec.model_dump_json(indent=2) + "\n")
+    _execute(ex, target, json_out, pool)
+
+
+@app.command("recommend")
+def recommend_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A sweep's run directory.")],
+    objective: Annotated[str, typer.Option(help="What to maximise: throughput (TPOT at request-rate points), tpot, or goodput (needs --slo).")] = "throughput",
+    slo: Annotated[str | None, typer.Option(help="Goodput's per-request bounds, e.g. ttft_ms=500,tpot_ms=50 (also e2e_ms).")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(help="The engine's max_num_seqs, where the last range ends (default: from the run).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print recommendation.json instead of tables.")] = False,
+) -> None:
+    """From a sweep: the best K per engine batch-size range as a ready vLLM dynamic-SD
+    --speculative-config, the static K for engines without dynamic SD, and the evidence behind every range.
+    Writes recommendation.json into the run directory."""
+    _recommendation(run_dir, _objective(objective), _slo(slo), max_num_seqs, json_out)
+
+
+@app.command("verify")
+def verify_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="A sweep's run directory.")],
+    objective: Annotated[str, typer.Option(help="What the recommendation maximises: throughput, tpot or goodput.")] = "throughput",
+    slo: Annotated[str | None, typer.Option(help="Goodput's per-request bounds, e.g. ttft_ms=500,tpot_ms=50.")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(help="The engine's max_num_seqs (default: from the run).")] = None,
+    repeats: Annotated[int | None, typer.Option(help="Repeats per point (default: the sweep's).")] = None,
+    endpoint: Annotated[str | None, typer.Option(help="Attach: a server already running the recommended config.")] = None,
+    api_key: Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}).")] = None,
+    recommendation: Annotated[Path | None, typer.Option(help="Verify this recommendation.json (e.g. one you edited) instead of recommending again.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Run directory of the verification (default: a new one inside RUN_DIR).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the summaries as JSON instead of tables.")] = False,
+) -> None:
+    """Launch the recommended dynamic config and run the sweep's load points again, interleaved with the
+    baseline and each point's best static config: throughput and TPOT against both, with intervals, and a
+    check in the engine's per-step stats that it drafted the K the table names for the batch it ran."""
+    _recommend_and_verify(run_dir, _objective(objective), _slo(slo), max_num_seqs, json_out, None,
+                          api_key=_api_key(api_key), endpoint=endpoint, repeats=repeats, verify_dir=out,
+                          given=recommendation)
+
+
 @app.command()
 def demo(
     concurrency: Annotated[str, typer.Option(help="Concurrency points (the speedup shrinks as they grow).")] = "1,4,16",
-    num_prompts: Annotated[int, typer.Option(help="Conversations per point from the sample workload.")] = 22,
-    k: Annotated[int, typer.Option("-k", "--num-speculative-tokens", help="Draft length K.")] = 4,
-    max_tokens: Annotated[int, typer.Option(help="Output cap per request.")] = 128,
+    k: Annotated[str, typer.Option("-k", "--num-speculative-tokens", help="Draft lengths K to sweep, e.g. 2,4.")] = "2,4",
+    num_prompts: Annotated[int, typer.Option(help="Conversations per point from the sample workload.")] = 16,
+    max_tokens: Annotated[int, typer.Option(help="Output cap per request.")] = 64,
+    repeats: Annotated[int, typer.Option(help="Repeats of every point, in the sweep and in the verification.")] = 1,
     out: Annotated[Path, typer.Option(help="Directory that receives the run directory.")] = Path("runs"),
 ) -> None:
-    """The embedded default: vLLM CPU with the project's tiny target/draft pair, SD vs speculation off,
-    both servers up together and alternating at each point."""
+    """The embedded default: vLLM CPU with the project's tiny target/draft pair. Sweeps the baseline and the
+    draft model at each K (servers up together, alternating at each point), recommends a K per batch size,
+    then runs that dynamic config against the baseline and the best static K on the same servers."""
     from specmeter.plans.demo import demo_plan
 
-    ex, label = demo_plan(_levels(concurrency), num_prompts, k, max_tokens)
+    ex = demo_plan(_levels(concurrency), num_prompts, _levels(k), max_tokens, repeats)
     ex.command = ["specmeter", *sys.argv[1:]]
-    _execute(ex, out / new_run_id(label), json_out=False)
+    run_dir = out / new_run_id("demo")
+    with ServerPool() as pool:
+        _execute(ex, run_dir, json_out=False, pool=pool)
+        _recommend_and_verify(run_dir, "throughput", None, None, False, pool, verify_dir=run_dir / "verify")
 
 
 data_app = typer.Typer(help="Prepare benchmark datasets (run once, with network, before benchmarking).",

@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from specmeter.config import ConcurrencyPoint, EngineSpec, LoadSpec, SpecConfig, SpecMethod
+from specmeter.config import ConcurrencyPoint, EngineSpec, LoadSpec, SpecMethod
 from specmeter.data.workload import load_conversations
 from specmeter.errors import InputError
-from specmeter.plans.run import run_plan
+from specmeter.plans.sweep import CandidateSpec, SweepSpec
 from specmeter.runner import Execution
 
 TARGET = "demo-target"
@@ -24,6 +24,8 @@ DEMO_DTYPE = "float32"
 # 'finalize_loading'"), so every start compiled again; its older per-graph cache loads, which takes
 # ~20 s off each warm start (init 18 s instead of 40 s here) at the same decode speed.
 DEMO_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_USE_AOT_COMPILE": "0"}
+# Stated, not left to the engine's default, so the recommended table's last range ends where the engine's does.
+DEMO_MAX_NUM_SEQS = 64
 
 
 def models_dir() -> Path:
@@ -43,22 +45,20 @@ def models_dir() -> Path:
 def demo_engine(model: Path | None = None) -> EngineSpec:
     return EngineSpec(
         kind="vllm", model=str(model or models_dir() / TARGET), dtype=DEMO_DTYPE, max_model_len=2048,
-        env=dict(DEMO_ENV),
+        max_num_seqs=DEMO_MAX_NUM_SEQS, env=dict(DEMO_ENV),
     )
 
 
-def demo_spec(k: int = 4, draft: Path | None = None) -> SpecConfig:
-    return SpecConfig(method=SpecMethod.draft_model, num_speculative_tokens=k,
-                      draft_model=str(draft or models_dir() / DRAFT))
-
-
-def demo_plan(levels: list[int], num_prompts: int, k: int, max_tokens: int) -> tuple[Execution, str]:
-    """Speculation and the baseline interleaved: both servers fit in memory, so they stay up together
-    and alternate at each point, and drift between the two measurements is minutes smaller."""
-    engine, spec = demo_engine(), demo_spec(k)
+def demo_plan(levels: list[int], num_prompts: int, ks: list[int], max_tokens: int, repeats: int) -> Execution:
+    """A small sweep: the baseline and the draft model at each K, every server up together and alternating
+    at each point, so drift between them is seconds, not minutes. `specmeter demo` then recommends a K per
+    batch size from it and verifies that config on the same servers."""
+    engine = demo_engine()
     load = LoadSpec(points=[ConcurrencyPoint(concurrency=c) for c in levels], num_prompts=num_prompts,
                     max_tokens=max_tokens, temperature=0.0, warmup=2)
+    sweep = SweepSpec(engine=engine, load=load, repeats=repeats, interleave=True, candidates=[
+        CandidateSpec.model_validate({"method": SpecMethod.draft_model, "num_speculative_tokens": ks,
+                                      "draft_model": str(models_dir() / DRAFT)})])
     convs, workload = load_conversations("sample", None, load)
-    plan = run_plan(engine, spec, load, baseline=True, baseline_endpoint=None, workload=workload, interleave=True,
-                    kind="demo")
-    return Execution(plan=plan, conversations=convs), f"demo-{spec.label().replace(' ', '')}"
+    plan = sweep.plan(workload).model_copy(update={"kind": "demo"})
+    return Execution(plan=plan, conversations=convs)
