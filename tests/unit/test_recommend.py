@@ -87,6 +87,8 @@ def test_ranges_start_at_1_reach_max_num_seqs_and_merge_equal_k() -> None:
     assert best.speculative_config["num_speculative_tokens"] == max(k for _, _, k in table)
     assert "disable_by_batch_size" not in str(best.speculative_config)
     assert any("disable_by_batch_size" in n and "K = 0" in n for n in rec.notes)
+    # A K = 0 range still runs vLLM's drafter: the recommendation says so, and that verify measures it.
+    assert any("drafter" in n and "verify" in n for n in rec.notes)
 
 
 def test_emitted_json_passes_the_launcher_validator_and_vllms_own() -> None:

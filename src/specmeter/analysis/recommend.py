@@ -49,6 +49,14 @@ DEAD_FLAG_NOTE = (
     "vLLM no longer has speculative_disable_by_batch_size (it did nothing since 0.10 and was removed); the "
     "K = 0 range of the table replaces it, so no such flag is emitted"
 )
+# vLLM's drafter (llm_base_proposer) still runs its forward pass on a K = 0 step, to keep its KV cache in
+# sync: a K = 0 range saves the draft tokens' verification, not the drafter.
+K0_COST_NOTE = (
+    "K = 0 is not speculation off: on those steps vLLM still runs the drafter's forward pass to keep its KV "
+    "cache in sync, so a server with this table is slower there than one without speculation; `specmeter "
+    "verify` measures by how much. If most traffic runs at K = 0 batch sizes, serving without speculation "
+    "may be the better deploy"
+)
 STATIC_NOTE = (
     "static K: for engines without dynamic SD. With data parallel > 1 vLLM drops the table and runs the "
     "table's largest K at every batch size, so launch those with the static config instead"
@@ -98,6 +106,9 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
         raise InputError(f"{source_run or 'this run'}: no speculative configuration has a measured point against "
                          "the baseline, so there is nothing to recommend; run a sweep first")
     drafters.sort(key=lambda d: -(d.score or 0.0))
+    best = drafters[0]
+    if best.spec is not None and any(r.k == 0 for r in best.ranges):
+        notes.append(K0_COST_NOTE)
     notes.append(STATIC_NOTE)
     return Recommendation(source_run=source_run, objective=objective, slo=slo, max_num_seqs=limit,
                           max_num_seqs_source=limit_source, drafters=drafters, notes=notes)

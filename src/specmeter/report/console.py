@@ -212,13 +212,13 @@ def verification_table(summary: RunSummary) -> Table | None:
     for col in ("point", "engine batch", "table K", "drafted K (steps)", "followed", "vs baseline tok/s",
                 "vs baseline TPOT", "best static", "vs static tok/s", "vs static TPOT"):
         t.add_column(col, justify="left" if col in {"point", "drafted K (steps)", "followed", "best static"}
-                     else "right")
+                     else "right", no_wrap=col == "best static")
     for v in rows:
         d = v.drafted
         drafted = " ".join(f"K{k}:{n}" for k, n in d.drafted.items()) or "-"
         followed = "-" if d.followed is None else ("yes" if d.followed else "NO: " + d.note)
         base, static = v.vs_baseline, v.vs_static
-        t.add_row(_point(summary, v.point_id), _f(d.engine_batch, "{:.1f}"), _f(d.expected_k, "{}"), drafted,
+        t.add_row(_point(summary, v.point_id), _f(d.engine_batch, "{:.1f}"), "-" if d.expected_k is None else str(d.expected_k), drafted,
                   followed, _ratio(base.output_throughput) if base else "-", _ratio(base.tpot) if base else "-",
                   v.static_id or "-", _ratio(static.output_throughput) if static else "-",
                   _ratio(static.tpot) if static else "-")
