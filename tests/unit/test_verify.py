@@ -10,6 +10,7 @@ from specmeter.analysis.verify import drafted_check
 from specmeter.config import EngineSpec, SpecConfig, dynamic_k_at
 from specmeter.errors import InputError
 from specmeter.plans.verify import VERIFY_ID, best_static, verify_plan
+from specmeter.runner import schedule
 from specmeter.schemas.metrics import RunningBatch
 from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.records import RequestRecord
@@ -82,6 +83,11 @@ def test_verify_plan_runs_baseline_best_statics_and_the_dynamic_config() -> None
     assert plan.best_static == {"c1": "draft_model-k4", "c4": "draft_model-k2", "c16": "draft_model-k2"}
     assert plan.configs[-1].spec == recommendation.drafters[0].spec
     assert best_static(recommendation.drafters[0], "baseline") == plan.best_static
+    # A static config runs only where it is the best static: each point runs baseline, one static, dynamic.
+    cells = [(c.config.id, c.point.id) for block in schedule(plan) for c in block.cells]
+    for p in plan.points:
+        assert sorted(cid for cid, pid in cells if pid == p.id) == sorted(["baseline", plan.best_static[p.id],
+                                                                           VERIFY_ID])
 
 
 def test_verify_refuses_a_recommendation_that_keeps_speculation_off() -> None:
