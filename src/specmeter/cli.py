@@ -289,7 +289,7 @@ def sweep(
     limits = _slo(slo)
     with ServerPool() as pool:
         _execute(ex, run_dir, json_out, pool)
-        _recommend_and_verify(run_dir, goal, limits, None, json_out, pool, api_key=ex.api_key)
+        _recommend_and_verify(run_dir, goal, limits, None, json_out, pool, api_key=ex.api_key, off_is_an_answer=True)
 
 
 def _sweep_from_flags(model: str | None, specs: list[str], k: str | None, concurrency: str | None,
@@ -409,13 +409,22 @@ def _recommendation(run_dir: Path, objective: Objective, slo: SLO | None, max_nu
 def _recommend_and_verify(run_dir: Path, objective: Objective, slo: SLO | None, max_num_seqs: int | None,
                           json_out: bool, pool: ServerPool | None, *, api_key: str | None = None,
                           endpoint: str | None = None, repeats: int | None = None,
-                          verify_dir: Path | None = None, given: Path | None = None) -> None:
+                          verify_dir: Path | None = None, given: Path | None = None,
+                          off_is_an_answer: bool = False) -> None:
+    """Recommend (or read a recommendation) and run its dynamic config. With `off_is_an_answer` (the demo,
+    `sweep --verify`), a recommendation to serve without speculation ends the command there: it is the
+    sweep's answer, not an error; `specmeter verify` asked for a config to run and says there is none."""
     from specmeter.plans.verify import verify_execution
 
     if given is None:
         rec = _recommendation(run_dir, objective, slo, max_num_seqs, json_out)
     else:
         rec = build_model(Recommendation, _read_json(given), str(given))
+    if off_is_an_answer and (rec.best is None or rec.best.spec is None):
+        err_console.print("[yellow]nothing to verify: no K clearly beats the baseline at any measured point, so the "
+                          "answer is to serve without speculation; more repeats (--repeats) or longer outputs "
+                          "narrow the intervals if the speedups looked close[/]")
+        return
     ex = verify_execution(run_dir, load_summary(run_dir), rec, endpoint=endpoint, repeats=repeats, api_key=api_key,
                           command=["specmeter", *redact_argv(sys.argv[1:])])
     target = verify_dir or run_dir / new_run_id("verify")
@@ -463,8 +472,8 @@ def verify_cmd(
 def demo(
     concurrency: Annotated[str, typer.Option(help="Concurrency points (the speedup shrinks as they grow).")] = "1,4,16",
     k: Annotated[str, typer.Option("-k", "--num-speculative-tokens", help="Draft lengths K to sweep, e.g. 2,4.")] = "2,4",
-    num_prompts: Annotated[int, typer.Option(help="Conversations per point from the sample workload.")] = 16,
-    max_tokens: Annotated[int, typer.Option(help="Output cap per request.")] = 64,
+    num_prompts: Annotated[int, typer.Option(help="Conversations per point from the sample workload.")] = 12,
+    max_tokens: Annotated[int, typer.Option(help="Output cap per request.")] = 96,
     repeats: Annotated[int, typer.Option(help="Repeats of every point, in the sweep and in the verification.")] = 1,
     out: Annotated[Path, typer.Option(help="Directory that receives the run directory.")] = Path("runs"),
 ) -> None:
@@ -478,7 +487,8 @@ def demo(
     run_dir = out / new_run_id("demo")
     with ServerPool() as pool:
         _execute(ex, run_dir, json_out=False, pool=pool)
-        _recommend_and_verify(run_dir, "throughput", None, None, False, pool, verify_dir=run_dir / "verify")
+        _recommend_and_verify(run_dir, "throughput", None, None, False, pool, verify_dir=run_dir / "verify",
+                              off_is_an_answer=True)
 
 
 data_app = typer.Typer(help="Prepare benchmark datasets (run once, with network, before benchmarking).",

@@ -218,7 +218,8 @@ def verification_table(summary: RunSummary) -> Table | None:
         drafted = " ".join(f"K{k}:{n}" for k, n in d.drafted.items()) or "-"
         followed = "-" if d.followed is None else ("yes" if d.followed else "NO: " + d.note)
         base, static = v.vs_baseline, v.vs_static
-        t.add_row(_point(summary, v.point_id), _f(d.engine_batch, "{:.1f}"), "-" if d.expected_k is None else str(d.expected_k), drafted,
+        expected = "-" if d.expected_k is None else str(d.expected_k)
+        t.add_row(_point(summary, v.point_id), _f(d.engine_batch, "{:.1f}"), expected, drafted,
                   followed, _ratio(base.output_throughput) if base else "-", _ratio(base.tpot) if base else "-",
                   v.static_id or "-", _ratio(static.output_throughput) if static else "-",
                   _ratio(static.tpot) if static else "-")
