@@ -392,7 +392,7 @@ def _recommendation(run_dir: Path, objective: Objective, slo: SLO | None, max_nu
                     json_out: bool) -> Recommendation:
     """Recommend from a run directory, write recommendation.json beside it, and show it."""
     from specmeter.analysis.recommend import recommend
-    from specmeter.report.recommendation import render_recommendation
+    from specmeter.report.console import render_recommendation
 
     summary = load_summary(run_dir)
     records = latest_records(RunStore(run_dir).read_records())

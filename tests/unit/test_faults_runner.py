@@ -26,7 +26,7 @@ from specmeter.config import EngineSpec, LoadSpec, SpecConfig
 from specmeter.engines.vllm import VLLMAdapter
 from specmeter.errors import RunIncomplete
 from specmeter.plans.run import BASELINE
-from specmeter.report.console import plan_table
+from specmeter.report.tables import plan_table
 from specmeter.runner import Execution
 from specmeter.schemas.plan import Plan, PlannedConfig, Role, WorkloadSelection
 from specmeter.schemas.records import RequestRecord

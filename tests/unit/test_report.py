@@ -1,4 +1,4 @@
-"""Console report (report/console.py) on a RunSummary built by hand."""
+"""The report's tables (report/tables.py) and their console rendering, on a RunSummary built by hand."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from rich.console import Console
 from specmeter.analysis.decide import verdict as decide_verdict
 from specmeter.config import EngineSpec, LoadSpec, SpecConfig
 from specmeter.plans.run import BASELINE, run_plan
-from specmeter.report.console import (
+from specmeter.report.console import render
+from specmeter.report.tables import (
     decision_table,
     lossless_table,
     notes,
     plan_table,
-    render,
     sd_table,
     speedup_table,
 )
@@ -166,7 +166,7 @@ def test_notes_for_invalid_counters_foreign_traffic_errors_and_incomplete() -> N
     summary.configs[0].points[0].latency.errors_by_kind = {"timeout": 2, "http_5xx": 1}
     summary.status = "incomplete"
     summary.incomplete_reason = "interrupted"
-    lines = notes(summary)
+    lines = [n.text for n in notes(summary)]
     assert any("counter deltas not used: counters went down" in line for line in lines)
     assert any("the server finished 12 requests" in line for line in lines)
     assert any(line.endswith("failed requests: http_5xx 1, timeout 2") for line in lines)
@@ -186,7 +186,7 @@ def test_plan_table_shows_each_configuration_and_its_status() -> None:
     assert table.row_count == 2
     assert "1 point(s)" in out and "server failed" in out
     # the failure is explained in the notes, with the engine's reason
-    assert any(line.startswith(f"{BASELINE}: server failed to start: vllm exited") for line in notes(summary))
+    assert any(n.text.startswith(f"{BASELINE}: server failed to start: vllm exited") for n in notes(summary))
     summary.configs = summary.configs[:1]
     assert "not run" in rendered(summary)
 
