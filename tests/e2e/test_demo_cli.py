@@ -1,4 +1,5 @@
-"""The README's main job, as a user runs it (smaller): the demo prints the SD report and the speedup."""
+"""The README's main job, as a user runs it (smaller): the demo sweeps K against the baseline, prints the SD
+report and the speedup, recommends a K per batch size and, when some K pays, runs that config on the engine."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ from pathlib import Path
 
 import pytest
 
+from specmeter.schemas.recommend import Recommendation
 from specmeter.store import load_summary
 
 pytestmark = pytest.mark.e2e
 
 
 def test_demo_end_to_end(tmp_path: Path) -> None:
+    # 96 tokens as in the demo: the tiny target's first ~32 accept too little for K = 2 to pay even at batch 1,
+    # and then the verification this test is here to run would be skipped.
     res = subprocess.run(
-        [sys.executable, "-m", "specmeter.cli", "demo", "--concurrency", "1", "--num-prompts", "6",
-         "--max-tokens", "32", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=900,
+        [sys.executable, "-m", "specmeter.cli", "demo", "--concurrency", "1", "-k", "2", "--num-prompts", "6",
+         "--max-tokens", "96", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=1200,
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     for heading in ("Speculative decoding", "Acceptance per category", "Throughput", "Latency", "Speedup",
@@ -27,15 +31,28 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     summary = load_summary(run_dir)
     assert summary.status == "complete"
     assert summary.plan.kind == "demo" and summary.plan.interleave
-    assert [c.config_id for c in summary.configs] == ["draft_model-k4", "baseline"]
-    assert summary.configs[1].spec_label == "off"
+    assert [c.config_id for c in summary.configs] == ["baseline", "draft_model-k2"]
+    assert summary.configs[0].spec_label == "off"
     (speedup,) = summary.analysis.speedups
     assert speedup.point_id == "c1" and speedup.same_work
     assert speedup.output_throughput.value and speedup.output_throughput.value > 0
     assert speedup.verdict is not None
     (check,) = summary.analysis.lossless
     assert check.compared == speedup.paired_requests
-    for server in ("draft_model-k4", "baseline"):
+    for server in ("draft_model-k2", "baseline"):
         assert (run_dir / f"server-{server}.log").exists()
     assert (run_dir / "requests.jsonl").exists()
     assert summary.models["target"]["sha256"]
+
+    rec = Recommendation.model_validate_json((run_dir / "recommendation.json").read_text(encoding="utf-8"))
+    assert rec.best is not None and rec.best.ranges[0].start == 1
+    if rec.best.spec is None:  # K = 2 did not clearly beat the baseline: the answer is speculation off
+        assert "nothing to verify" in res.stderr and not (run_dir / "verify").exists()
+        return
+    assert "The dynamic config, run" in res.stdout
+    verified = load_summary(run_dir / "verify")
+    assert verified.status == "complete" and verified.plan.kind == "verify"
+    (row,) = verified.analysis.verification
+    assert row.point_id == "c1" and row.static_id == "draft_model-k2"
+    assert row.drafted.followed, f"{row.drafted.note} ({row.drafted.drafted})"
+    assert row.vs_baseline is not None and row.vs_static is not None and row.vs_static.same_work
