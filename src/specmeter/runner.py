@@ -43,7 +43,7 @@ from specmeter.redact import redact_argv
 from specmeter.schemas.plan import Plan, PlannedConfig
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
-from specmeter.store import RunStore, environment_info, model_fingerprint
+from specmeter.store import RunStore, environment_info, latest_records, model_fingerprint
 
 LoadPoint = ConcurrencyPoint | RatePoint
 
@@ -453,11 +453,6 @@ def _run_async(coro: Coroutine[Any, Any, PointResult]) -> PointResult:
         finally:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGTERM)
-
-
-def latest_records(records: Sequence[RequestRecord]) -> list[RequestRecord]:
-    """One record per key: the last one written (a resume re-sends under the same key)."""
-    return list({r.key: r for r in records}.values())
 
 
 def completed_conversations(records: Sequence[RequestRecord], conversations: Sequence[Conversation]) -> set[str]:

@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -176,3 +177,8 @@ def environment_info() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "specmeter": __version__,
     }
+
+
+def latest_records(records: Sequence[RequestRecord]) -> list[RequestRecord]:
+    """One record per key: the last one written (a resume re-sends under the same key)."""
+    return list({r.key: r for r in records}.values())

@@ -19,9 +19,9 @@ from specmeter.data.workload import load_conversations
 from specmeter.errors import InputError
 from specmeter.load.strategies import count_requests, point_conversations
 from specmeter.plans.resume import resume_execution
-from specmeter.runner import completed_conversations, latest_records, schedule
+from specmeter.runner import completed_conversations, schedule
 from specmeter.schemas.results import Analysis
-from specmeter.store import REQUESTS, SUMMARY, RunStore, load_summary
+from specmeter.store import REQUESTS, SUMMARY, RunStore, latest_records, load_summary
 
 pytestmark = pytest.mark.timeout(60)
 KILLED_AT = 2  # the third cell of the schedule was running when the run was killed

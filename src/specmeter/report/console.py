@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from specmeter.report.outputs import Output
 from specmeter.report.recommendation import deploy_lines, evidence_table, heading
+from specmeter.report.run_data import RunData
 from specmeter.report.tables import Grid, notes, summary_tables
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
@@ -36,3 +40,21 @@ def render_recommendation(rec: Recommendation, console: Console) -> None:
     for line in deploy_lines(rec):
         style = "dim" if line.dim else ("green" if line.config else "bold") if line.emphasis else ""
         console.print(Text(line.text, style=style), soft_wrap=True)
+
+
+class ConsoleOutput(Output):
+    """The terminal: the run's tables and notes, then its recommendation and verification when stored."""
+
+    kind = "console"
+
+    def __init__(self, dest: Path | None = None, console: Console | None = None) -> None:
+        super().__init__(dest)
+        self.console = console or Console()
+
+    def write(self, run: RunData) -> list[Path]:
+        render(run.summary, self.console)
+        if run.recommendation is not None and run.recommendation.best is not None:
+            render_recommendation(run.recommendation, self.console)
+        if run.verification is not None:
+            self.write(run.verification)
+        return []

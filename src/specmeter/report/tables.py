@@ -65,12 +65,12 @@ def grid(title: str, names: tuple[str, ...] | list[str], left: set[str] | None =
 VERDICTS = {"pays": "SD pays", "slows": "SD slows serving", "unclear": "no clear difference"}
 
 
-def _f(value: float | None, fmt: str = "{:.2f}", scale: float = 1.0) -> str:
+def fmt(value: float | None, fmt: str = "{:.2f}", scale: float = 1.0) -> str:
     return "-" if value is None else fmt.format(value * scale)
 
 
-def _ms(value: float | None) -> str:
-    return _f(value, "{:.1f}", 1000.0)
+def ms(value: float | None) -> str:
+    return fmt(value, "{:.1f}", 1000.0)
 
 
 def _rates(values: list[float]) -> str:
@@ -106,11 +106,11 @@ def plan_table(summary: RunSummary) -> Grid:
         if res is not None:
             status = "server failed" if res.server_error else f"{len(res.points)} point(s)"
         t.add_row(cfg.id, cfg.role.value, cfg.label, cfg.workload,
-                  _f(res.startup_s if res else None, "{:.0f}"), status)
+                  fmt(res.startup_s if res else None, "{:.0f}"), status)
     return t
 
 
-def _pooled(config: ConfigResult, point_id: str) -> tuple[SDCounts | None, str]:
+def pooled_sd(config: ConfigResult, point_id: str) -> tuple[SDCounts | None, str]:
     """SD of a point pooled over its repeats (counts add up exactly), and where the numbers came from."""
     heads = [(pr.sd.headline, pr.sd.reference) for pr in config.repeats(point_id) if pr.sd.available]
     counts = [h for h, _ in heads if h is not None]
@@ -126,12 +126,12 @@ def sd_table(summary: RunSummary) -> Grid | None:
              no_wrap=set(cols) - {"per-position a_i", "conditional c_i"})
     for config in summary.configs:
         for point in summary.plan.points:
-            c, source = _pooled(config, point.id)
+            c, source = pooled_sd(config, point.id)
             if c is None:
                 continue
             checks = {pr.sd.agree for pr in config.repeats(point.id)}
             check = "DIFFER" if False in checks else "agree" if True in checks else "-"
-            t.add_row(config.config_id, point.label(), _f(c.acceptance_length), _f(c.acceptance_rate),
+            t.add_row(config.config_id, point.label(), fmt(c.acceptance_length), fmt(c.acceptance_rate),
                       _rates(c.per_position_rate), _rates(c.conditional_rate), str(c.num_steps), source, check)
     return t if t.row_count else None
 
@@ -146,13 +146,13 @@ def category_table(summary: RunSummary) -> Grid | None:
                  ("category", "requests", "AL steps", "AL req-mean", "AR", "per-position a_i", "conditional c_i"),
                  left={"category", "per-position a_i", "conditional c_i"})
         for row in cb.categories:
-            t.add_row(row.category, str(row.requests), _f(row.al_step_weighted), _f(row.al_request_mean),
-                      _f(row.acceptance_rate), _rates(row.per_position_rate), _rates(row.conditional_rate))
+            t.add_row(row.category, str(row.requests), fmt(row.al_step_weighted), fmt(row.al_request_mean),
+                      fmt(row.acceptance_rate), _rates(row.per_position_rate), _rates(row.conditional_rate))
         t.add_section()
-        t.add_row("macro avg", "-", _f(cb.macro_al), "-", _f(cb.macro_ar), "", "")
+        t.add_row("macro avg", "-", fmt(cb.macro_al), "-", fmt(cb.macro_ar), "", "")
         p = cb.pooled
-        t.add_row("pooled", str(p.requests), _f(p.al_step_weighted), _f(p.al_request_mean),
-                  _f(p.acceptance_rate), _rates(p.per_position_rate), _rates(p.conditional_rate))
+        t.add_row("pooled", str(p.requests), fmt(p.al_step_weighted), fmt(p.al_request_mean),
+                  fmt(p.acceptance_rate), _rates(p.per_position_rate), _rates(p.conditional_rate))
         return t
     return None
 
@@ -165,10 +165,10 @@ def throughput_table(summary: RunSummary) -> Grid:
         la, st, rb = pr.latency, pr.steady, pr.running_batch
         t.add_row(
             config.config_id, _point(summary, pr.point_id) + _repeat(summary, pr), f"{la.num_ok}/{la.num_requests}",
-            _f(la.output_tokens_per_s, "{:.1f}"), _f(st.output_tokens_per_s if st else None, "{:.1f}"),
-            _f(st.share if st else None, "{:.0%}"), _f(rb.steady_mean if rb and rb.steady_mean is not None
+            fmt(la.output_tokens_per_s, "{:.1f}"), fmt(st.output_tokens_per_s if st else None, "{:.1f}"),
+            fmt(st.share if st else None, "{:.0%}"), fmt(rb.steady_mean if rb and rb.steady_mean is not None
                                                         else rb.mean if rb else None, "{:.1f}"),
-            _f(la.requests_per_s), _f(la.tokens_per_chunk), _f(la.wall_s, "{:.1f}"),
+            fmt(la.requests_per_s), fmt(la.tokens_per_chunk), fmt(la.wall_s, "{:.1f}"),
         )
     return t
 
@@ -180,14 +180,14 @@ def latency_table(summary: RunSummary) -> Grid:
     for config, pr in _rows(summary):
         la = pr.latency
         t.add_row(
-            config.config_id, _point(summary, pr.point_id) + _repeat(summary, pr), _ms(la.ttft_s.p50),
-            _ms(la.ttft_s.p99), _ms(la.tpot_s.mean), _ms(la.tpot_s.p50), _ms(la.tpot_s.p99),
-            _ms(la.inter_chunk_s.p50), _ms(la.itl_per_token_s.p50), _ms(la.e2e_s.p50), _ms(la.e2e_s.p99),
+            config.config_id, _point(summary, pr.point_id) + _repeat(summary, pr), ms(la.ttft_s.p50),
+            ms(la.ttft_s.p99), ms(la.tpot_s.mean), ms(la.tpot_s.p50), ms(la.tpot_s.p99),
+            ms(la.inter_chunk_s.p50), ms(la.itl_per_token_s.p50), ms(la.e2e_s.p50), ms(la.e2e_s.p99),
         )
     return t
 
 
-def _ratio(r: Ratio) -> str:
+def ratio_text(r: Ratio) -> str:
     if r.value is None:
         return "-"
     text = f"{r.value:.2f}x"
@@ -222,8 +222,8 @@ def speedup_table(summary: RunSummary) -> Grid | None:
             verdict += " (on TPOT)"
         if not s.same_work:
             verdict += " (unequal work!)"
-        t.add_row(s.config_id, _point(summary, s.point_id), _ratio(s.output_throughput), _ratio(s.tpot),
-                  _ratio(s.ttft), _ratio(s.e2e), _apart(summary, s), verdict)
+        t.add_row(s.config_id, _point(summary, s.point_id), ratio_text(s.output_throughput), ratio_text(s.tpot),
+                  ratio_text(s.ttft), ratio_text(s.e2e), _apart(summary, s), verdict)
     return t
 
 
@@ -256,10 +256,10 @@ def verification_table(summary: RunSummary) -> Grid | None:
         followed = "-" if d.followed is None else ("yes" if d.followed else "NO: " + d.note)
         base, static = v.vs_baseline, v.vs_static
         expected = "-" if d.expected_k is None else str(d.expected_k)
-        t.add_row(_point(summary, v.point_id), _f(d.engine_batch, "{:.1f}"), expected, drafted,
-                  followed, _ratio(base.output_throughput) if base else "-", _ratio(base.tpot) if base else "-",
-                  v.static_id or "-", _ratio(static.output_throughput) if static else "-",
-                  _ratio(static.tpot) if static else "-")
+        t.add_row(_point(summary, v.point_id), fmt(d.engine_batch, "{:.1f}"), expected, drafted,
+                  followed, ratio_text(base.output_throughput) if base else "-", ratio_text(base.tpot) if base else "-",
+                  v.static_id or "-", ratio_text(static.output_throughput) if static else "-",
+                  ratio_text(static.tpot) if static else "-")
     return t
 
 
@@ -273,7 +273,7 @@ def lossless_table(summary: RunSummary) -> Grid | None:
     for c in checks:
         shown = ", ".join(f"{m.point_id} {m.conversation_id}#{m.turn} @{m.first_diff}" for m in c.mismatches[:3])
         more = f" (+{c.compared - c.matched - 3} more)" if c.compared - c.matched > 3 else ""
-        t.add_row(c.config_id, str(c.compared), _f(c.match_rate, "{:.0%}"), c.basis, (shown + more) or "-")
+        t.add_row(c.config_id, str(c.compared), fmt(c.match_rate, "{:.0%}"), c.basis, (shown + more) or "-")
     return t
 
 
@@ -298,9 +298,9 @@ def workload_bias_table(summary: RunSummary) -> Grid | None:
         a, b = pr.sd.headline, rp.sd.headline
         s_real, s_rnd = speed.get((real.id, pr.point_id)), speed.get((rnd.id, pr.point_id))
         bias = f"{(s_rnd / s_real - 1) * 100:+.0f}%" if s_real and s_rnd else "-"
-        t.add_row(_point(summary, pr.point_id), _f(a.acceptance_length if a else None),
-                  _f(b.acceptance_length if b else None), _f(pr.latency.output_tokens_per_s, "{:.1f}"),
-                  _f(rp.latency.output_tokens_per_s, "{:.1f}"), _f(s_real, "{:.2f}x"), _f(s_rnd, "{:.2f}x"), bias)
+        t.add_row(_point(summary, pr.point_id), fmt(a.acceptance_length if a else None),
+                  fmt(b.acceptance_length if b else None), fmt(pr.latency.output_tokens_per_s, "{:.1f}"),
+                  fmt(rp.latency.output_tokens_per_s, "{:.1f}"), fmt(s_real, "{:.2f}x"), fmt(s_rnd, "{:.2f}x"), bias)
     return t
 
 

@@ -1,0 +1,44 @@
+"""Outputs by kind, behind one interface: each reads a stored run (RunData) and writes what it shows.
+They render stored results and stored decisions and recompute nothing. Kinds import lazily, so a console
+report never loads matplotlib."""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+from specmeter.report.run_data import RunData
+
+# kind -> "module:class"; a new output is one line here and one class.
+KINDS = {
+    "console": "specmeter.report.console:ConsoleOutput",
+    "json": "specmeter.report.json_output:JsonOutput",
+    "csv": "specmeter.report.csv_output:CsvOutput",
+    "plots": "specmeter.report.plots:PlotsOutput",
+    "html": "specmeter.report.html:HtmlOutput",
+}
+
+
+class Output(ABC):
+    """Writes one run to `dest` (a file or a directory, by kind; None: the terminal where that makes sense)."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, dest: Path | None = None) -> None:
+        self.dest = dest
+
+    @abstractmethod
+    def write(self, run: RunData) -> list[Path]:
+        """Render the run; return the files written (none for the terminal)."""
+
+
+def output(kind: str, dest: Path | None = None) -> Output:
+    """The output of this kind, writing to `dest`."""
+    if kind not in KINDS:
+        raise KeyError(f"unknown output kind {kind!r}; kinds: {', '.join(KINDS)}")
+    module, name = KINDS[kind].split(":")
+    cls: type[Output] = getattr(importlib.import_module(module), name)
+    assert cls.kind == kind
+    return cls(dest)

@@ -1,0 +1,71 @@
+"""A finished (or interrupted) run as every output reads it: the summary, the stored recommendation and
+verification beside it, and the request records, read from the run directory and never recomputed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from specmeter.errors import InputError
+from specmeter.schemas.recommend import Recommendation
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import RunSummary
+from specmeter.store import SUMMARY, RunStore, latest_records, load_summary
+
+RECOMMENDATION = "recommendation.json"
+VERIFY_DIR = "verify"
+
+
+@dataclass
+class RunData:
+    run_dir: Path
+    summary: RunSummary
+    recommendation: Recommendation | None = None
+    verification: RunData | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.run_dir.name
+
+    @cached_property
+    def records(self) -> list[RequestRecord]:
+        """The run's request records, one per request (the last written, as a resume leaves them)."""
+        return latest_records(RunStore(self.run_dir).read_records())
+
+    @property
+    def engine_version(self) -> str | None:
+        return next((c.engine_version for c in self.summary.configs if c.engine_version), None)
+
+    def identity(self) -> str:
+        """One line that names the run on every plot and page: id, kind, engine, target hash, date."""
+        s = self.summary
+        target = s.models.get("target", {})
+        sha = target.get("sha256") if isinstance(target, dict) else None
+        weights = sha.get("model.safetensors") if isinstance(sha, dict) else sha if isinstance(sha, str) else None
+        parts = [self.run_id, s.plan.kind, self.engine_version or "engine ?"]
+        if weights:
+            parts.append(f"target {weights[:10]}")
+        parts.append(s.created_utc[:16].replace("T", " ") + " UTC")
+        return " · ".join(parts)
+
+
+def load_run(run_dir: Path) -> RunData:
+    """The run in `run_dir` with its recommendation.json and its verify/ run when they exist."""
+    summary = load_summary(run_dir)
+    rec_path = run_dir / RECOMMENDATION
+    recommendation = None
+    if rec_path.exists():
+        try:
+            recommendation = Recommendation.model_validate_json(rec_path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise InputError(f"{rec_path}: not a recommendation ({exc.__class__.__name__}); delete it or run "
+                             f"`specmeter recommend {run_dir}` again") from exc
+    return RunData(run_dir, summary, recommendation, _verification(run_dir))
+
+
+def _verification(run_dir: Path) -> RunData | None:
+    """The latest verification of this run: `verify/` (the demo, sweep --verify) or `<id>-verify/`."""
+    found = sorted(d for d in run_dir.iterdir() if d.is_dir() and (d.name == VERIFY_DIR or d.name.endswith(
+        "-" + VERIFY_DIR)) and (d / SUMMARY).exists())
+    return load_run(found[-1]) if found else None
