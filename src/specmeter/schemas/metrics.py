@@ -48,6 +48,9 @@ class CategorySD(BaseModel):
     requests: int = Field(description="Measured requests with per-request SD stats.")
     counts: SDCounts
     al_step_weighted: float | None
+    al_ci95_low: float | None = Field(default=None, description="95% bootstrap interval of al_step_weighted, "
+                                      "resampling the category's requests (None: fewer than 2 with steps).")
+    al_ci95_high: float | None = Field(default=None, description="Upper end of that interval.")
     al_request_mean: float | None
     acceptance_rate: float | None
     per_position_rate: list[float]
