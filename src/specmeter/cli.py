@@ -530,6 +530,38 @@ def report(
 
 
 @app.command()
+def compare(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Two or more run directories on the same workload; the first is the reference.")],
+    allow_different_workloads: Annotated[bool, typer.Option(help="Compare runs whose requests or sampling differ (their differences then mix engine and workload).")] = False,
+    plots: Annotated[Path | None, typer.Option(help="Write overlaid plots of the runs (PNG and SVG) into this directory.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON instead of tables.")] = False,
+) -> None:
+    """Stored runs side by side (e.g. vLLM against llama.cpp) at the load points they share: throughput, TPOT,
+    acceptance and each run's own speedup, and every run against the first, paired by request across runs."""
+    from specmeter.analysis.compare import compare_runs
+    from specmeter.report.compare import render_comparison
+    from specmeter.report.run_data import load_run
+
+    if len(run_dirs) < 2:
+        raise InputError("compare: give two or more run directories (the first is the reference)")
+    runs = [load_run(d) for d in run_dirs]
+    comparison = compare_runs(runs, allow_different_workloads=allow_different_workloads)
+    if json_out:
+        sys.stdout.write(comparison.model_dump_json(indent=2) + "\n")
+    else:
+        render_comparison(comparison, console)
+    if plots is not None:
+        from specmeter.report.plot_style import save
+        from specmeter.report.plots import compare_figures
+
+        plots.mkdir(parents=True, exist_ok=True)
+        written: list[Path] = []
+        for name, fig in compare_figures(runs).items():
+            written += save(fig, plots, name)  # PNG and SVG, as the run's own plots are saved
+        (err_console if json_out else console).print(f"plots: {len(written)} files in [cyan]{plots}[/]")
+
+
+@app.command()
 def version() -> None:
     """Print specmeter's version and the engines installed here."""
     from specmeter.engines.vllm import VLLMAdapter
