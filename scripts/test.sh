@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One command: set up, then check the package (ruff, mypy --strict on src/: it ships py.typed) and run the
-# whole test suite (unit, integration on the real vLLM CPU server, e2e).
+# whole test suite (unit, integration on the real vLLM CPU server, e2e; the HTML report in headless Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/setup-browser.sh
 .venv/bin/ruff check src
 .venv/bin/mypy
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1

@@ -23,11 +23,12 @@ from specmeter.config import (
 )
 from specmeter.errors import InputError, RunIncomplete, SpecmeterError
 from specmeter.redact import redact_argv
-from specmeter.report.console import render
+from specmeter.report.console import ConsoleOutput, render
 from specmeter.report.progress import RichReporter
-from specmeter.runner import Execution, ServerPool, execute, latest_records
+from specmeter.report.run_data import load_run
+from specmeter.runner import Execution, ServerPool, execute
 from specmeter.schemas.recommend import SLO, Objective, Recommendation
-from specmeter.store import RunStore, atomic_write_text, load_summary, new_run_id
+from specmeter.store import RunStore, atomic_write_text, latest_records, load_summary, new_run_id
 
 app = typer.Typer(
     name="specmeter",
@@ -324,6 +325,20 @@ def _sweep_from_flags(model: str | None, specs: list[str], k: str | None, concur
     return build_model(SweepSpec, raw, "command line")
 
 
+def _write_page(run_dir: Path, json_out: bool) -> None:
+    """The run's one-file HTML report beside summary.json (written again when a recommendation or a
+    verification joins the run)."""
+    from specmeter.report.html import HtmlOutput
+
+    try:
+        (path,) = HtmlOutput().write(load_run(run_dir))
+    except Exception as exc:  # the page is a by-product: the measurements are on disk and the exit code is theirs
+        err_console.print(f"[yellow]report.html not written ({exc.__class__.__name__}: {exc}); "
+                          f"`specmeter report {run_dir} --html FILE` tries again[/]")
+        return
+    (err_console if json_out else console).print(f"report: [cyan]{path}[/]")
+
+
 def _execute(ex: Execution, run_dir: Path, json_out: bool, pool: ServerPool | None = None) -> None:
     store = RunStore(run_dir)
     reporter = RichReporter(err_console if json_out else console)
@@ -335,6 +350,8 @@ def _execute(ex: Execution, run_dir: Path, json_out: bool, pool: ServerPool | No
         sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
     else:
         render(summary, console)
+    _write_page(run_dir, json_out)
+    if not json_out:
         console.print(f"results: [cyan]{run_dir}[/] (summary.json, requests.jsonl, server logs)")
     if summary.status != "complete":
         raise RunIncomplete(f"{summary.incomplete_reason}; what finished is in {run_dir}; "
@@ -403,6 +420,7 @@ def _recommendation(run_dir: Path, objective: Objective, slo: SLO | None, max_nu
         sys.stdout.write(rec.model_dump_json(indent=2) + "\n")
     else:
         render_recommendation(rec, console)
+    _write_page(run_dir, json_out)
     return rec
 
 
@@ -431,6 +449,7 @@ def _recommend_and_verify(run_dir: Path, objective: Objective, slo: SLO | None, 
     target.mkdir(parents=True, exist_ok=True)
     atomic_write_text(target / "recommendation.json", rec.model_dump_json(indent=2) + "\n")
     _execute(ex, target, json_out, pool)
+    _write_page(run_dir, json_out)  # the sweep's page now shows the verification too
 
 
 @app.command("recommend")
@@ -520,13 +539,25 @@ def data_prepare(
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by run, sweep, compare-workloads or demo.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json instead of tables.")] = False,
+    html: Annotated[Path | None, typer.Option(help="Write the one-file HTML report here (plots inlined, works offline).")] = None,
+    csv: Annotated[Path | None, typer.Option(help="Write requests.csv, points.csv, speedups.csv (and recommendation.csv) into this directory.")] = None,
+    plots: Annotated[Path | None, typer.Option(help="Write every plot as PNG and SVG into this directory.")] = None,
 ) -> None:
-    """Show the report of a finished (or interrupted) run."""
-    summary = load_summary(run_dir)
+    """Show the report of a finished (or interrupted) run again, from its saved results (no server), and
+    write it as HTML, CSV or plots."""
+    from specmeter.report.outputs import output
+
+    run = load_run(run_dir)
+    written: list[Path] = []
+    for kind, dest in (("html", html), ("csv", csv), ("plots", plots)):
+        if dest is not None:
+            written += output(kind, dest).write(run)
     if json_out:
-        sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
-    else:
-        render(summary, console)
+        output("json").write(run)
+    elif not written:
+        ConsoleOutput(console=console).write(run)
+    for path in written:
+        (err_console if json_out else console).print(f"wrote [cyan]{path}[/]")
 
 
 @app.command()
