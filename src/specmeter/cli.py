@@ -25,7 +25,7 @@ from specmeter.errors import InputError, RunIncomplete, SpecmeterError
 from specmeter.redact import redact_argv
 from specmeter.report.console import ConsoleOutput, render
 from specmeter.report.progress import RichReporter
-from specmeter.report.run_data import load_run
+from specmeter.run_data import load_run
 from specmeter.runner import Execution, ServerPool, execute
 from specmeter.schemas.recommend import SLO, Objective, Recommendation
 from specmeter.store import RunStore, atomic_write_text, latest_records, load_summary, new_run_id
@@ -571,7 +571,7 @@ def compare(
     acceptance and each run's own speedup, and every run against the first, paired by request across runs."""
     from specmeter.analysis.compare import compare_runs
     from specmeter.report.compare import render_comparison
-    from specmeter.report.run_data import load_run
+    from specmeter.run_data import load_run
 
     if len(run_dirs) < 2:
         raise InputError("compare: give two or more run directories (the first is the reference)")

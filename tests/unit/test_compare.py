@@ -18,7 +18,7 @@ from specmeter.cli import app
 from specmeter.config import ConcurrencyPoint
 from specmeter.errors import InputError
 from specmeter.report.compare import compare_notes, compare_tables, render_comparison
-from specmeter.report.run_data import load_run
+from specmeter.run_data import load_run
 from specmeter.schemas.compare import RunComparison
 from specmeter.schemas.results import RunSummary
 from specmeter.store import RunStore, load_summary

@@ -16,7 +16,7 @@ from specmeter.analysis.paired import paired_ratio_of_means, paired_ratio_of_sum
 from specmeter.config import ConcurrencyPoint, RatePoint
 from specmeter.errors import InputError
 from specmeter.metrics.sd import sum_counts
-from specmeter.report.run_data import RunData
+from specmeter.run_data import RunData
 from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.compare import (
     ComparedConfig,

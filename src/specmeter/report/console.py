@@ -10,8 +10,8 @@ from rich.text import Text
 
 from specmeter.report.outputs import Output
 from specmeter.report.recommendation import deploy_lines, evidence_table, heading
-from specmeter.report.run_data import RunData
 from specmeter.report.tables import Grid, notes, summary_tables
+from specmeter.run_data import RunData
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from specmeter.config import ConcurrencyPoint
 from specmeter.report.outputs import Output
-from specmeter.report.run_data import RunData
+from specmeter.run_data import RunData
 from specmeter.schemas.analysis import Ratio, Speedup
 from specmeter.schemas.metrics import Distribution
 from specmeter.schemas.plan import Plan

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from specmeter.report.outputs import Output
-from specmeter.report.run_data import RunData
+from specmeter.run_data import RunData
 from specmeter.store import atomic_write_text
 
 

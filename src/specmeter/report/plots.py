@@ -42,8 +42,8 @@ from specmeter.report.plot_style import (
     svg_text,
     unity,
 )
-from specmeter.report.run_data import RunData
 from specmeter.report.tables import pooled_sd
+from specmeter.run_data import RunData
 from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.metrics import CategoryBreakdown
 from specmeter.schemas.plan import PlannedConfig, Role
