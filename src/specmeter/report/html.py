@@ -64,9 +64,9 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def grid_html(grid: Grid, table_id: str | None = None) -> str:
+def grid_html(grid: Grid) -> str:
     """A Grid as an HTML table: numbers right-aligned, sections ruled, newlines kept."""
-    out = [f'<table{f" id={_e(table_id)!r}" if table_id else ""}><caption>{_e(grid.title)}</caption><thead><tr>']
+    out = [f"<table><caption>{_e(grid.title)}</caption><thead><tr>"]
     out += [f"<th>{_e(c.name)}</th>" for c in grid.columns]
     out.append("</tr></thead><tbody>")
     for i, row in enumerate(grid.rows):
