@@ -37,15 +37,20 @@ class RunData:
     def engine_version(self) -> str | None:
         return next((c.engine_version for c in self.summary.configs if c.engine_version), None)
 
+    @property
+    def target_hash(self) -> str | None:
+        """The target's weights hash (model.safetensors), or its one hash: which model the numbers are of."""
+        target = self.summary.models.get("target", {})
+        sha = target.get("sha256") if isinstance(target, dict) else None
+        weights = sha.get("model.safetensors") if isinstance(sha, dict) else sha
+        return weights if isinstance(weights, str) else None
+
     def identity(self) -> str:
         """One line that names the run on every plot and page: id, kind, engine, target hash, date."""
         s = self.summary
-        target = s.models.get("target", {})
-        sha = target.get("sha256") if isinstance(target, dict) else None
-        weights = sha.get("model.safetensors") if isinstance(sha, dict) else sha if isinstance(sha, str) else None
         parts = [self.run_id, s.plan.kind, self.engine_version or "engine ?"]
-        if weights:
-            parts.append(f"target {weights[:10]}")
+        if self.target_hash:
+            parts.append(f"target {self.target_hash[:10]}")
         parts.append(s.created_utc[:16].replace("T", " ") + " UTC")
         return " · ".join(parts)
 

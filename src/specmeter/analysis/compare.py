@@ -30,7 +30,7 @@ from specmeter.schemas.compare import (
 )
 from specmeter.schemas.plan import Role
 from specmeter.schemas.records import RequestRecord
-from specmeter.schemas.results import ConfigResult, RunSummary
+from specmeter.schemas.results import ConfigResult
 
 # What decides which requests are sent: the selection (its result is conversation_ids; the tokenizer that
 # filtered by input length is a means, and its path differs between machines, so it is not compared).
@@ -76,19 +76,12 @@ def run_names(runs: Sequence[RunData]) -> list[str]:
     return names
 
 
-def _target(summary: RunSummary) -> str | None:
-    target = summary.models.get("target", {})
-    sha = target.get("sha256") if isinstance(target, dict) else None
-    weights = sha.get("model.safetensors") if isinstance(sha, dict) else sha
-    return weights if isinstance(weights, str) else None
-
-
 def _compared_run(run: RunData, name: str) -> ComparedRun:
     engine = run.engine_version
     s = run.summary
     return ComparedRun(name=name, run_dir=str(run.run_dir), engine_version=engine,
                        label=f"{name} ({engine or 'engine ?'})", plan_kind=s.plan.kind, status=s.status,
-                       created_utc=s.created_utc, target=_target(s))
+                       created_utc=s.created_utc, target=run.target_hash)
 
 
 # ---- same workload? ---------------------------------------------------------------------------------------
