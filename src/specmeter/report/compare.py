@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rich.console import Console, Group
-from rich.text import Text
+from rich.console import Console
 
-from specmeter.report.console import to_rich
+from specmeter.report.console import print_tables
 from specmeter.report.tables import VERDICTS, Grid, Note, fmt, grid, ms, ratio_text
 from specmeter.schemas.analysis import Speedup
 from specmeter.schemas.compare import ComparedConfig, RunComparison, RunEntry
@@ -124,7 +123,4 @@ def compare_notes(cmp: RunComparison) -> list[Note]:
 
 def render_comparison(cmp: RunComparison, console: Console | None = None) -> None:
     """The comparison in a terminal: the tables, then the notes (warnings in yellow)."""
-    console = console or Console()
-    console.print(Group(*[to_rich(t) for t in compare_tables(cmp)]))
-    for note in compare_notes(cmp):
-        console.print(Text("• " + note.text, style="yellow" if note.warn else "dim"))
+    print_tables(compare_tables(cmp), compare_notes(cmp), console or Console())

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from specmeter.report.outputs import Output
 from specmeter.report.recommendation import deploy_lines, evidence_table, heading
-from specmeter.report.tables import Grid, notes, summary_tables
+from specmeter.report.tables import Grid, Note, notes, summary_tables
 from specmeter.run_data import RunData
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
@@ -27,11 +27,15 @@ def to_rich(grid: Grid) -> Table:
     return t
 
 
-def render(summary: RunSummary, console: Console | None = None) -> None:
-    console = console or Console()
-    console.print(Group(*[to_rich(t) for t in summary_tables(summary)]))
-    for note in notes(summary):
+def print_tables(grids: list[Grid], items: list[Note], console: Console) -> None:
+    """Tables, then the notes under them (warnings in yellow)."""
+    console.print(Group(*[to_rich(t) for t in grids]))
+    for note in items:
         console.print(Text("• " + note.text, style="yellow" if note.warn else "dim"))
+
+
+def render(summary: RunSummary, console: Console | None = None) -> None:
+    print_tables(summary_tables(summary), notes(summary), console or Console())
 
 
 def render_recommendation(rec: Recommendation, console: Console) -> None:
