@@ -420,7 +420,6 @@ def _recommendation(run_dir: Path, objective: Objective, slo: SLO | None, max_nu
         sys.stdout.write(rec.model_dump_json(indent=2) + "\n")
     else:
         render_recommendation(rec, console)
-    _write_page(run_dir, json_out)
     return rec
 
 
@@ -442,14 +441,17 @@ def _recommend_and_verify(run_dir: Path, objective: Objective, slo: SLO | None, 
         err_console.print("[yellow]nothing to verify: no K clearly beats the baseline at any measured point, so the "
                           "answer is to serve without speculation; more repeats (--repeats) or longer outputs "
                           "narrow the intervals if the speedups looked close[/]")
+        _write_page(run_dir, json_out)  # the sweep's page now shows the recommendation
         return
     ex = verify_execution(run_dir, load_summary(run_dir), rec, endpoint=endpoint, repeats=repeats, api_key=api_key,
                           command=["specmeter", *redact_argv(sys.argv[1:])])
     target = verify_dir or run_dir / new_run_id("verify")
     target.mkdir(parents=True, exist_ok=True)
     atomic_write_text(target / "recommendation.json", rec.model_dump_json(indent=2) + "\n")
-    _execute(ex, target, json_out, pool)
-    _write_page(run_dir, json_out)  # the sweep's page now shows the verification too
+    try:
+        _execute(ex, target, json_out, pool)
+    finally:  # the sweep's page now shows the recommendation and what of the verification finished
+        _write_page(run_dir, json_out)
 
 
 @app.command("recommend")
@@ -464,6 +466,7 @@ def recommend_cmd(
     --speculative-config, the static K for engines without dynamic SD, and the evidence behind every range.
     Writes recommendation.json into the run directory."""
     _recommendation(run_dir, _objective(objective), _slo(slo), max_num_seqs, json_out)
+    _write_page(run_dir, json_out)
 
 
 @app.command("verify")
