@@ -25,7 +25,7 @@ from typing import Any
 
 from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
-from specmeter.engines.vllm import VLLMAdapter
+from specmeter.engines.vllm import VLLMStats
 from specmeter.load.client import OpenAIClient
 from specmeter.load.strategies import PointKey, run_point
 from specmeter.schemas.records import RequestRecord
@@ -35,7 +35,7 @@ async def drive(url: str, model: str, requests: int, point: ConcurrencyPoint | R
                 max_tokens: int, api: str) -> tuple[list[RequestRecord], float]:
     convs = [Conversation(id=f"req-{i}", turns=[f"req-{i} Say something."]) for i in range(requests)]
     load = LoadSpec(api=api, max_tokens=max_tokens, warmup=0, temperature=0.0, max_error_rate=1.0)  # type: ignore[arg-type]
-    adapter = VLLMAdapter()
+    adapter = VLLMStats()
     async with OpenAIClient(url, adapter, extra_body=adapter.request_extensions(load.temperature)) as client:
         traffic = await run_point(client, point, convs, load, model, PointKey("bench", point.id), lambda r: None)
     return traffic.records, traffic.wall_s

@@ -6,6 +6,7 @@ import inspect
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, get_type_hints
 
@@ -126,7 +127,7 @@ def build_plan_inputs(
 @app.command()
 def run(
     endpoint: Annotated[str | None, typer.Option(help="Attach to a running OpenAI-compatible server at this base URL.")] = None,
-    engine: Annotated[str, typer.Option(help="Engine to launch (launch mode).")] = "vllm",
+    engine: Annotated[str | None, typer.Option(help="vllm, llamacpp, sglang or trtllm (default: vllm when launching; detected from the server when attaching).")] = None,
     model: Annotated[str | None, typer.Option(help="Target model path or hub id to launch.")] = None,
     spec: Annotated[str | None, typer.Option(help='Speculative config as JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\'.')] = None,
     config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/load sections (flags override it).")] = None,
@@ -340,6 +341,10 @@ def _write_page(run_dir: Path, json_out: bool) -> None:
 
 
 def _execute(ex: Execution, run_dir: Path, json_out: bool, pool: ServerPool | None = None) -> None:
+    from specmeter.engines.probe import resolve_endpoints
+
+    # Before the run directory exists: an endpoint that does not answer leaves nothing behind.
+    ex = replace(ex, plan=resolve_endpoints(ex.plan, ex.api_key))
     store = RunStore(run_dir)
     reporter = RichReporter(err_console if json_out else console)
     if not json_out:
@@ -598,9 +603,10 @@ def compare(
 @app.command()
 def version() -> None:
     """Print specmeter's version and the engines installed here."""
-    from specmeter.engines.vllm import VLLMAdapter
+    from specmeter.engines.registry import engine_kinds, get_engine
 
-    console.print(json.dumps({"specmeter": __version__, "vllm": VLLMAdapter().version()}))
+    engines = {kind: get_engine(kind).launcher.version() for kind in engine_kinds()}
+    console.print(json.dumps({"specmeter": __version__, **engines}))
 
 
 def main() -> None:

@@ -133,7 +133,8 @@ def dynamic_k_at(table: list[tuple[int, int, int]], batch: int, k_max: int) -> i
 class EngineSpec(StrictModel):
     """How to reach the engine: attach to `endpoint`, or launch `kind` serving `model`."""
 
-    kind: Literal["vllm"] = "vllm"
+    kind: str | None = Field(default=None, description="vllm, llamacpp, sglang or trtllm; launch mode: vllm if "
+                             "unset; attach mode: detected from the server if unset.")
     model: str | None = Field(default=None, description="Target model path or hub id (launch mode).")
     endpoint: str | None = Field(default=None, description="Base URL of a running server (attach mode).")
     served_model_name: str | None = None
@@ -153,6 +154,12 @@ class EngineSpec(StrictModel):
             raise ValueError("give either endpoint (attach to a running server) or model (launch one)")
         if self.endpoint is not None and not self.endpoint.startswith(("http://", "https://")):
             raise ValueError(f"endpoint {self.endpoint!r} must start with http:// or https://")
+        from specmeter.engines.registry import engine_kinds  # lazy: the registry imports this module
+
+        if self.kind is not None and self.kind not in engine_kinds():
+            raise ValueError(f"unknown engine {self.kind!r}; choose one of: {', '.join(engine_kinds())}")
+        if self.kind is None and self.endpoint is None:
+            self.kind = "vllm"
         return self
 
     @property

@@ -17,7 +17,7 @@ import signal
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,10 +26,11 @@ from specmeter.analysis.decide import analyze
 from specmeter.config import ConcurrencyPoint, EngineSpec, RatePoint
 from specmeter.data.matched import matched_random
 from specmeter.data.model import Conversation
-from specmeter.engines.base import EngineAdapter
+from specmeter.engines.base import Engine
 from specmeter.engines.launcher import LaunchedServer, log_tail
-from specmeter.engines.registry import get_adapter
-from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, RunIncomplete, SpecmeterError
+from specmeter.engines.probe import resolve_endpoints
+from specmeter.engines.registry import get_engine
+from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, InputError, RunIncomplete, SpecmeterError
 from specmeter.load.client import OpenAIClient
 from specmeter.load.gauge import GaugeSampler
 from specmeter.load.strategies import PointKey, count_requests, point_conversations, run_point
@@ -116,7 +117,10 @@ class _Server:
     def __init__(self, configs: list[PlannedConfig]) -> None:
         self.configs = configs
         self.head = configs[0]
-        self.adapter: EngineAdapter = get_adapter(self.head.engine.kind)
+        kind = self.head.engine.kind
+        if kind is None:  # execute() resolves attached servers' kinds before any _Server exists
+            raise InputError(f"server {self.head.server}: engine kind unknown; pass --engine")
+        self.engine: Engine = get_engine(kind)
         self.process: LaunchedServer | None = None
         self.base_url: str | None = self.head.engine.endpoint
         self.error: str | None = None
@@ -179,12 +183,12 @@ class _Run:
     def save(self) -> None:
         self.store.write_summary(self.summary)
 
-    def result(self, config: PlannedConfig, adapter: EngineAdapter) -> ConfigResult:
+    def result(self, config: PlannedConfig, engine: Engine) -> ConfigResult:
         found = self.summary.config(config.id)
         if found is None:
             found = ConfigResult(config_id=config.id, role=config.role, spec_label=config.label,
                                  workload=config.workload,
-                                 engine_version=adapter.version() if config.engine.launch else None)
+                                 engine_version=engine.launcher.version() if config.engine.launch else None)
             self.summary.configs.append(found)
         return found
 
@@ -206,7 +210,7 @@ class _Run:
         are pinned to and for the shared compile cache, and took longer than starting in turn. A server that
         fails is recorded and the rest go on."""
         for server in servers:
-            results = [self.result(c, server.adapter) for c in server.configs]
+            results = [self.result(c, server.engine) for c in server.configs]
             for r in results:
                 r.server_error = None
             head = server.head
@@ -215,15 +219,15 @@ class _Run:
             running = pool.running(head)
             if running is not None:
                 self._bind(server, running, reused=True)
-                self.reporter.note(f"server {head.server}: reusing the running {server.adapter.name} server with the "
+                self.reporter.note(f"server {head.server}: reusing the running {server.engine.kind} server with the "
                                    "same engine and speculative config")
                 continue
-            proc = LaunchedServer(server.adapter, head.engine, head.spec, self.store.server_log(head.server),
+            proc = LaunchedServer(server.engine.launcher, head.engine, head.spec, self.store.server_log(head.server),
                                   api_key=self.ex.api_key)
             for r in results:
                 r.server_command, r.server_log = redact_argv(proc.command), proc.log_path.name
             self.save()
-            self.reporter.note(f"starting {server.adapter.name} server {head.server}: speculation {head.label}")
+            self.reporter.note(f"starting {server.engine.kind} server {head.server}: speculation {head.label}")
             try:
                 pool.start(head, proc)
             except EngineError as exc:
@@ -241,7 +245,7 @@ class _Run:
 
     def _bind(self, server: _Server, proc: LaunchedServer, *, reused: bool) -> None:
         server.process, server.base_url = proc, proc.base_url
-        for r in (self.result(c, server.adapter) for c in server.configs):
+        for r in (self.result(c, server.engine) for c in server.configs):
             r.server_pid = proc.proc.pid if proc.proc else None
             if reused:  # started by an earlier plan: its log lives in that run's directory
                 r.server_command, r.server_log, r.startup_s = redact_argv(proc.command), str(proc.log_path), 0.0
@@ -252,15 +256,15 @@ class _Run:
     async def measure(self, cell: Cell, server: _Server) -> PointResult:
         config, point, repeat = cell.config, cell.point, cell.repeat
         load = self.plan.load_for(config)
-        adapter = server.adapter
+        stats = server.engine.stats
         assert server.base_url is not None
         convs = point_conversations(self.conversations(config), point, load)
         key = PointKey(config.id, point.id, repeat)
         prior = [r for r in self.ex.prior_records
                  if (r.config_id, r.point_id, r.repeat) == (config.id, point.id, repeat) and not r.warmup]
         skip = completed_conversations(prior, convs)
-        async with OpenAIClient(server.base_url, adapter, api_key=self.ex.api_key, timeout_s=load.request_timeout_s,
-                                extra_body=adapter.request_extensions(load.temperature)) as client:
+        async with OpenAIClient(server.base_url, stats, api_key=self.ex.api_key, timeout_s=load.request_timeout_s,
+                                extra_body=stats.request_extensions(load.temperature)) as client:
             if server.model is None:
                 server.model = await _served_model(client, config.engine)
             on_record = self._on_record(server)
@@ -273,18 +277,18 @@ class _Run:
             self.reporter.point_start(config, point, repeat, count_requests(convs) - count_requests(
                 [c for c in convs if c.id in skip]))
             started = time.perf_counter() - self.t0
-            gauge = adapter.running_gauge
+            gauge = stats.running_gauge
             sampler = GaugeSampler(client, gauge, time.perf_counter()) if gauge else None
             async with sampler or contextlib.nullcontext():
                 traffic = await run_point(client, point, convs, load, server.model, key, on_record, skip=skip)
             after, err_after = await _snapshot(client)
-        sd = summarize_sd(adapter, before, after, traffic.records, scrape_error=err_before or err_after)
+        sd = summarize_sd(stats, before, after, traffic.records, scrape_error=err_before or err_after)
         records, wall = traffic.records, traffic.wall_s
         if prior:
             records = latest_records([*prior, *traffic.records])
             wall += max((r.end_s or r.start_s for r in prior), default=0.0)
             if sd.available:
-                sd = summarize_sd(adapter, None, None, records)
+                sd = summarize_sd(stats, None, None, records)
                 sd.counters_invalid_reason = (
                     "point finished by --resume on a new server: counter deltas cover only the resumed "
                     "requests, so per-request stats are used"
@@ -305,7 +309,7 @@ class _Run:
             proc = server.process
             if proc is not None and not record.ok and not proc.alive():
                 raise EngineDied(
-                    f"the {server.adapter.name} server {server.head.server} died during the run (last log lines "
+                    f"the {server.engine.kind} server {server.head.server} died during the run (last log lines "
                     f"of {proc.log_path}):\n{log_tail(proc.log_path)}"
                 )
         return on_record
@@ -325,7 +329,7 @@ class _Run:
                 server = servers[cell.config.server]
                 if server.error is not None:
                     continue
-                result = self.result(cell.config, server.adapter)
+                result = self.result(cell.config, server.engine)
                 point_result = _run_async(self.measure(cell, server))
                 result.points.append(point_result)
                 self.reporter.point_done(cell.config, point_result)
@@ -358,6 +362,8 @@ def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None,
     measured. A server that fails to start is reported and skipped; the run then ends incomplete.
     With a `pool`, launched servers outlive this plan (the caller closes the pool) and a later plan
     with the same engine and speculative config reuses them instead of starting its own."""
+    if any(c.engine.kind is None for c in ex.plan.configs):
+        ex = replace(ex, plan=resolve_endpoints(ex.plan, ex.api_key))
     run = _Run(ex, store, reporter or Reporter(), pool)
     summary = run.summary
     summary.status, summary.incomplete_reason = "running", None

@@ -13,7 +13,7 @@ from specmeter.config import EngineSpec, LoadSpec, SpecConfig
 from specmeter.data.sample import load_sample
 from specmeter.data.selection import select
 from specmeter.engines.launcher import LaunchedServer
-from specmeter.engines.vllm import VLLMAdapter
+from specmeter.engines.vllm import VLLMLauncher
 from specmeter.plans.demo import demo_engine
 from specmeter.plans.run import run_plan
 from specmeter.runner import Execution, execute
@@ -34,7 +34,7 @@ class ServerPool:
         if key not in self._servers:
             name = spec.label().replace(" ", "_").replace("=", "")
             log = self.log_dir / f"server-{name}-{len(self._servers)}.log"
-            self._servers[key] = LaunchedServer(VLLMAdapter(), demo_engine(), spec, log).start()
+            self._servers[key] = LaunchedServer(VLLMLauncher(), demo_engine(), spec, log).start()
         return self._servers[key]
 
     def stop_all(self) -> None:

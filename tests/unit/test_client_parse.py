@@ -18,7 +18,7 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmeter.engines.vllm import VLLMAdapter
+from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import StreamError
 from specmeter.load.client import OpenAIClient, RequestSpec, StreamResult, _chunk_tokens, parse_sse_line
 from specmeter.schemas.records import RequestRecord
@@ -96,7 +96,7 @@ def test_real_stream_tokens_per_chunk() -> None:
 def test_real_stream_finish_fills_the_record() -> None:
     out = parse_all(stream_lines())
     record = new_record()
-    OpenAIClient("http://127.0.0.1:1", VLLMAdapter())._finish(record, out, t_send=0.0)
+    OpenAIClient("http://127.0.0.1:1", VLLMStats())._finish(record, out, t_send=0.0)
     assert record.ok and record.error_kind is None
     assert record.output_tokens == 24
     assert record.prompt_tokens == events()[-1]["usage"]["prompt_tokens"]
@@ -296,7 +296,7 @@ async def stub_server(body: bytes, status: int = 200) -> Any:
 def run_send(body: bytes, status: int = 200) -> tuple[RequestRecord, str]:
     async def go() -> tuple[RequestRecord, str]:
         async with stub_server(body, status) as base:
-            async with OpenAIClient(base, VLLMAdapter(), timeout_s=10) as client:
+            async with OpenAIClient(base, VLLMStats(), timeout_s=10) as client:
                 record = new_record()
                 text = await client.send(RequestSpec("/v1/chat/completions", {"stream": True}), record, 0.0)
                 return record, text

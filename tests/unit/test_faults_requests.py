@@ -24,7 +24,7 @@ from faultserver import (
     run_plan,
 )
 
-from specmeter.engines.vllm import VLLMAdapter
+from specmeter.engines.vllm import VLLMStats
 from specmeter.load.client import OpenAIClient, RequestSpec
 from specmeter.schemas.records import RequestRecord
 from specmeter.store import RunStore
@@ -67,7 +67,7 @@ def _request(text: str, api: str, max_tokens: int = 32) -> RequestSpec:
 
 def _send(url: str, text: str, api: str, timeout_s: float = 1.0) -> tuple[RequestRecord, str]:
     async def go() -> tuple[RequestRecord, str]:
-        async with OpenAIClient(url, VLLMAdapter(), timeout_s=timeout_s) as client:
+        async with OpenAIClient(url, VLLMStats(), timeout_s=timeout_s) as client:
             rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id="x")
             text_out = await client.send(_request(text, api), rec, 0.0)
             return rec, text_out

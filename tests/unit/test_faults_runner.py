@@ -23,7 +23,7 @@ from faultserver import (
 )
 from specmeter.analysis.lossless import first_difference
 from specmeter.config import EngineSpec, LoadSpec, SpecConfig
-from specmeter.engines.vllm import VLLMAdapter
+from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import RunIncomplete
 from specmeter.plans.run import BASELINE
 from specmeter.report.tables import plan_table
@@ -60,7 +60,7 @@ def test_run_samples_the_running_batch_and_records_token_ids(tmp_path: Path) -> 
     assert not server.problems, server.problems
     point = only_config(summary).points[0]
     rb = point.running_batch
-    assert rb is not None and rb.gauge == VLLMAdapter().running_gauge == "vllm:num_requests_running"
+    assert rb is not None and rb.gauge == VLLMStats().running_gauge == "vllm:num_requests_running"
     assert rb.samples > 0
     assert rb.max is not None and 1 <= rb.max <= 2  # something ran, never more than the client's N
     assert rb.mean is not None and 0 <= rb.mean <= rb.max

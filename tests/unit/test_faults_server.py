@@ -23,13 +23,13 @@ from faultserver import (
     sd_stats,
 )
 
-from specmeter.engines.vllm import REQUESTS_DONE, VLLMAdapter
+from specmeter.engines.vllm import REQUESTS_DONE, VLLMStats
 from specmeter.load.client import OpenAIClient, RequestSpec
 from specmeter.schemas.records import RequestRecord
 from specmeter.metrics.prometheus import counter_delta, parse_exposition
 
 pytestmark = pytest.mark.timeout(30)
-ADAPTER = VLLMAdapter()
+ADAPTER = VLLMStats()
 
 
 def _get(url: str) -> tuple[int, str]:

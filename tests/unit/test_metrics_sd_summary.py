@@ -10,14 +10,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from specmeter.engines.vllm import VLLMAdapter
+from specmeter.engines.vllm import VLLMStats
 from specmeter.schemas.records import RequestRecord
 from specmeter.metrics.prometheus import Snapshot, parse_exposition
 from specmeter.metrics.sd_summary import compare_counts, summarize_sd
 from specmeter.schemas.sd import SDCounts
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
-ADAPTER = VLLMAdapter()
+ADAPTER = VLLMStats()
 
 
 def snap(name: str) -> Snapshot:

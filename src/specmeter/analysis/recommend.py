@@ -25,7 +25,7 @@ from specmeter.analysis.choice import TIE_FRACTION, Contender, choose
 from specmeter.analysis.decide import headline
 from specmeter.analysis.paired import fill_repeats, paired_bootstrap_ci
 from specmeter.config import ConcurrencyPoint, RatePoint, SpecConfig
-from specmeter.engines.vllm import VLLMAdapter
+from specmeter.engines.vllm import VLLMLauncher
 from specmeter.errors import InputError
 from specmeter.schemas.analysis import PointChoice, Ratio, Speedup
 from specmeter.schemas.plan import PlannedConfig, Role
@@ -261,11 +261,11 @@ def _drafter(family: list[PlannedConfig], scorer: _Scorer, batches: dict[str, _B
         spec = head.model_copy(update={"num_speculative_tokens": k_max, "extra": extra,
                                        "num_speculative_tokens_per_batch_size": [tuple(r.entry) for r in ranges]})
         spec = SpecConfig.model_validate(spec.model_dump())  # the launcher's validator: emit nothing it refuses
-        cfg = VLLMAdapter.speculative_config_json(spec)
+        cfg = VLLMLauncher.speculative_config_json(spec)
     static_k, static_cfg, static_reason = _static(family, scorer, [p for _, p, _, _ in measured], objective)
     static_spec = None
     if static_cfg is not None:
-        static_spec = VLLMAdapter.speculative_config_json(
+        static_spec = VLLMLauncher.speculative_config_json(
             static_cfg.spec.model_copy(update={"extra": extra}))
     return DrafterRecommendation(
         drafter=label, candidates=[c.id for c in family], ranges=ranges, segments=segments, spec=spec,

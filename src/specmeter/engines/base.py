@@ -1,31 +1,54 @@
-"""What every engine adapter provides: how to launch it, and how to read its SD stats into SDCounts."""
+"""What an engine provides, in two parts that never need each other.
+
+- `EngineStats` reads a server: its SD counters, per-request SD payloads, the fields a request must add
+  to get them, and whether a server it has never seen is this engine (`can_adapt`, for attach mode).
+- `EngineLauncher` starts one: the command, its environment, the drafters it supports, its version.
+
+Attach mode uses only the stats half; a registry pairs both under `EngineSpec.kind`.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
-from specmeter.config import EngineSpec, SpecConfig
+from specmeter.config import EngineSpec, SpecConfig, SpecMethod
+from specmeter.errors import InputError
 from specmeter.metrics.prometheus import CounterDelta, Snapshot
 from specmeter.schemas.sd import SDCounts
 
 
-class EngineAdapter(ABC):
-    """One serving engine. Adapters are stateless; a registry maps `EngineSpec.kind` to one."""
+@dataclass(frozen=True)
+class ServerProbe:
+    """What a running server showed before a run: enough to tell which engine it is."""
+
+    url: str
+    models: dict[str, Any] | None  # the /v1/models body
+    metrics: Snapshot | None  # /metrics, None when the server exposes none
+    server_header: str | None  # the HTTP `Server` header of /v1/models
+
+
+def owned_by(probe: ServerProbe) -> str | None:
+    """The `owned_by` of the first model /v1/models lists (engines put their own name there)."""
+    data = (probe.models or {}).get("data")
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        value = data[0].get("owned_by")
+        return value if isinstance(value, str) else None
+    return None
+
+
+class EngineStats(ABC):
+    """Reading SD statistics from one engine's server. Stateless."""
 
     name: str
 
-    @abstractmethod
-    def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
-        """The argv that launches the engine's OpenAI-compatible server."""
-
-    def server_env(self, engine: EngineSpec) -> dict[str, str]:
-        """Extra environment for a launched server (on top of the caller's)."""
-        return dict(engine.env)
-
-    def api_key_env(self, api_key: str) -> dict[str, str]:
-        """Environment that makes a launched server require `api_key` (empty: engine cannot)."""
-        return {}
+    def can_adapt(self, probe: ServerProbe) -> bool:
+        """Whether `probe` came from this engine (default: its SD or traffic counters are exposed)."""
+        if probe.metrics is None:
+            return False
+        names = [*self.sd_counter_names, *self.traffic_counter_names.values()]
+        return any(probe.metrics.has(n) for n in names)
 
     def request_extensions(self, temperature: float) -> dict[str, Any]:
         """Engine-specific fields added to every request body (e.g. ask for the generated token ids)."""
@@ -36,9 +59,10 @@ class EngineAdapter(ABC):
         """Exact name of the gauge holding the engine's running-batch size (None: not exposed)."""
         return None
 
-    @abstractmethod
-    def version(self) -> str | None:
-        """Installed engine version, or None when the engine is not installed here."""
+    @property
+    def unavailable(self) -> dict[str, str]:
+        """Numbers this engine cannot give exactly, with why: the report says so instead of guessing."""
+        return {}
 
     @property
     @abstractmethod
@@ -61,3 +85,45 @@ class EngineAdapter(ABC):
     def sd_enabled_in(self, snapshot: Snapshot) -> bool:
         """Whether the server's /metrics shows speculation is configured at all."""
         return any(snapshot.has(n) for n in self.sd_counter_names)
+
+
+class EngineLauncher(ABC):
+    """Starting one engine's OpenAI-compatible server from an engine-neutral SpecConfig. Stateless."""
+
+    name: str
+    # Drafters this engine can run; anything else is refused with this list before a server starts.
+    methods: tuple[SpecMethod, ...]
+    # Paths that answer 2xx once the server serves (checked in order, each must pass).
+    ready_paths: tuple[str, ...] = ("/health", "/v1/models")
+
+    @abstractmethod
+    def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
+        """The argv that launches the engine's OpenAI-compatible server."""
+
+    def server_env(self, engine: EngineSpec) -> dict[str, str]:
+        """Extra environment for a launched server (on top of the caller's)."""
+        return dict(engine.env)
+
+    def api_key_env(self, api_key: str) -> dict[str, str]:
+        """Environment that makes a launched server require `api_key` (empty: engine cannot)."""
+        return {}
+
+    @abstractmethod
+    def version(self) -> str | None:
+        """Installed engine version, or None when the engine is not installed here."""
+
+    def check_method(self, spec: SpecConfig) -> None:
+        """Refuse a drafter this engine lacks, naming the ones it has."""
+        if spec.enabled and spec.method not in self.methods:
+            have = ", ".join(m.value for m in self.methods)
+            raise InputError(f"{self.name} cannot run speculation method {spec.method.value!r}; "
+                             f"it supports: {have}")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One registered engine: how to read it, and (when it can be launched here) how to start it."""
+
+    kind: str
+    stats: EngineStats
+    launcher: EngineLauncher

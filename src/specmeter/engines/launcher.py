@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from specmeter.config import EngineSpec, SpecConfig
-from specmeter.engines.base import EngineAdapter
+from specmeter.engines.base import EngineLauncher
 from specmeter.errors import EngineError
 
 LOG_TAIL_LINES = 15
@@ -65,13 +65,13 @@ class LaunchedServer:
 
     def __init__(
         self,
-        adapter: EngineAdapter,
+        launcher: EngineLauncher,
         engine: EngineSpec,
         spec: SpecConfig,
         log_path: Path,
         api_key: str | None = None,
     ) -> None:
-        self.adapter = adapter
+        self.launcher = launcher
         # Passed through the environment, never the command line: it must not reach logs or results.
         self._api_key = api_key
         self.engine = engine
@@ -80,18 +80,18 @@ class LaunchedServer:
         self.port = engine.port or free_port(engine.host)
         host = "127.0.0.1" if engine.host in ("0.0.0.0", "::") else engine.host
         self.base_url = f"http://{host}:{self.port}"
-        self.command = adapter.server_command(engine, spec, self.port)
+        self.command = launcher.server_command(engine, spec, self.port)
         self.proc: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> LaunchedServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.adapter.server_env(self.engine)}
+        env = {**os.environ, **self.launcher.server_env(self.engine)}
         if self._api_key:
-            env.update(self.adapter.api_key_env(self._api_key))
+            env.update(self.launcher.api_key_env(self._api_key))
         with self.log_path.open("ab") as log:
-            log.write(f"# specmeter: launching {self.adapter.name}: {' '.join(self.command)}\n".encode())
+            log.write(f"# specmeter: launching {self.launcher.name}: {' '.join(self.command)}\n".encode())
             # A new session = a new process group: stop() can signal the server and all its workers.
             self.proc = subprocess.Popen(
                 self.command,
@@ -113,16 +113,16 @@ class LaunchedServer:
             code = self.proc.poll()
             if code is not None:
                 raise EngineError(
-                    f"{self.adapter.name} server exited with code {code} while starting; "
+                    f"{self.launcher.name} server exited with code {code} while starting; "
                     f"its last log lines ({self.log_path}):\n{log_tail(self.log_path)}"
                 )
-            if _get_ok(f"{self.base_url}/health") and _get_ok(f"{self.base_url}/v1/models", self._api_key):
+            if all(_get_ok(f"{self.base_url}{path}", self._api_key) for path in self.launcher.ready_paths):
                 self.startup_seconds = time.monotonic() - t0
                 return
             time.sleep(1.0)
         self.stop()
         raise EngineError(
-            f"{self.adapter.name} server not ready after {self.engine.startup_timeout_s:.0f} s; raise "
+            f"{self.launcher.name} server not ready after {self.engine.startup_timeout_s:.0f} s; raise "
             f"--startup-timeout or read {self.log_path}; last log lines:\n{log_tail(self.log_path)}"
         )
 

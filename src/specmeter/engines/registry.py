@@ -1,16 +1,42 @@
-"""Engine kind -> adapter. New engines (SGLang, TensorRT-LLM, llama.cpp) register here."""
+"""Engine kind -> its stats reader and launcher. Imported lazily: naming an engine loads only its module."""
 
 from __future__ import annotations
 
-from specmeter.engines.base import EngineAdapter
-from specmeter.engines.vllm import VLLMAdapter
+import importlib
+from functools import cache
+
+from specmeter.engines.base import Engine, EngineLauncher, EngineStats, ServerProbe
 from specmeter.errors import InputError
 
-_ADAPTERS: dict[str, type[EngineAdapter]] = {"vllm": VLLMAdapter}
+# kind -> "module:StatsClass:LauncherClass"
+_ENGINES: dict[str, str] = {
+    "vllm": "specmeter.engines.vllm:VLLMStats:VLLMLauncher",
+}
 
 
-def get_adapter(kind: str) -> EngineAdapter:
+def engine_kinds() -> list[str]:
+    return list(_ENGINES)
+
+
+@cache
+def get_engine(kind: str) -> Engine:
     try:
-        return _ADAPTERS[kind]()
+        ref = _ENGINES[kind]
     except KeyError:
-        raise InputError(f"unknown engine {kind!r}; choose one of: {', '.join(sorted(_ADAPTERS))}") from None
+        raise InputError(f"unknown engine {kind!r}; choose one of: {', '.join(_ENGINES)}") from None
+    module_name, stats_name, launcher_name = ref.split(":")
+    module = importlib.import_module(module_name)
+    stats: EngineStats = getattr(module, stats_name)()
+    launcher: EngineLauncher = getattr(module, launcher_name)()
+    return Engine(kind, stats, launcher)
+
+
+def detect_engine(probe: ServerProbe) -> str:
+    """The one registered engine that recognizes `probe`; an InputError naming the fix otherwise."""
+    matches = [kind for kind in _ENGINES if get_engine(kind).stats.can_adapt(probe)]
+    if len(matches) == 1:
+        return matches[0]
+    what = "none of " if not matches else "several of "
+    found = ", ".join(matches or _ENGINES)
+    raise InputError(f"{probe.url}: cannot tell which engine serves it ({what}{found} recognize its /metrics "
+                     "and /v1/models); pass --engine")

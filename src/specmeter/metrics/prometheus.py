@@ -141,3 +141,16 @@ def gauge_sum(text: str, name: str) -> float | None:
                 continue
             found = True
     return total if found else None
+
+
+def position_list(series: dict[str, float]) -> list[int]:
+    """{'position=0': 5, 'position=1': 3} -> [5, 3] (missing positions count as 0)."""
+    by_pos: dict[int, float] = {}
+    for key, value in series.items():
+        for part in key.split(","):
+            name, _, raw = part.partition("=")
+            if name == "position" and raw.isdigit():
+                by_pos[int(raw)] = by_pos.get(int(raw), 0.0) + value
+    if not by_pos:
+        return []
+    return [round(by_pos.get(i, 0.0)) for i in range(max(by_pos) + 1)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specmeter.engines.base import EngineAdapter
+from specmeter.engines.base import EngineStats
 from specmeter.metrics.prometheus import Snapshot, counter_delta
 from specmeter.metrics.sd import sum_counts
 from specmeter.schemas.records import RequestRecord
@@ -34,7 +34,7 @@ def compare_counts(counters: SDCounts, per_request: SDCounts) -> tuple[bool, str
 
 
 def summarize_sd(
-    adapter: EngineAdapter,
+    adapter: EngineStats,
     before: Snapshot | None,
     after: Snapshot | None,
     records: Sequence[RequestRecord],
@@ -103,7 +103,7 @@ def summarize_sd(
 
 
 def _foreign_traffic(
-    adapter: EngineAdapter, before: Snapshot, after: Snapshot, measured: Sequence[RequestRecord]
+    adapter: EngineStats, before: Snapshot, after: Snapshot, measured: Sequence[RequestRecord]
 ) -> str | None:
     """Requests finished by the server beyond ours mean someone else used it during the run."""
     name = adapter.traffic_counter_names["requests"]

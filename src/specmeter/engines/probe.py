@@ -1,0 +1,65 @@
+"""Before a run against running servers: is each endpoint there, and which engine is it?
+
+Runs before anything is written, so an endpoint that does not answer costs one line and no run directory.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from specmeter.engines.base import ServerProbe
+from specmeter.engines.registry import detect_engine
+from specmeter.errors import InputError
+from specmeter.metrics.prometheus import parse_exposition
+from specmeter.schemas.plan import Plan
+
+
+def _get(url: str, api_key: str | None, timeout: float) -> tuple[bytes, str | None]:
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return resp.read(), resp.headers.get("Server")
+
+
+def probe(url: str, api_key: str | None = None, timeout: float = 10.0) -> ServerProbe:
+    """GET /v1/models (required) and /metrics (optional) of the server at `url`."""
+    base = url.rstrip("/")
+    try:
+        body, server = _get(f"{base}/v1/models", api_key, timeout)
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            raise InputError(f"{base} refused the request ({exc.code}): pass its key with --api-key or "
+                             "SPECMETER_API_KEY") from None
+        raise InputError(f"{base}/v1/models answered HTTP {exc.code}: is this an OpenAI-compatible server? "
+                         "Check --endpoint (the base URL, without /v1)") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise InputError(f"{base} is unreachable ({reason}): start the server there or fix --endpoint") from None
+    try:
+        models: dict[str, Any] | None = json.loads(body)
+    except json.JSONDecodeError:
+        models = None
+    try:
+        text, _ = _get(f"{base}/metrics", api_key, timeout)
+        metrics = parse_exposition(text.decode("utf-8", errors="replace"))
+    except Exception:  # no /metrics is allowed: the engine is then told by /v1/models, or by --engine
+        metrics = None
+    return ServerProbe(url=base, models=models if isinstance(models, dict) else None, metrics=metrics,
+                       server_header=server)
+
+
+def resolve_endpoints(plan: Plan, api_key: str | None) -> Plan:
+    """Check every attached server answers; fill in the engine kind of those given without one."""
+    probes: dict[str, ServerProbe] = {}
+    configs = []
+    for config in plan.configs:
+        engine = config.engine
+        if engine.endpoint is not None:
+            found = probes.get(engine.endpoint) or probe(engine.endpoint, api_key)
+            probes[engine.endpoint] = found
+            if engine.kind is None:
+                engine = engine.model_copy(update={"kind": detect_engine(found)})
+        configs.append(config.model_copy(update={"engine": engine}))
+    return plan.model_copy(update={"configs": configs})
