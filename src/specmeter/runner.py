@@ -41,7 +41,7 @@ from specmeter.metrics.running import summarize_running
 from specmeter.metrics.sd_summary import summarize_sd
 from specmeter.metrics.steady import steady_state
 from specmeter.redact import redact_argv
-from specmeter.schemas.plan import Plan, PlannedConfig
+from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 from specmeter.store import RunStore, environment_info, latest_records, model_fingerprint
@@ -282,13 +282,14 @@ class _Run:
             async with sampler or contextlib.nullcontext():
                 traffic = await run_point(client, point, convs, load, server.model, key, on_record, skip=skip)
             after, err_after = await _snapshot(client)
-        sd = summarize_sd(stats, before, after, traffic.records, scrape_error=err_before or err_after)
+        sd = summarize_sd(stats, before, after, traffic.records, scrape_error=err_before or err_after,
+                          expect_sd=config.role is Role.candidate)
         records, wall = traffic.records, traffic.wall_s
         if prior:
             records = latest_records([*prior, *traffic.records])
             wall += max((r.end_s or r.start_s for r in prior), default=0.0)
             if sd.available:
-                sd = summarize_sd(stats, None, None, records)
+                sd = summarize_sd(stats, None, None, records, expect_sd=config.role is Role.candidate)
                 sd.counters_invalid_reason = (
                     "point finished by --resume on a new server: counter deltas cover only the resumed "
                     "requests, so per-request stats are used"

@@ -13,6 +13,7 @@ from typing import Any
 from specmeter.engines.vllm import VLLMStats
 from specmeter.schemas.records import RequestRecord
 from specmeter.metrics.prometheus import Snapshot, parse_exposition
+from specmeter.metrics.sd import sum_counts
 from specmeter.metrics.sd_summary import compare_counts, summarize_sd
 from specmeter.schemas.sd import SDCounts
 
@@ -107,3 +108,61 @@ def test_compare_counts_reports_each_difference() -> None:
     assert not ok
     assert "num_steps 9 vs 10 (-1)" in text and "num_draft_tokens 27 vs 30 (-3)" in text
     assert "num_accepted_tokens" not in text
+
+
+def _vllm_text(drafts: int, draft_tokens: int, accepted: int, done: int) -> Snapshot:
+    return parse_exposition(
+        f"vllm:spec_decode_num_drafts_total {drafts}\nvllm:spec_decode_num_draft_tokens_total {draft_tokens}\n"
+        f"vllm:spec_decode_num_accepted_tokens_total {accepted}\nvllm:request_success_total {done}\n")
+
+
+def _done(n: int) -> list[RequestRecord]:
+    return [RequestRecord(config_id="k4", point_id="c4", conversation_id=f"c{i}", ok=True, output_tokens=20)
+            for i in range(n)]
+
+
+def test_counters_that_stop_growing_while_requests_complete_are_flagged_not_read_as_al_1() -> None:
+    before, after = _vllm_text(50, 200, 80, 10), _vllm_text(50, 200, 80, 14)
+    s = summarize_sd(ADAPTER, before, after, _done(4), expect_sd=True)
+    assert s.stalled and not s.available
+    assert s.headline is None  # no acceptance length at all, never 1.0
+    assert "drafted nothing over 4 completed requests" in (s.reason or "")
+
+
+def test_a_speculation_off_server_drafting_nothing_is_not_a_stall() -> None:
+    s = summarize_sd(ADAPTER, _vllm_text(0, 0, 0, 0), _vllm_text(0, 0, 0, 4), _done(4), expect_sd=False)
+    assert not s.available and not s.stalled
+    assert "speculation is off" in (s.reason or "")
+
+
+def test_a_candidate_whose_server_never_speculates_is_flagged() -> None:
+    plain = parse_exposition("vllm:request_success_total 4\n")
+    s = summarize_sd(ADAPTER, plain, plain, _done(4), expect_sd=True)
+    assert s.stalled and not s.available
+    assert "never started" in (s.reason or "")
+
+
+def test_nothing_completed_is_not_a_stall() -> None:
+    before = _vllm_text(50, 200, 80, 10)
+    failed = [r.model_copy(update={"ok": False, "output_tokens": None}) for r in _done(3)]
+    assert not summarize_sd(ADAPTER, before, before, failed, expect_sd=True).stalled
+
+
+def test_per_request_counts_without_steps_compare_on_what_both_sides_have() -> None:
+    counters = SDCounts(source="counters", num_steps=24, num_draft_tokens=95, num_accepted_tokens=15,
+                        accepted_per_pos=[7, 3, 3, 2])
+    per_request = SDCounts(source="per_request", num_steps=None, num_draft_tokens=95, num_accepted_tokens=15)
+    agree, text = compare_counts(counters, per_request)
+    assert agree and "step counts not available" in text
+    off_by_one = per_request.model_copy(update={"num_accepted_tokens": 14})
+    assert compare_counts(counters, off_by_one)[0] is False
+    assert per_request.acceptance_length is None and per_request.per_position_rate == []
+    assert per_request.acceptance_rate == 15 / 95
+
+
+def test_a_sum_with_one_unknown_step_count_has_no_step_count() -> None:
+    known = SDCounts(source="per_request", num_steps=3, num_draft_tokens=9, num_accepted_tokens=4)
+    unknown = SDCounts(source="per_request", num_steps=None, num_draft_tokens=8, num_accepted_tokens=2)
+    pooled = sum_counts([known, unknown])
+    assert pooled.num_steps is None and pooled.num_draft_tokens == 17 and pooled.num_accepted_tokens == 6
+    assert sum_counts([known, known]).num_steps == 6

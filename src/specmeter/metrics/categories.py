@@ -28,12 +28,12 @@ def al_interval(items: Sequence[SDCounts], *, n_resamples: int = AL_RESAMPLES, c
     """Percentile-bootstrap interval of the step-weighted AL, 1 + Σaccepted / Σsteps, resampling requests
     (the unit that varies: the steps of one prompt are not independent), with a fixed seed as in
     analysis.paired. Only requests with steps take part; None when fewer than 2 have any."""
-    with_steps = [c for c in items if c.num_steps > 0]
+    with_steps = [c for c in items if c.num_steps]
     n = len(with_steps)
     if n < 2:
         return None
     accepted = np.array([c.num_accepted_tokens for c in with_steps], dtype=float)
-    steps = np.array([c.num_steps for c in with_steps], dtype=float)
+    steps = np.array([c.num_steps or 0 for c in with_steps], dtype=float)
     rng = np.random.default_rng(seed)
     rows = max(1, _CELLS_PER_CHUNK // n)
     stats = np.empty(n_resamples)

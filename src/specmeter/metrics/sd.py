@@ -18,13 +18,15 @@ def _add_lists(a: list[int] | None, b: list[int] | None) -> list[int] | None:
 
 
 def sum_counts(items: Iterable[SDCounts], source: Source = "per_request") -> SDCounts:
-    """Pool counts over steps (the step-weighted aggregate). Optional lists stay None if any is."""
-    steps = drafted = accepted = 0
+    """Pool counts over steps (the step-weighted aggregate). Optional lists stay None if any is, and so
+    does the step count: a sum over requests of which one has no step count has none."""
+    steps: int | None = 0
+    drafted = accepted = 0
     per_pos: list[int] | None = []
     drafted_pos: list[int] | None = []
     hist: list[int] | None = []
     for it in items:
-        steps += it.num_steps
+        steps = None if steps is None or it.num_steps is None else steps + it.num_steps
         drafted += it.num_draft_tokens
         accepted += it.num_accepted_tokens
         per_pos = _add_lists(per_pos, it.accepted_per_pos)

@@ -21,15 +21,19 @@ def compare_counts(counters: SDCounts, per_request: SDCounts) -> tuple[bool, str
     diffs: list[str] = []
     for name in ("num_steps", "num_draft_tokens", "num_accepted_tokens"):
         a, b = getattr(per_request, name), getattr(counters, name)
+        if a is None or b is None:  # an engine that does not count it on one side: nothing to compare
+            continue
         if a != b:
             diffs.append(f"{name} {a} vs {b} ({a - b:+d})")
-    n = max(len(counters.accepted_per_pos), len(per_request.accepted_per_pos))
-    pa = per_request.accepted_per_pos + [0] * (n - len(per_request.accepted_per_pos))
-    ca = counters.accepted_per_pos + [0] * (n - len(counters.accepted_per_pos))
-    if pa != ca:
-        diffs.append(f"accepted_per_pos {pa} vs {ca}")
+    if per_request.num_steps is not None:  # without per-step detail, per-request positions are unknown
+        n = max(len(counters.accepted_per_pos), len(per_request.accepted_per_pos))
+        pa = per_request.accepted_per_pos + [0] * (n - len(per_request.accepted_per_pos))
+        ca = counters.accepted_per_pos + [0] * (n - len(counters.accepted_per_pos))
+        if pa != ca:
+            diffs.append(f"accepted_per_pos {pa} vs {ca}")
     if not diffs:
-        return True, "per-request sums equal the /metrics counter deltas"
+        unknown = " (per-request step counts not available from this engine)" if per_request.num_steps is None else ""
+        return True, "per-request sums equal the /metrics counter deltas" + unknown
     return False, "per-request sums differ from /metrics deltas: " + "; ".join(diffs)
 
 
@@ -39,6 +43,35 @@ def summarize_sd(
     after: Snapshot | None,
     records: Sequence[RequestRecord],
     scrape_error: str | None = None,
+    expect_sd: bool = False,
+) -> SDSummary:
+    """`expect_sd`: the configuration asked for speculation, so drafting nothing is a failure to flag."""
+    summary = _summarize(adapter, before, after, records, scrape_error)
+    summary.not_available = dict(adapter.unavailable)
+    head = summary.headline
+    completed = sum(1 for r in records if not r.warmup and r.ok and r.output_tokens)
+    if head is not None and head.num_draft_tokens == 0 and completed:
+        # Some engines keep SD counters at zero with speculation off (llama.cpp); TensorRT-LLM switches SD
+        # off for good below its acceptance threshold; a misconfigured server never starts it. Either way
+        # no step was speculative: an acceptance length here would be a made-up 1.
+        summary.available, summary.reference = False, None
+        summary.stalled = expect_sd
+        summary.reason = (f"speculation stopped or never started: the engine drafted nothing over {completed} "
+                          "completed requests" if expect_sd else
+                          "speculation is off on this server: it drafted nothing")
+    elif (expect_sd and completed and after is not None and not adapter.sd_enabled_in(after)
+          and summary.per_request is None):
+        summary.stalled = True
+        summary.reason = f"speculation was asked for but never started: {summary.reason}"
+    return summary
+
+
+def _summarize(
+    adapter: EngineStats,
+    before: Snapshot | None,
+    after: Snapshot | None,
+    records: Sequence[RequestRecord],
+    scrape_error: str | None,
 ) -> SDSummary:
     measured = [r for r in records if not r.warmup]
     with_stats = [r.sd for r in measured if r.sd is not None]
@@ -106,7 +139,9 @@ def _foreign_traffic(
     adapter: EngineStats, before: Snapshot, after: Snapshot, measured: Sequence[RequestRecord]
 ) -> str | None:
     """Requests finished by the server beyond ours mean someone else used it during the run."""
-    name = adapter.traffic_counter_names["requests"]
+    name = adapter.traffic_counter_names.get("requests")
+    if name is None:  # the engine counts no finished requests: foreign traffic cannot be seen this way
+        return None
     b, a = before.series(name), after.series(name)
     if not a:
         return None

@@ -131,8 +131,9 @@ def sd_table(summary: RunSummary) -> Grid | None:
                 continue
             checks = {pr.sd.agree for pr in config.repeats(point.id)}
             check = "DIFFER" if False in checks else "agree" if True in checks else "-"
+            steps = "n/a" if c.num_steps is None else str(c.num_steps)
             t.add_row(config.config_id, point.label(), fmt(c.acceptance_length), fmt(c.acceptance_rate),
-                      _rates(c.per_position_rate), _rates(c.conditional_rate), str(c.num_steps), source, check)
+                      _rates(c.per_position_rate), _rates(c.conditional_rate), steps, source, check)
     return t if t.row_count else None
 
 
@@ -314,10 +315,21 @@ def notes(summary: RunSummary) -> list[Note]:
     if any(c.workload == "random" for c in summary.plan.configs):
         out.append(Note("random-token workload: random prompts are the contrast, not the answer; acceptance on "
                         "them says little about real traffic", warn=True))
+    missing: dict[str, str] = {}
+    first_stall: dict[str, PointResult] = {}  # configuration -> the first point, in run order, where it drafted nothing
+    for config, pr in _rows(summary):
+        earlier = first_stall.get(config.config_id)
+        if pr.sd.stalled and (earlier is None or (pr.started_s or 0.0) < (earlier.started_s or 0.0)):
+            first_stall[config.config_id] = pr
     for config, pr in _rows(summary):
         sd = pr.sd
         where = f"{config.config_id} @ {_point(summary, pr.point_id)}{_repeat(summary, pr)}"
-        if not sd.available:
+        if config.role.value != "baseline":
+            missing.update(sd.not_available)
+        if first_stall.get(config.config_id) is pr:
+            out.append(Note(f"{where}: speculation stopped here (and at every later point without drafts): "
+                            f"{sd.reason}; no acceptance is reported for it", warn=True))
+        elif not sd.available and not sd.stalled:
             out.append(Note(f"{where}: no SD metrics: {sd.reason}", warn=config.role.value != "baseline"))
         else:
             if sd.agreement:
@@ -334,6 +346,8 @@ def notes(summary: RunSummary) -> list[Note]:
         if pr.latency.errors_by_kind:
             errs = ", ".join(f"{k} {v}" for k, v in sorted(pr.latency.errors_by_kind.items()))
             out.append(Note(f"{where}: failed requests: {errs}", warn=True))
+    for what, why in missing.items():
+        out.append(Note(f"{what}: not available from this engine ({why})"))
     for s in summary.analysis.speedups:
         if s.note:
             out.append(Note(f"speedup {s.config_id} @ {_point(summary, s.point_id)}: {s.note}", warn=not s.same_work))

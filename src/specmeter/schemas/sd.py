@@ -22,7 +22,10 @@ class SDCounts(BaseModel):
     """
 
     source: Source
-    num_steps: int = Field(ge=0, description="Verification steps that drafted at least one token.")
+    num_steps: int | None = Field(
+        ge=0, description="Verification steps that drafted at least one token; None when the engine does not "
+                          "count them (llama.cpp per request): AL and per-position rates are then unknown."
+    )
     num_draft_tokens: int = Field(ge=0)
     num_accepted_tokens: int = Field(ge=0)
     accepted_per_pos: list[int] = Field(
@@ -50,7 +53,7 @@ class SDCounts(BaseModel):
     @property
     def acceptance_length(self) -> float | None:
         """AL = 1 + accepted / steps (includes the target's bonus token)."""
-        if self.num_steps == 0:
+        if not self.num_steps:
             return None
         return 1.0 + self.num_accepted_tokens / self.num_steps
 
@@ -66,7 +69,7 @@ class SDCounts(BaseModel):
     @property
     def mean_draft_length(self) -> float | None:
         """Mean tokens drafted per step (K for fixed K; lower under dynamic K or n-gram misses)."""
-        if self.num_steps == 0:
+        if not self.num_steps:
             return None
         return self.num_draft_tokens / self.num_steps
 
@@ -78,7 +81,7 @@ class SDCounts(BaseModel):
         Denominator: steps that drafted position i when the engine says so (unbiased under dynamic K),
         otherwise all steps (vLLM's definition, biased low for positions some steps never drafted).
         """
-        if self.num_steps == 0:
+        if not self.num_steps:
             return []
         out: list[float] = []
         for i, acc in enumerate(self.accepted_per_pos):
@@ -130,6 +133,10 @@ class SDSummary(BaseModel):
     agreement: str | None = None
     foreign_traffic: str | None = None
     reference: Literal["counters", "per_request"] | None = None
+    stalled: bool = Field(default=False, description="Speculation was configured but nothing was drafted while "
+                                                     "requests completed: it never started, or stopped.")
+    not_available: dict[str, str] = Field(default_factory=dict,
+                                          description="Numbers this engine does not give exactly, and why.")
 
     @property
     def headline(self) -> SDCounts | None:
