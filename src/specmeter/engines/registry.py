@@ -11,6 +11,7 @@ from specmeter.errors import InputError
 # kind -> "module:StatsClass:LauncherClass"
 _ENGINES: dict[str, str] = {
     "vllm": "specmeter.engines.vllm:VLLMStats:VLLMLauncher",
+    "llamacpp": "specmeter.engines.llamacpp:LlamaCppStats:LlamaCppLauncher",
 }
 
 

@@ -1,0 +1,155 @@
+"""llama.cpp's llama-server: launch command and SD stats.
+
+Facts (shared/REFERENCE.md §5, checked against the source scripts/setup-llamacpp.sh builds,
+tools/server/server-task.cpp and server-common.cpp):
+- drafting needs `--spec-type` (without it a draft model loads and nothing is drafted); K is
+  `--spec-draft-n-max` with `--spec-draft-n-min 0`; `--spec-synth-rates` gives synthetic acceptance.
+- with `--metrics`, /metrics always carries the SD counters (zero with speculation off), a per-position
+  accepted counter once something was accepted, `requests_processing` (the running batch) and no count of
+  finished requests.
+- each response's `timings` carries `draft_n` and `draft_n_accepted` once something was drafted, and no
+  per-request step count: per-request AL and per-position rates do not exist on this engine.
+- the context (`-c`) is shared by the slots (`-np`): each slot gets c / np tokens.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Any
+
+from specmeter.config import EngineSpec, SpecConfig, SpecMethod
+from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
+from specmeter.engines.gguf import SETUP_HINT, server_binary, to_gguf
+from specmeter.errors import InputError
+from specmeter.metrics.prometheus import CounterDelta, Snapshot, position_list
+from specmeter.schemas.sd import SDCounts
+
+DRAFTS = "llamacpp:spec_decode_num_drafts_total"
+DRAFT_TOKENS = "llamacpp:spec_decode_num_draft_tokens_total"
+ACCEPTED = "llamacpp:spec_decode_num_accepted_tokens_total"
+ACCEPTED_PER_POS = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
+GENERATION_TOKENS = "llamacpp:tokens_predicted_total"
+RUNNING = "llamacpp:requests_processing"
+
+DEFAULT_SLOTS = 16  # -np when --max-num-seqs is not given: enough for the usual concurrency levels
+DEFAULT_SLOT_CONTEXT = 2048
+
+# SpecMethod -> --spec-type
+_SPEC_TYPES = {
+    SpecMethod.draft_model: "draft-simple",
+    SpecMethod.eagle3: "draft-eagle3",
+    SpecMethod.mtp: "draft-mtp",
+    SpecMethod.ngram: "ngram-simple",
+}
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+class LlamaCppLauncher(EngineLauncher):
+    name = "llamacpp"
+    methods = tuple(_SPEC_TYPES)
+
+    def version(self) -> str | None:
+        binary = server_binary()
+        if binary is None:
+            return None
+        try:
+            done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        found = re.search(r"version: (\S+) \(build (\d+), commit ([^)]+)\)", done.stdout + done.stderr)
+        return f"llama.cpp b{found.group(2)} ({found.group(3)})" if found else "llama.cpp (version unknown)"
+
+    def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
+        assert engine.model is not None, "launch mode needs a model"
+        self.check_method(spec)
+        binary = server_binary()
+        if binary is None:
+            raise InputError(f"llamacpp: no llama-server found; {SETUP_HINT}, or set SPECMETER_LLAMA_SERVER")
+        slots = engine.max_num_seqs or DEFAULT_SLOTS
+        cmd = [
+            str(binary), "-m", to_gguf(engine.model, engine.dtype),
+            "--host", engine.host, "--port", str(port),
+            "--alias", engine.served_model_name or engine.model,
+            "--metrics", "-np", str(slots),
+            "-c", str(slots * (engine.max_model_len or DEFAULT_SLOT_CONTEXT)),
+            "--no-webui",
+        ]
+        if spec.enabled:
+            cmd += ["--spec-type", _SPEC_TYPES[spec.method]]
+            if spec.method is SpecMethod.ngram:
+                # ngram-simple looks up an n-gram of size n and drafts the m tokens that followed it.
+                cmd += ["--spec-ngram-simple-size-m", str(spec.k)]
+                lookup = spec.prompt_lookup_max or spec.prompt_lookup_min
+                if lookup is not None:
+                    cmd += ["--spec-ngram-simple-size-n", str(lookup)]
+            else:
+                if spec.draft_model:
+                    cmd += ["--spec-draft-model", to_gguf(spec.draft_model, engine.dtype)]
+                cmd += ["--spec-draft-n-max", str(spec.k), "--spec-draft-n-min", "0"]
+            # Engine-specific settings ride in `extra`, one flag each: {"spec_synth_rates": "0.8,0.5"}.
+            for key, value in spec.extra.items():
+                cmd += [_flag(key)] if value is True else [_flag(key), str(value)]
+        cmd += list(engine.extra_args)
+        return cmd
+
+    def api_key_env(self, api_key: str) -> dict[str, str]:
+        return {"LLAMA_API_KEY": api_key}
+
+
+class LlamaCppStats(EngineStats):
+    name = "llamacpp"
+
+    def can_adapt(self, probe: ServerProbe) -> bool:
+        return super().can_adapt(probe) or owned_by(probe) == "llamacpp" or probe.server_header == "llama.cpp"
+
+    @property
+    def running_gauge(self) -> str | None:
+        return RUNNING
+
+    @property
+    def unavailable(self) -> dict[str, str]:
+        return {
+            "per-request AL and per-position rates": "llama.cpp reports drafted and accepted tokens per "
+                                                     "request, not its verification steps",
+            "per-category AL": "needs per-request steps; per-category AR is exact",
+        }
+
+    @property
+    def sd_counter_names(self) -> list[str]:
+        return [DRAFTS, DRAFT_TOKENS, ACCEPTED, ACCEPTED_PER_POS]
+
+    @property
+    def traffic_counter_names(self) -> dict[str, str]:
+        return {"generation_tokens": GENERATION_TOKENS}
+
+    def sd_enabled_in(self, snapshot: Snapshot) -> bool:
+        # The counters exist with speculation off too; they mean something once anything was drafted.
+        return (snapshot.value(DRAFTS) or 0.0) > 0
+
+    def sd_from_counters(self, delta: CounterDelta) -> SDCounts | None:
+        required = (DRAFTS, DRAFT_TOKENS, ACCEPTED)
+        if not delta.valid or any(name in delta.missing for name in required):
+            return None
+        return SDCounts(
+            source="counters",
+            num_steps=round(delta.value(DRAFTS)),
+            num_draft_tokens=round(delta.value(DRAFT_TOKENS)),
+            num_accepted_tokens=round(delta.value(ACCEPTED)),
+            accepted_per_pos=position_list(delta.series(ACCEPTED_PER_POS)),
+        )
+
+    def sd_from_response(self, payload: dict[str, Any]) -> tuple[SDCounts | None, dict[str, Any] | None]:
+        timings = payload.get("timings")
+        if not isinstance(timings, dict):
+            return None, None
+        raw = {k: timings[k] for k in ("draft_n", "draft_n_accepted") if k in timings}
+        drafted, accepted = int(raw.get("draft_n", 0)), int(raw.get("draft_n_accepted", 0))
+        # Absent fields mean nothing was drafted for this request (the server omits zeros).
+        if accepted > drafted:  # a server that says so is not to be believed on either number
+            return None, raw
+        return SDCounts(source="per_request", num_steps=None, num_draft_tokens=drafted,
+                        num_accepted_tokens=accepted), raw
