@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One command: set up, then check the package (ruff, mypy --strict on src/: it ships py.typed) and run the
-# whole test suite (unit, integration on the real vLLM CPU server, e2e; the HTML report in headless Chromium).
+# whole test suite (unit, integration on the real vLLM CPU server and on llama.cpp's llama-server, e2e; the
+# HTML report in headless Chromium). Only this command builds llama-server (once) and installs Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/setup-llamacpp.sh
 scripts/setup-browser.sh
 .venv/bin/ruff check src
 .venv/bin/mypy

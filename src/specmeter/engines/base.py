@@ -42,6 +42,8 @@ class EngineStats(ABC):
     """Reading SD statistics from one engine's server. Stateless."""
 
     name: str
+    # Whether a connection stays usable after a streamed response (False: one connection per request).
+    keeps_connections: bool = True
 
     def can_adapt(self, probe: ServerProbe) -> bool:
         """Whether `probe` came from this engine (default: its SD or traffic counters are exposed)."""

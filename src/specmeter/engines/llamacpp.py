@@ -102,6 +102,9 @@ class LlamaCppLauncher(EngineLauncher):
 
 class LlamaCppStats(EngineStats):
     name = "llamacpp"
+    # llama-server closes the connection after a streamed response although its headers say keep-alive
+    # (seen on this build: every second request on a reused connection failed to write its body).
+    keeps_connections = False
 
     def can_adapt(self, probe: ServerProbe) -> bool:
         return super().can_adapt(probe) or owned_by(probe) == "llamacpp" or probe.server_header == "llama.cpp"
