@@ -153,7 +153,9 @@ class OpenAIClient:
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> OpenAIClient:
-        connector = aiohttp.TCPConnector(limit=0, force_close=False)  # no pool cap: concurrency is ours
+        # No pool cap: concurrency is ours. A server that closes the connection after each stream (llama-server
+        # does, while its headers say keep-alive) would fail every other request on a reused connection.
+        connector = aiohttp.TCPConnector(limit=0, force_close=not self.adapter.keeps_connections)
         self._session = aiohttp.ClientSession(connector=connector, headers=self._headers, timeout=self._timeout)
         return self
 
