@@ -273,15 +273,15 @@ class _Run:
                         for c in convs[: load.warmup]]
                 await run_point(client, ConcurrencyPoint(concurrency=len(warm)), warm, load, server.model, key,
                                 on_record, warmup=True)
-            before, err_before = await _snapshot(client)
+            before, err_before = await _snapshot(client, stats.metrics_path)
             self.reporter.point_start(config, point, repeat, count_requests(convs) - count_requests(
                 [c for c in convs if c.id in skip]))
             started = time.perf_counter() - self.t0
             gauge = stats.running_gauge
-            sampler = GaugeSampler(client, gauge, time.perf_counter()) if gauge else None
+            sampler = GaugeSampler(client, gauge, time.perf_counter(), path=stats.metrics_path) if gauge else None
             async with sampler or contextlib.nullcontext():
                 traffic = await run_point(client, point, convs, load, server.model, key, on_record, skip=skip)
-            after, err_after = await _snapshot(client)
+            after, err_after = await _snapshot(client, stats.metrics_path)
         sd = summarize_sd(stats, before, after, traffic.records, scrape_error=err_before or err_after,
                           expect_sd=config.role is Role.candidate)
         records, wall = traffic.records, traffic.wall_s
@@ -404,13 +404,13 @@ def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None,
     return summary
 
 
-async def _snapshot(client: OpenAIClient) -> tuple[Snapshot | None, str | None]:
-    """The server's /metrics, or (None, why not). A server without /metrics, or whose /metrics is
-    garbage, still gets measured: SD then comes from per-request stats, and the reason is recorded."""
+async def _snapshot(client: OpenAIClient, path: str) -> tuple[Snapshot | None, str | None]:
+    """The server's Prometheus metrics (at `path`), or (None, why not). A server without them, or whose
+    metrics are garbage, still gets measured: SD then comes from per-request stats, and the reason is recorded."""
     try:
-        text = await client.get_text("/metrics")
+        text = await client.get_text(path)
     except Exception as exc:
-        return None, f"/metrics could not be read ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+        return None, f"{path} could not be read ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
     try:
         return parse_exposition(text, taken_at=time.monotonic()), None
     except EngineError as exc:

@@ -44,6 +44,8 @@ class EngineStats(ABC):
     name: str
     # Whether a connection stays usable after a streamed response (False: one connection per request).
     keeps_connections: bool = True
+    # Where the Prometheus text is (trtllm-serve's /metrics is JSON that each read clears).
+    metrics_path: str = "/metrics"
 
     def can_adapt(self, probe: ServerProbe) -> bool:
         """Whether `probe` came from this engine (default: its SD or traffic counters are exposed)."""

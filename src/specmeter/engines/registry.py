@@ -12,6 +12,8 @@ from specmeter.errors import InputError
 _ENGINES: dict[str, str] = {
     "vllm": "specmeter.engines.vllm:VLLMStats:VLLMLauncher",
     "llamacpp": "specmeter.engines.llamacpp:LlamaCppStats:LlamaCppLauncher",
+    "sglang": "specmeter.engines.sglang:SGLangStats:SGLangLauncher",
+    "trtllm": "specmeter.engines.trtllm:TRTLLMStats:TRTLLMLauncher",
 }
 
 

@@ -17,15 +17,16 @@ class GaugeSampler:
     """`async with GaugeSampler(client, name, t0):` collects (seconds since t0, value) pairs. A failed
     scrape is skipped: the gauge is context, never a reason to fail the point."""
 
-    def __init__(self, client: OpenAIClient, name: str, t0: float, interval_s: float = DEFAULT_INTERVAL_S) -> None:
-        self.client, self.name, self.t0, self.interval_s = client, name, t0, interval_s
+    def __init__(self, client: OpenAIClient, name: str, t0: float, interval_s: float = DEFAULT_INTERVAL_S,
+                 path: str = "/metrics") -> None:
+        self.client, self.name, self.t0, self.interval_s, self.path = client, name, t0, interval_s, path
         self.samples: list[tuple[float, float]] = []
         self._task: asyncio.Task[None] | None = None
 
     async def _poll(self) -> None:
         while True:
             with contextlib.suppress(Exception):
-                value = gauge_sum(await self.client.get_text("/metrics", timeout_s=5.0), self.name)
+                value = gauge_sum(await self.client.get_text(self.path, timeout_s=5.0), self.name)
                 if value is not None:
                     self.samples.append((time.perf_counter() - self.t0, value))
             await asyncio.sleep(self.interval_s)

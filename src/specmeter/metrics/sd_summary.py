@@ -99,7 +99,8 @@ def _summarize(
             invalid = delta.invalid_reason
             counters = adapter.sd_from_counters(delta) if invalid is None else None
             if counters is None and invalid is None:
-                invalid = "SD counters missing from /metrics after the run: " + ", ".join(delta.missing)
+                invalid = ("SD counters missing from /metrics after the run: " + ", ".join(delta.missing)
+                           if delta.missing else f"{adapter.name}'s counters give no run-level SD counts")
             foreign = _foreign_traffic(adapter, before, after, measured)
     elif per_request is None:
         return SDSummary(available=False, reason=scrape_error or "no /metrics snapshots and no per-request SD stats")

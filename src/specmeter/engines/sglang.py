@@ -1,0 +1,267 @@
+"""SGLang (`python -m sglang.launch_server`): launch command and SD stats.
+
+Facts (shared/REFERENCE.md §3; SGLang's docs/advanced_features/speculative_decoding.md, its OpenAI
+serving code and its metrics collector, read in the public source):
+- speculation: `--speculative-algorithm EAGLE|EAGLE3|STANDALONE|NGRAM` (`NEXTN` is an alias of EAGLE;
+  MTP-enabled models run as EAGLE, their draft path filled in by SGLang when omitted), the draft with
+  `--speculative-draft-model-path`, and `--speculative-num-steps` / `--speculative-eagle-topk` /
+  `--speculative-num-draft-tokens`: all three set, or none (auto-tuned). The verify width
+  (num-draft-tokens) counts the root, the token already verified: a single chain (topk 1) of K drafts
+  needs K + 1, which SGLang itself forces when topk is 1.
+- /metrics (with `--enable-metrics`): the only cumulative SD counter is `sglang:spec_verify_calls_total`
+  (verification steps). `sglang:spec_accept_length` / `sglang:spec_accept_rate` are gauges over the last
+  logging window: never differenced. There is no cumulative drafted- or accepted-token counter.
+- per request: the native /generate `meta_info`, and on the OpenAI endpoints `sglext.spec_tokens_details`
+  when the request sets `return_spec_tokens_details` (streaming: a chunk of its own with `choices: []`,
+  before the usage chunk). Three generations of names: `spec_num_correct_drafts` /
+  `spec_num_proposed_drafts` / `spec_correct_drafts_histogram` (current), `spec_accepted_drafts` /
+  `spec_proposed_drafts` / `spec_accept_histogram` (aliases kept for one release), and
+  `spec_accept_token_num` / `spec_draft_token_num` (oldest). `spec_verify_ct` is the step count in all.
+  `histogram[j]` counts steps that accepted exactly j drafts (no bonus token). Proposed drafts are
+  SGLang's own `steps × (num_draft_tokens − 1)`. `spec_accept_length` is completion_tokens / steps (it
+  counts the prefill token): never used here, AL is recomputed as 1 + accepted / steps.
+- the counts can include tokens past a stop or past max_tokens (a step's accepted drafts are counted
+  before the output is cut; REFERENCE §3 names reasoning tokens past EOS), so they need not match the
+  emitted length.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+from typing import Any
+
+from specmeter.config import EngineSpec, SpecConfig, SpecMethod
+from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
+from specmeter.errors import InputError
+from specmeter.metrics.prometheus import CounterDelta, Snapshot
+from specmeter.schemas.sd import SDCounts
+
+VERIFY_CALLS = "sglang:spec_verify_calls_total"
+REQUESTS_DONE = "sglang:num_requests_total"
+GENERATION_TOKENS = "sglang:generation_tokens_total"
+PROMPT_TOKENS = "sglang:prompt_tokens_total"
+RUNNING = "sglang:num_running_reqs"
+RUNNING_OLD = "sglang:num_requests_running"  # the first metrics generation's name for the same gauge
+ACCEPT_LENGTH_GAUGE = "sglang:spec_accept_length"  # windowed: for recognising SGLang only
+
+# Every name only SGLang exposes (either generation): any one of them on /metrics says "this is SGLang".
+_OWN_NAMES = (VERIFY_CALLS, REQUESTS_DONE, GENERATION_TOKENS, PROMPT_TOKENS, RUNNING, RUNNING_OLD,
+              ACCEPT_LENGTH_GAUGE, "sglang:num_queue_reqs", "sglang:num_requests_waiting", "sglang:token_usage")
+
+REQUEST_FLAG = "return_spec_tokens_details"
+
+_ALGORITHMS = {
+    SpecMethod.eagle: "EAGLE",
+    SpecMethod.eagle3: "EAGLE3",
+    SpecMethod.draft_model: "STANDALONE",
+    SpecMethod.ngram: "NGRAM",
+    SpecMethod.mtp: "EAGLE",  # SGLang runs MTP heads through its EAGLE worker (NEXTN is the same algorithm)
+}
+
+# Per-request field names, newest first: the first present wins.
+_ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
+_PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
+_HISTOGRAM = ("spec_correct_drafts_histogram", "spec_accept_histogram")
+_STEPS = "spec_verify_ct"
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+class SGLangLauncher(EngineLauncher):
+    name = "sglang"
+    methods = tuple(_ALGORITHMS)
+
+    def version(self) -> str | None:
+        try:
+            return f"sglang {importlib.metadata.version('sglang')}"
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    @staticmethod
+    def speculative_flags(spec: SpecConfig) -> dict[str, str | None]:
+        """Flag -> value (None: a bare flag) for an engine-neutral SpecConfig; `spec.extra` overrides.
+
+        EAGLE, EAGLE3, STANDALONE and MTP draft one chain of K tokens: num-steps K, topk 1 and a verify
+        width of K + 1 (the root plus K drafts). A chain keeps K meaning the same as on the other engines
+        and makes the per-position rates derived from SGLang's histogram valid. NGRAM drafts the same
+        chain: verify width K + 1 and a BFS breadth of 1 (SGLang's default expands a tree of 10).
+        """
+        if spec.num_speculative_tokens_per_batch_size:
+            raise InputError("sglang has no per-batch-size K (num_speculative_tokens_per_batch_size); "
+                             "remove it or use engine vllm")
+        if spec.draft_tensor_parallel_size is not None:
+            raise InputError("sglang has no draft_tensor_parallel_size; remove it or pass the engine's own "
+                             "flag through spec.extra")
+        k = spec.k
+        flags: dict[str, str | None] = {"--speculative-algorithm": _ALGORITHMS[spec.method]}
+        if spec.draft_model:
+            flags["--speculative-draft-model-path"] = spec.draft_model
+        if spec.method is SpecMethod.ngram:
+            flags["--speculative-num-draft-tokens"] = str(k + 1)
+            flags["--speculative-ngram-min-bfs-breadth"] = "1"
+            flags["--speculative-ngram-max-bfs-breadth"] = "1"
+            if spec.prompt_lookup_min is not None:
+                flags["--speculative-ngram-min-match-window-size"] = str(spec.prompt_lookup_min)
+            if spec.prompt_lookup_max is not None:
+                flags["--speculative-ngram-max-match-window-size"] = str(spec.prompt_lookup_max)
+        else:
+            if spec.prompt_lookup_min is not None or spec.prompt_lookup_max is not None:
+                raise InputError(f"prompt_lookup_min/max apply to ngram only, not {spec.method.value}")
+            flags["--speculative-num-steps"] = str(k)
+            flags["--speculative-eagle-topk"] = "1"
+            flags["--speculative-num-draft-tokens"] = str(k + 1)
+        # Engine-specific settings ride in `extra`, one flag each (True: a bare flag, False: left out),
+        # e.g. {"speculative_token_map": "..."}; the same key overrides the value chosen above.
+        for key, value in spec.extra.items():
+            flag = _flag(key)
+            if value is False or value is None:
+                flags.pop(flag, None)
+            else:
+                flags[flag] = None if value is True else str(value)
+        return flags
+
+    def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
+        assert engine.model is not None, "launch mode needs a model"
+        self.check_method(spec)
+        cmd = [
+            sys.executable, "-m", "sglang.launch_server",
+            "--model-path", engine.model,
+            "--host", engine.host,
+            "--port", str(port),
+            "--enable-metrics",
+        ]
+        if engine.served_model_name:
+            cmd += ["--served-model-name", engine.served_model_name]
+        if engine.dtype:
+            cmd += ["--dtype", engine.dtype]
+        if engine.max_model_len:
+            cmd += ["--context-length", str(engine.max_model_len)]
+        if engine.max_num_seqs:
+            cmd += ["--max-running-requests", str(engine.max_num_seqs)]
+        if engine.trust_remote_code:
+            cmd.append("--trust-remote-code")
+        if spec.enabled:
+            for flag, value in self.speculative_flags(spec).items():
+                cmd += [flag] if value is None else [flag, value]
+        cmd += list(engine.extra_args)
+        return cmd
+
+
+class SGLangStats(EngineStats):
+    name = "sglang"
+
+    def can_adapt(self, probe: ServerProbe) -> bool:
+        # /v1/models says `owned_by: sglang` even when the server runs without --enable-metrics.
+        if owned_by(probe) == "sglang":
+            return True
+        return probe.metrics is not None and any(probe.metrics.has(n) for n in _OWN_NAMES)
+
+    def request_extensions(self, temperature: float) -> dict[str, Any]:
+        return {REQUEST_FLAG: True}
+
+    @property
+    def running_gauge(self) -> str | None:
+        return RUNNING
+
+    @property
+    def unavailable(self) -> dict[str, str]:
+        return {
+            "SD from /metrics counters": "SGLang counts verification steps (sglang:spec_verify_calls_total) but "
+                                         "no drafted or accepted tokens; its acceptance gauges cover only the last "
+                                         "logging window. Run-level SD is the sum of the per-request stats "
+                                         f"({REQUEST_FLAG}).",
+            "drafted tokens per position": "SGLang reports proposed drafts as steps × (num_draft_tokens − 1), not "
+                                           "per position",
+        }
+
+    @property
+    def sd_counter_names(self) -> list[str]:
+        return [VERIFY_CALLS]
+
+    @property
+    def traffic_counter_names(self) -> dict[str, str]:
+        return {"requests": REQUESTS_DONE, "generation_tokens": GENERATION_TOKENS}
+
+    def sd_enabled_in(self, snapshot: Snapshot) -> bool:
+        # The counter may be registered with speculation off; it means something once a step was verified.
+        return sum(snapshot.series(VERIFY_CALLS).values()) > 0
+
+    def sd_from_counters(self, delta: CounterDelta) -> SDCounts | None:
+        """None: SGLang's counters give steps only (see `counter_steps`), not drafted or accepted tokens."""
+        return None
+
+    def sd_from_response(self, payload: dict[str, Any]) -> tuple[SDCounts | None, dict[str, Any] | None]:
+        raw = find_spec_details(payload)
+        if raw is None:
+            return None, None
+        return parse_spec_details(raw), raw
+
+
+def counter_steps(delta: CounterDelta) -> int | None:
+    """Verification steps over a counter delta (summed over every label set), None when unusable."""
+    if not delta.valid or VERIFY_CALLS in delta.missing or VERIFY_CALLS not in delta.values:
+        return None
+    return round(sum(delta.series(VERIFY_CALLS).values()))
+
+
+def find_spec_details(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The per-request SD fields in a response or stream chunk, wherever this SGLang put them:
+    `sglext.spec_tokens_details` (OpenAI endpoints; a list when n > 1: the first choice's), `meta_info`
+    (native /generate, or a choice's with return_meta_info) or the payload itself."""
+    candidates: list[Any] = []
+    sglext = payload.get("sglext")
+    if isinstance(sglext, dict):
+        details = sglext.get("spec_tokens_details")
+        candidates.append(details[0] if isinstance(details, list) and details else details)
+    candidates.append(payload.get("meta_info"))
+    choices = payload.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        candidates.append(choices[0].get("meta_info"))
+    candidates.append(payload)
+    for found in candidates:
+        if isinstance(found, dict) and _STEPS in found:
+            return {k: v for k, v in found.items() if k.startswith("spec_")}
+    return None
+
+
+def _first_int(raw: dict[str, Any], names: tuple[str, ...]) -> int | None:
+    for name in names:
+        value = raw.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return int(value)
+    return None
+
+
+def parse_spec_details(raw: dict[str, Any]) -> SDCounts | None:
+    """SGLang per-request SD fields (any name generation) -> SDCounts; None when they do not add up."""
+    steps = _first_int(raw, (_STEPS,))
+    if steps is None:
+        return None
+    hist: list[int] | None = None
+    for name in _HISTOGRAM:
+        value = raw.get(name)
+        if isinstance(value, list) and value and all(isinstance(c, int) and c >= 0 for c in value):
+            hist = [int(c) for c in value]
+            break
+    accepted = _first_int(raw, _ACCEPTED)
+    if accepted is None and hist is not None:
+        accepted = sum(j * c for j, c in enumerate(hist))
+    proposed = _first_int(raw, _PROPOSED)
+    if steps == 0:  # nothing was verified: no step, whatever the defaults say
+        return SDCounts(source="per_request", num_steps=0, num_draft_tokens=0, num_accepted_tokens=0)
+    if accepted is None or proposed is None or not 0 <= accepted <= proposed:
+        return None
+    if hist is not None and sum(hist) != steps:
+        hist = None  # a histogram that does not cover the steps cannot give per-position counts
+    per_pos = [] if hist is None else [sum(hist[i + 1:]) for i in range(len(hist) - 1)]
+    return SDCounts(
+        source="per_request",
+        num_steps=steps,
+        num_draft_tokens=proposed,
+        num_accepted_tokens=accepted,
+        accepted_per_pos=per_pos,
+        histogram=hist,
+    )

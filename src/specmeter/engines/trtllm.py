@@ -1,0 +1,383 @@
+"""TensorRT-LLM (`trtllm-serve`, PyTorch backend): launch command and SD stats.
+
+Facts (shared/REFERENCE.md §4; TensorRT-LLM's docs/source/features/speculative-decoding.md,
+tensorrt_llm/commands/serve.py, serve/openai_server.py and metrics/collector.py, read in the public source):
+- launch: `trtllm-serve MODEL --host H --port P --backend pytorch --extra_llm_api_options FILE.yaml`
+  (`--config` in new builds, `--extra_llm_api_options` kept as its alias); `--max_seq_len`,
+  `--max_batch_size`, `--trust_remote_code` on the command line, everything else in the YAML.
+- speculation: YAML `speculative_config` with `decoding_type` (`Eagle3`, `DraftTarget`, `NGram`, `MTP`;
+  `Eagle` is only an alias of Eagle3 on the PyTorch backend: EAGLE-1/2 checkpoints do not load),
+  `max_draft_len` (K) and the draft as `speculative_model_dir` (new builds call it `speculative_model` and
+  keep `speculative_model_dir` as its alias). MTP: `num_nextn_predict_layers` equal to K. NGram:
+  `max_matching_ngram_size`. The docs run DraftTarget and NGram with `disable_overlap_scheduler: true`.
+- statistics: `enable_iter_perf_stats: true` fills GET /metrics with a JSON list of per-iteration stats
+  (`specDecodingStats`: numDraftTokens, numAcceptedTokens, numRequestsWithDraftTokens, acceptanceLength),
+  cleared by every read (old builds drain the engine queue, new ones a tee buffer of
+  `iter_stats_max_iterations` entries that evicts silently); `return_perf_metrics: true` mounts
+  Prometheus text at /prometheus/metrics: `trtllm_spec_decode_num_draft_tokens_total`,
+  `trtllm_spec_decode_num_accepted_tokens_total` (summed from iteration stats), per-position counters
+  from finished requests `trtllm_spec_decode_drafted_tokens_total{token_position}` /
+  `trtllm_spec_decode_accepted_tokens_total{token_position}` (names as NVIDIA's own acceptance runner
+  reads them; they are not in every build), `trtllm_request_success_total`,
+  `trtllm_generation_tokens_total`, `trtllm_num_requests_running`.
+- per request: released builds put no SD numbers in responses (only in the drained /perf_metrics list:
+  drafted and accepted totals, no step count). An open change (TensorRT-LLM PR #19311) adds
+  `speculative_decoding` {total_draft_tokens, total_accepted_draft_tokens, num_spec_steps,
+  acceptance_histogram} to the choice: parsed when present.
+- /v1/models answers `owned_by: tensorrt_llm`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specmeter.config import EngineSpec, SpecConfig, SpecMethod
+from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
+from specmeter.errors import InputError
+from specmeter.metrics.prometheus import CounterDelta
+from specmeter.schemas.sd import SDCounts
+
+PROMETHEUS_PATH = "/prometheus/metrics"  # TensorRT-LLM's own /metrics is the JSON iteration list
+ITERATION_STATS_PATH = "/metrics"
+
+DRAFT_TOKENS = "trtllm_spec_decode_num_draft_tokens_total"
+ACCEPTED = "trtllm_spec_decode_num_accepted_tokens_total"
+DRAFTED_PER_POS = "trtllm_spec_decode_drafted_tokens_total"
+ACCEPTED_PER_POS = "trtllm_spec_decode_accepted_tokens_total"
+REQUESTS_DONE = "trtllm_request_success_total"
+GENERATION_TOKENS = "trtllm_generation_tokens_total"
+RUNNING = "trtllm_num_requests_running"
+
+_DECODING_TYPES = {
+    SpecMethod.eagle3: "Eagle3",
+    SpecMethod.draft_model: "DraftTarget",
+    SpecMethod.ngram: "NGram",
+    SpecMethod.mtp: "MTP",
+}
+# Two-model drafters the docs run without the overlap scheduler.
+_NO_OVERLAP = {SpecMethod.draft_model, SpecMethod.ngram}
+
+# Where the launcher writes its YAML: one file per distinct content (its hash names it), so equal configs
+# share a file, concurrent launches never clash and a relaunch finds the same path in the same command.
+CONFIG_DIR_ENV = "SPECMETER_TRTLLM_CONFIG_DIR"
+
+
+def _config_dir() -> Path:
+    return Path(os.environ.get(CONFIG_DIR_ENV) or Path(tempfile.gettempdir()) / "specmeter-trtllm")
+
+
+class TRTLLMLauncher(EngineLauncher):
+    name = "trtllm"
+    methods = tuple(_DECODING_TYPES)
+
+    def version(self) -> str | None:
+        for dist in ("tensorrt_llm", "tensorrt-llm"):
+            try:
+                return f"tensorrt_llm {importlib.metadata.version(dist)}"
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return None
+
+    @staticmethod
+    def llm_api_options(engine: EngineSpec, spec: SpecConfig) -> dict[str, Any]:
+        """The YAML given to --extra_llm_api_options: statistics on, dtype, and the speculative config."""
+        options: dict[str, Any] = {"enable_iter_perf_stats": True, "return_perf_metrics": True}
+        if engine.dtype:
+            options["dtype"] = engine.dtype
+        if not spec.enabled:
+            return options
+        if spec.num_speculative_tokens_per_batch_size:
+            raise InputError("trtllm has no per-batch-size K (num_speculative_tokens_per_batch_size); "
+                             "remove it or use engine vllm")
+        if spec.draft_tensor_parallel_size is not None:
+            raise InputError("trtllm has no draft_tensor_parallel_size; remove it")
+        if spec.prompt_lookup_min is not None:
+            raise InputError("trtllm's NGram has no minimum match size (prompt_lookup_min); give only "
+                             "prompt_lookup_max (max_matching_ngram_size)")
+        cfg: dict[str, Any] = {"decoding_type": _DECODING_TYPES[spec.method], "max_draft_len": spec.k}
+        if spec.draft_model:
+            cfg["speculative_model_dir"] = spec.draft_model
+        if spec.method is SpecMethod.mtp:
+            cfg["num_nextn_predict_layers"] = spec.k
+        if spec.method is SpecMethod.ngram and spec.prompt_lookup_max is not None:
+            cfg["max_matching_ngram_size"] = spec.prompt_lookup_max
+        cfg.update(spec.extra)
+        options["speculative_config"] = cfg
+        if spec.method in _NO_OVERLAP:
+            options["disable_overlap_scheduler"] = True
+        return options
+
+    @staticmethod
+    def write_options(options: dict[str, Any], directory: Path | None = None) -> Path:
+        """Write the YAML (atomically) under a name derived from its content; returns its path."""
+        text = yaml.safe_dump(options, sort_keys=True)
+        directory = directory or _config_dir()
+        path = directory / f"llm-api-options-{hashlib.sha256(text.encode()).hexdigest()[:16]}.yaml"
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".yaml")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        return path
+
+    def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
+        """trtllm-serve serves under MODEL: it has no served-model-name flag (requests may name any model)."""
+        assert engine.model is not None, "launch mode needs a model"
+        self.check_method(spec)
+        script = Path(sys.executable).with_name("trtllm-serve")
+        options = self.write_options(self.llm_api_options(engine, spec))
+        cmd = [
+            str(script) if script.exists() else "trtllm-serve", engine.model,
+            "--host", engine.host,
+            "--port", str(port),
+            "--backend", "pytorch",
+            "--extra_llm_api_options", str(options),
+        ]
+        if engine.max_model_len:
+            cmd += ["--max_seq_len", str(engine.max_model_len)]
+        if engine.max_num_seqs:
+            cmd += ["--max_batch_size", str(engine.max_num_seqs)]
+        if engine.trust_remote_code:
+            cmd.append("--trust_remote_code")
+        cmd += list(engine.extra_args)
+        return cmd
+
+
+class TRTLLMStats(EngineStats):
+    name = "trtllm"
+    # Its Prometheus text lives here; /metrics is the JSON iteration list, cleared by every read.
+    metrics_path = PROMETHEUS_PATH
+
+    @property
+    def running_gauge(self) -> str | None:
+        return RUNNING
+
+    def can_adapt(self, probe: ServerProbe) -> bool:
+        if owned_by(probe) == "tensorrt_llm":
+            return True
+        names = (*self.sd_counter_names, REQUESTS_DONE, GENERATION_TOKENS, RUNNING)
+        return probe.metrics is not None and any(probe.metrics.has(n) for n in names)
+
+    @property
+    def unavailable(self) -> dict[str, str]:
+        return {
+            "per-request and per-category SD": "trtllm-serve responses carry no speculative numbers (its "
+                                               "/perf_metrics list is drained on read and has no step counts)",
+            "steps, AL and per-position rates from counters": "need the per-position counters "
+                                                              f"({DRAFTED_PER_POS}); builds without them give "
+                                                              "drafted and accepted tokens only",
+        }
+
+    @property
+    def sd_counter_names(self) -> list[str]:
+        return [DRAFT_TOKENS, ACCEPTED, DRAFTED_PER_POS, ACCEPTED_PER_POS]
+
+    @property
+    def traffic_counter_names(self) -> dict[str, str]:
+        return {"requests": REQUESTS_DONE, "generation_tokens": GENERATION_TOKENS}
+
+    def sd_from_counters(self, delta: CounterDelta) -> SDCounts | None:
+        if not delta.valid:
+            return None  # counters went down (restart): the delta means nothing
+        drafted_pos = [] if DRAFTED_PER_POS in delta.missing else positions(delta.series(DRAFTED_PER_POS))
+        accepted_pos = [] if ACCEPTED_PER_POS in delta.missing else positions(delta.series(ACCEPTED_PER_POS))
+        if drafted_pos:
+            # Per finished request: every step drafts position 0, so its count is the step count, and the
+            # sums are the drafted and accepted totals of the same requests.
+            if len(accepted_pos) > len(drafted_pos) or any(a > d for a, d in zip(accepted_pos, drafted_pos)):
+                return None
+            return SDCounts(
+                source="counters",
+                num_steps=drafted_pos[0],
+                num_draft_tokens=sum(drafted_pos),
+                num_accepted_tokens=sum(accepted_pos),
+                accepted_per_pos=accepted_pos,
+                drafted_per_pos=drafted_pos,
+            )
+        if DRAFT_TOKENS in delta.missing or ACCEPTED in delta.missing:
+            return None
+        drafted, accepted = _total(delta, DRAFT_TOKENS), _total(delta, ACCEPTED)
+        if accepted > drafted:
+            return None
+        return SDCounts(source="counters", num_steps=None, num_draft_tokens=drafted, num_accepted_tokens=accepted)
+
+    def sd_from_response(self, payload: dict[str, Any]) -> tuple[SDCounts | None, dict[str, Any] | None]:
+        raw = find_request_stats(payload)
+        if raw is None:
+            return None, None
+        return parse_request_stats(raw), raw
+
+
+def _total(delta: CounterDelta, name: str) -> int:
+    """A counter's delta summed over all its label sets (engine_type, model_name, ...)."""
+    return round(sum(delta.series(name).values()))
+
+
+def positions(series: dict[str, float]) -> list[int]:
+    """{'token_position=0': 5, 'token_position=1': 3} -> [5, 3] (`position=` too; gaps count as 0)."""
+    by_pos: dict[int, float] = {}
+    for key, value in series.items():
+        for part in key.split(","):
+            name, _, raw = part.partition("=")
+            if name in ("token_position", "position") and raw.isdigit():
+                by_pos[int(raw)] = by_pos.get(int(raw), 0.0) + value
+    if not by_pos:
+        return []
+    return [round(by_pos.get(i, 0.0)) for i in range(max(by_pos) + 1)]
+
+
+# ---- per request (TensorRT-LLM PR #19311 shape) ------------------------------------------------------
+def find_request_stats(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """`speculative_decoding` from the first choice, the payload or its usage, when the server sent one."""
+    places: list[Any] = []
+    choices = payload.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        places.append(choices[0])
+    places += [payload, payload.get("usage")]
+    for place in places:
+        if isinstance(place, dict):
+            found = place.get("speculative_decoding")
+            if isinstance(found, dict) and "total_draft_tokens" in found:
+                return found
+    return None
+
+
+def parse_request_stats(raw: dict[str, Any]) -> SDCounts | None:
+    """total_draft_tokens / total_accepted_draft_tokens (+ num_spec_steps, acceptance_histogram) -> SDCounts."""
+    def number(name: str) -> int | None:
+        value = raw.get(name)
+        return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    drafted, accepted = number("total_draft_tokens"), number("total_accepted_draft_tokens")
+    steps = number("num_spec_steps")
+    if drafted is None or accepted is None or not 0 <= accepted <= drafted:
+        return None
+    hist_raw = raw.get("acceptance_histogram")
+    hist: list[int] | None = None
+    if isinstance(hist_raw, list) and all(isinstance(c, int) and c >= 0 for c in hist_raw):
+        hist = [int(c) for c in hist_raw]
+    if hist is not None and (steps is None or sum(hist) != steps):
+        hist = None  # per-position counts need a histogram over exactly the steps
+    return SDCounts(
+        source="per_request",
+        num_steps=steps,
+        num_draft_tokens=drafted,
+        num_accepted_tokens=accepted,
+        accepted_per_pos=[] if hist is None else [sum(hist[i + 1:]) for i in range(len(hist) - 1)],
+        histogram=hist or None,
+    )
+
+
+# ---- JSON iteration stats (GET /metrics) --------------------------------------------------------------
+def _get(d: dict[str, Any], *names: str) -> Any:
+    for name in names:
+        if name in d:
+            return d[name]
+    return None
+
+
+def iteration_entries(payload: Any) -> list[dict[str, Any]]:
+    """The iteration stats in one /metrics answer: a JSON list of objects (or, from old builds, of JSON
+    strings); anything else in it is skipped."""
+    if isinstance(payload, (str, bytes)):
+        try:
+            payload = json.loads(payload)
+        except ValueError:
+            return []
+    items = payload if isinstance(payload, list) else [payload]
+    out: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, str):
+            try:
+                item = json.loads(item)
+            except ValueError:
+                continue
+        if isinstance(item, dict):
+            out.append(item)
+    return out
+
+
+class IterationStats:
+    """Iteration stats accumulated over a run from successive /metrics reads (each read clears what it
+    returns, so every read between the run's start and end must be fed here). Iterations are keyed by
+    their `iter` number: a stat read twice counts once, and iteration numbers missing between the first
+    and last seen are counted as `missing` (evicted before a read: the totals are then incomplete)."""
+
+    def __init__(self) -> None:
+        self._by_iter: dict[int, tuple[int, int, int | None]] = {}
+        self._unnumbered: list[tuple[int, int, int | None]] = []
+
+    def add(self, payload: Any) -> None:
+        for entry in iteration_entries(payload):
+            spec = _get(entry, "specDecodingStats", "spec_decoding_stats")
+            row = _spec_row(spec) if isinstance(spec, dict) else (0, 0, 0)
+            it = _get(entry, "iter", "iteration")
+            if isinstance(it, int) and not isinstance(it, bool):
+                self._by_iter[it] = row
+            else:
+                self._unnumbered.append(row)
+
+    @property
+    def iterations(self) -> int:
+        return len(self._by_iter) + len(self._unnumbered)
+
+    @property
+    def missing(self) -> int:
+        if not self._by_iter:
+            return 0
+        return max(self._by_iter) - min(self._by_iter) + 1 - len(self._by_iter)
+
+    def counts(self) -> SDCounts | None:
+        """Run totals as SDCounts (steps = requests that had draft tokens, summed over iterations; None
+        when a build gives neither that count nor an acceptance length to recover it from)."""
+        rows = [*self._by_iter.values(), *self._unnumbered]
+        if not rows:
+            return None
+        drafted = sum(r[0] for r in rows)
+        accepted = sum(r[1] for r in rows)
+        steps: int | None = 0
+        for r in rows:
+            steps = None if steps is None or r[2] is None else steps + r[2]
+        if accepted > drafted:
+            return None
+        return SDCounts(source="counters", num_steps=steps, num_draft_tokens=drafted, num_accepted_tokens=accepted)
+
+
+def _spec_row(spec: dict[str, Any]) -> tuple[int, int, int | None]:
+    """(drafted, accepted, steps) of one iteration's specDecodingStats (camelCase or snake_case)."""
+    def num(*names: str) -> float | None:
+        value = _get(spec, *names)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    drafted = num("numDraftTokens", "num_draft_tokens") or 0.0
+    accepted = num("numAcceptedTokens", "num_accepted_tokens") or 0.0
+    if drafted <= 0:
+        return 0, 0, 0  # an iteration that drafted nothing has no speculative step
+    requests = num("numRequestsWithDraftTokens", "num_requests_with_draft_tokens")
+    if requests is None:
+        # acceptanceLength = (accepted + requests) / requests, so requests = accepted / (AL - 1)
+        al = num("acceptanceLength", "acceptance_length")
+        if al is not None and al > 1.0 and accepted > 0:
+            requests = accepted / (al - 1.0)
+            if abs(requests - round(requests)) > 1e-3:
+                return round(drafted), round(accepted), None
+    return round(drafted), round(accepted), None if requests is None else round(requests)
+
+
+def sd_from_iteration_stats(payloads: Iterable[Any]) -> SDCounts | None:
+    """Run totals from every /metrics answer read during the run, in any order."""
+    acc = IterationStats()
+    for payload in payloads:
+        acc.add(payload)
+    return acc.counts()
