@@ -93,3 +93,15 @@ def test_draft_with_another_tokenizer_is_rejected_before_launch(tmp_path: Path) 
 def test_missing_model_path_is_rejected(tmp_path: Path) -> None:
     line = one_line_error(specmeter("run", "--model", str(tmp_path / "nope"), "--out", str(tmp_path)))
     assert "does not exist" in line
+
+
+def test_an_endpoint_that_does_not_answer_is_named_before_any_run_directory(tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    line = one_line_error(specmeter("run", "--endpoint", "http://127.0.0.1:9", "--num-prompts", "2", "--out", str(out)))
+    assert "http://127.0.0.1:9 is unreachable" in line and "--endpoint" in line
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_an_unknown_engine_names_the_registered_ones(tmp_path: Path) -> None:
+    line = one_line_error(specmeter("run", "--engine", "tgi", "--model", str(tmp_path), "--out", str(tmp_path)))
+    assert "tgi" in line and all(kind in line for kind in ("vllm", "llamacpp", "sglang", "trtllm"))
