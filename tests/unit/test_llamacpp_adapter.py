@@ -147,6 +147,23 @@ def test_ngram_drafts_k_tokens_after_a_lookup_of_the_given_size(fake_binary: Pat
     assert _arg(cmd, "--spec-ngram-simple-size-m") == "5" and _arg(cmd, "--spec-ngram-simple-size-n") == "3"
 
 
+@pytest.mark.parametrize(("variant", "k_flag", "lookup_flag"), [
+    ("ngram-map-k", "--spec-ngram-map-k-size-m", "--spec-ngram-map-k-size-n"),
+    ("ngram-map-k4v", "--spec-ngram-map-k4v-size-m", "--spec-ngram-map-k4v-size-n"),
+    ("ngram-mod", "--spec-ngram-mod-n-max", "--spec-ngram-mod-n-match"),
+])
+def test_ngram_variants(fake_binary: Path, variant: str, k_flag: str, lookup_flag: str) -> None:
+    cmd = _cmd(fake_binary, {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2,
+                             "extra": {"spec_type": variant}})
+    assert _arg(cmd, "--spec-type") == variant and cmd.count("--spec-type") == 1
+    assert _arg(cmd, k_flag) == "4" and _arg(cmd, lookup_flag) == "2"
+
+
+def test_ngram_cache_has_no_settable_k(fake_binary: Path) -> None:
+    with pytest.raises(InputError, match="ngram-cache"):
+        _cmd(fake_binary, {"method": "ngram", "num_speculative_tokens": 4, "extra": {"spec_type": "ngram-cache"}})
+
+
 def test_engine_settings_ride_in_extra(fake_binary: Path) -> None:
     cmd = _cmd(fake_binary, {"method": "draft_model", "model": str(fake_binary / "draft.gguf"),
                              "num_speculative_tokens": 2, "extra": {"spec_synth_rates": "0.9,0.5"}})

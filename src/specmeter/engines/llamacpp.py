@@ -40,12 +40,38 @@ _SPEC_TYPES = {
     SpecMethod.draft_model: "draft-simple",
     SpecMethod.eagle3: "draft-eagle3",
     SpecMethod.mtp: "draft-mtp",
-    SpecMethod.ngram: "ngram-simple",
+    SpecMethod.ngram: "ngram-simple",  # or another variant of _NGRAM_VARIANTS, by extra spec_type
 }
 
 
 def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
+
+
+# The n-gram drafters whose draft length can be set (ngram-cache's is fixed at 8), as
+# --spec-type -> (flag for K, flag for the lookup length).
+_NGRAM_VARIANTS = {
+    "ngram-simple": ("--spec-ngram-simple-size-m", "--spec-ngram-simple-size-n"),
+    "ngram-map-k": ("--spec-ngram-map-k-size-m", "--spec-ngram-map-k-size-n"),
+    "ngram-map-k4v": ("--spec-ngram-map-k4v-size-m", "--spec-ngram-map-k4v-size-n"),
+    "ngram-mod": ("--spec-ngram-mod-n-max", "--spec-ngram-mod-n-match"),
+}
+
+
+def _ngram_args(variant: str, spec: SpecConfig) -> list[str]:
+    """An n-gram drafter looks up the last n tokens in the context and drafts the K that followed them;
+    the variant comes from the spec's extra `spec_type` (default ngram-simple)."""
+    if variant not in _NGRAM_VARIANTS:
+        raise InputError(f"llamacpp: spec_type {variant!r} is not an n-gram drafter with a settable length; "
+                         f"use one of: {', '.join(_NGRAM_VARIANTS)}")
+    k_flag, lookup_flag = _NGRAM_VARIANTS[variant]
+    args = ["--spec-type", variant, k_flag, str(spec.k)]
+    if variant == "ngram-mod":
+        args += ["--spec-ngram-mod-n-min", "1"]  # its default minimum (48) would exceed a small K
+    lookup = spec.prompt_lookup_max or spec.prompt_lookup_min
+    if lookup is not None:
+        args += [lookup_flag, str(lookup)]
+    return args
 
 
 class LlamaCppLauncher(EngineLauncher):
@@ -79,19 +105,16 @@ class LlamaCppLauncher(EngineLauncher):
             "--no-webui",
         ]
         if spec.enabled:
-            cmd += ["--spec-type", _SPEC_TYPES[spec.method]]
+            extra = dict(spec.extra)
             if spec.method is SpecMethod.ngram:
-                # ngram-simple looks up an n-gram of size n and drafts the m tokens that followed it.
-                cmd += ["--spec-ngram-simple-size-m", str(spec.k)]
-                lookup = spec.prompt_lookup_max or spec.prompt_lookup_min
-                if lookup is not None:
-                    cmd += ["--spec-ngram-simple-size-n", str(lookup)]
+                cmd += _ngram_args(str(extra.pop("spec_type", "ngram-simple")), spec)
             else:
+                cmd += ["--spec-type", _SPEC_TYPES[spec.method]]
                 if spec.draft_model:
                     cmd += ["--spec-draft-model", to_gguf(spec.draft_model, engine.dtype)]
                 cmd += ["--spec-draft-n-max", str(spec.k), "--spec-draft-n-min", "0"]
             # Engine-specific settings ride in `extra`, one flag each: {"spec_synth_rates": "0.8,0.5"}.
-            for key, value in spec.extra.items():
+            for key, value in extra.items():
                 cmd += [_flag(key)] if value is True else [_flag(key), str(value)]
         cmd += list(engine.extra_args)
         return cmd
