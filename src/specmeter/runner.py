@@ -32,6 +32,7 @@ from specmeter.engines.probe import resolve_endpoints
 from specmeter.engines.registry import get_engine
 from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, InputError, RunIncomplete, SpecmeterError
 from specmeter.load.client import OpenAIClient
+from specmeter.load.feed import FeedPoller
 from specmeter.load.gauge import GaugeSampler
 from specmeter.load.strategies import PointKey, count_requests, point_conversations, run_point
 from specmeter.metrics.categories import category_breakdown
@@ -279,11 +280,14 @@ class _Run:
             started = time.perf_counter() - self.t0
             gauge = stats.running_gauge
             sampler = GaugeSampler(client, gauge, time.perf_counter(), path=stats.metrics_path) if gauge else None
-            async with sampler or contextlib.nullcontext():
+            # Statistics the server clears on every read: drained on entry, read through the point and after it.
+            feed = stats.iteration_feed()
+            poller = FeedPoller(client, feed) if feed is not None else None
+            async with sampler or contextlib.nullcontext(), poller or contextlib.nullcontext():
                 traffic = await run_point(client, point, convs, load, server.model, key, on_record, skip=skip)
             after, err_after = await _snapshot(client, stats.metrics_path)
         sd = summarize_sd(stats, before, after, traffic.records, scrape_error=err_before or err_after,
-                          expect_sd=config.role is Role.candidate)
+                          expect_sd=config.role is Role.candidate, feed=feed)
         records, wall = traffic.records, traffic.wall_s
         if prior:
             records = latest_records([*prior, *traffic.records])

@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import random
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -40,10 +41,13 @@ from specmeter.engines.trtllm import (
 from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import InputError
 from specmeter.load.client import OpenAIClient
+from specmeter.load.feed import FeedPoller
 from specmeter.metrics.prometheus import counter_delta, parse_exposition
+from specmeter.metrics.sd_summary import summarize_sd
 from specmeter.plans.run import run_plan as build_run_plan
 from specmeter.runner import Execution
 from specmeter.schemas.plan import WorkloadSelection
+from specmeter.schemas.sd import SDCounts, SDSummary
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -295,10 +299,20 @@ def test_trtllm_is_recognised_by_its_models_listing_or_its_prometheus_names() ->
 # ---- a stand-in trtllm-serve ---------------------------------------------------------------------------------
 class TRTLLMStandIn:
     """trtllm-serve's HTTP shapes over deterministic K-chain steps: each decode step is one iteration in the
-    JSON list of /metrics (cleared by every read), and the Prometheus counters advance by exactly the steps."""
+    JSON list of /metrics (cleared by every read), and the Prometheus counters advance by exactly the steps.
+    Builds differ: `per_position=False` serves no per-position counters, `prometheus=False` no
+    /prometheus/metrics at all; `capacity` bounds the JSON list (the oldest iterations are evicted silently,
+    like the tee buffer of `iter_stats_max_iterations`); `garble_next` reads answer non-JSON (after clearing)."""
 
-    def __init__(self, k: int = 4, model: str = "stand-in/trtllm-target", alpha: float = 0.6) -> None:
+    def __init__(self, k: int = 4, model: str = "stand-in/trtllm-target", alpha: float = 0.6, *,
+                 per_position: bool = True, prometheus: bool = True, capacity: int | None = None,
+                 step_s: float = 0.002) -> None:
         self.k, self.model, self.alpha = k, model, alpha
+        self.per_position, self.serves_prometheus, self.capacity, self.step_s = (per_position, prometheus,
+                                                                                 capacity, step_s)
+        self.evicted = 0
+        self.garble_next = 0
+        self.garbled = 0
         self.bodies: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.truth = {"requests": 0, "steps": 0, "drafted": 0, "accepted": 0,
@@ -312,9 +326,9 @@ class TRTLLMStandIn:
         self.drafted = Counter("trtllm_spec_decode_num_draft_tokens", "drafted", base, registry=self.registry)
         self.accepted = Counter("trtllm_spec_decode_num_accepted_tokens", "accepted", base, registry=self.registry)
         self.drafted_pos = Counter("trtllm_spec_decode_drafted_tokens", "drafted per position",
-                                   [*base, "token_position"], registry=self.registry)
+                                   [*base, "token_position"], registry=self.registry if per_position else None)
         self.accepted_pos = Counter("trtllm_spec_decode_accepted_tokens", "accepted per position",
-                                    [*base, "token_position"], registry=self.registry)
+                                    [*base, "token_position"], registry=self.registry if per_position else None)
         self.success = Counter("trtllm_request_success", "finished", [*base, "finished_reason"],
                                registry=self.registry)
         self.gen = Counter("trtllm_generation_tokens", "generated", base, registry=self.registry)
@@ -350,7 +364,8 @@ class TRTLLMStandIn:
         app.router.add_get("/health", self._health)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/metrics", self._iteration_stats)
-        app.router.add_get("/prometheus/metrics", self._prometheus)
+        if self.serves_prometheus:
+            app.router.add_get("/prometheus/metrics", self._prometheus)
         app.router.add_post("/v1/chat/completions", self._generate)
         app.router.add_post("/v1/completions", self._generate)
         runner = web.AppRunner(app, access_log=None)
@@ -382,6 +397,10 @@ class TRTLLMStandIn:
     async def _iteration_stats(self, request: web.Request) -> web.Response:
         with self._lock:
             drained, self.iterations = self.iterations, []
+            if self.garble_next:
+                self.garble_next -= 1
+                self.garbled += 1
+                return web.Response(text="<html>busy</html>", content_type="text/html")
         return web.json_response(drained)
 
     async def _prometheus(self, request: web.Request) -> web.Response:
@@ -412,6 +431,9 @@ class TRTLLMStandIn:
                                       "numRequestsWithDraftTokens": 1, "acceptanceLength": 1.0 + a,
                                       "iterLatencyMS": 1.0, "draftOverhead": 0.3},
             })
+            if self.capacity is not None and len(self.iterations) > self.capacity:
+                self.evicted += len(self.iterations) - self.capacity
+                del self.iterations[:-self.capacity]
             self.drafted.labels("trtllm", self.model).inc(self.k)
             self.accepted.labels("trtllm", self.model).inc(a)
 
@@ -448,7 +470,7 @@ class TRTLLMStandIn:
             last = i == len(chunks) - 1
             await resp.write(event([choice("".join(f" w{word + j}" for j in range(n)), finish if last else None)]))
             word += n
-            await asyncio.sleep(0.002)
+            await asyncio.sleep(self.step_s)
         with self._lock:
             self.running -= 1
             t = self.truth
@@ -488,24 +510,51 @@ def _execution(url: str, kind: str | None, api: str) -> Execution:
     return Execution(plan=plan, conversations=convs, api_key=None, command=["specmeter", "run", "--endpoint", url])
 
 
-def _check_run(server: TRTLLMStandIn, root: Path, kind: str | None, api: str) -> None:
-    before = parse_exposition(server.prometheus())
+def _run(server: TRTLLMStandIn, root: Path, kind: str | None = "trtllm", api: str = "chat") -> SDSummary:
+    """A whole attach-mode run against `server`; the point's SD summary, after what every run must show."""
     summary, error, _ = run_plan(_execution(server.url, kind, api), root)
     assert error is None, repr(error)
     point = only_config(summary).points[0]
-    truth = server.truth
-    assert point.latency.num_ok == truth["requests"] == len(server.bodies) > 0
-    sd = point.sd
-    assert sd.available and sd.reference == "counters", sd
+    assert point.latency.num_ok == server.truth["requests"] == len(server.bodies) > 0
+    sd: SDSummary = point.sd
     assert sd.per_request is None and sd.requests_with_stats == 0  # no SD numbers in trtllm-serve responses
-    counters = sd.counters
-    assert counters is not None
-    assert (counters.num_steps, counters.num_draft_tokens, counters.num_accepted_tokens) == (
-        truth["steps"], truth["drafted"], truth["accepted"])
-    assert counters.accepted_per_pos == truth["accepted_per_pos"]
-    assert counters.acceptance_length == pytest.approx(1 + truth["accepted"] / truth["steps"])
     assert sd.foreign_traffic is None
     assert set(sd.not_available) == set(TRTLLMStats().unavailable)
+    # the run read the JSON list right before the point and once after it: nothing is left in it
+    assert server.paths.count("/metrics") >= 2 and json.loads(_get(server.url + "/metrics")) == []
+    return sd
+
+
+def _totals(counts: SDCounts | None) -> tuple[int | None, int, int]:
+    assert counts is not None
+    return counts.num_steps, counts.num_draft_tokens, counts.num_accepted_tokens
+
+
+def _truth(server: TRTLLMStandIn) -> tuple[int, int, int]:
+    truth = server.truth
+    steps, drafted, accepted = truth["steps"], truth["drafted"], truth["accepted"]
+    assert isinstance(steps, int) and isinstance(drafted, int) and isinstance(accepted, int)
+    return steps, drafted, accepted
+
+
+FEED_AGREES = "the iteration stats of /metrics equal the /prometheus/metrics counter deltas"
+
+
+def _check_run(server: TRTLLMStandIn, root: Path, kind: str | None, api: str) -> None:
+    before = parse_exposition(server.prometheus())
+    sd = _run(server, root, kind, api)
+    truth = server.truth
+    assert sd.available and sd.reference == "counters", sd
+    counters = sd.counters
+    assert counters is not None
+    assert _totals(counters) == _truth(server)
+    assert counters.accepted_per_pos == truth["accepted_per_pos"]
+    steps, _, accepted = _truth(server)
+    assert counters.acceptance_length == pytest.approx(1 + accepted / steps)
+    # both sources: the per-position counters are the run-level counts, the JSON iteration stats read
+    # through the run are checked against them and agree
+    assert sd.counters_invalid_reason is None
+    assert sd.agree is True and sd.agreement == FEED_AGREES, sd.agreement
     # the aggregate counters (from iteration stats) say the same as the per-position ones
     delta = counter_delta(before, parse_exposition(server.prometheus()), TRTLLMStats().sd_counter_names)
     assert round(delta.value("trtllm_spec_decode_num_draft_tokens_total", "engine_type=trtllm")) == truth["drafted"]
@@ -513,16 +562,94 @@ def _check_run(server: TRTLLMStandIn, root: Path, kind: str | None, api: str) ->
 
 @pytest.mark.parametrize("kind", ["trtllm", None], ids=["given", "detected"])
 @pytest.mark.parametrize("api", ["chat", "completions"])
-def test_a_run_against_trtllm_reads_its_prometheus_counters(trtllm_server: TRTLLMStandIn, tmp_path: Path,
-                                                            kind: str | None, api: str) -> None:
+def test_a_run_against_trtllm_reads_its_prometheus_counters_and_its_iteration_stats(
+        trtllm_server: TRTLLMStandIn, tmp_path: Path, kind: str | None, api: str) -> None:
     _check_run(trtllm_server, tmp_path / "run", kind, api)
     assert "/prometheus/metrics" in trtllm_server.paths
-    # nothing read the JSON list during the run (the probe's one read came first): it holds every step
-    sd = sd_from_iteration_stats([json.loads(_get(trtllm_server.url + "/metrics"))])
-    truth = trtllm_server.truth
-    assert sd is not None and (sd.num_steps, sd.num_draft_tokens, sd.num_accepted_tokens) == (
-        truth["steps"], truth["drafted"], truth["accepted"])
-    assert json.loads(_get(trtllm_server.url + "/metrics")) == []  # read once, gone
+
+
+@pytest.mark.parametrize("build", ["no-per-position-counters", "no-prometheus"])
+def test_without_step_counters_sd_comes_from_the_iteration_stats_read_through_the_run(build: str,
+                                                                                     tmp_path: Path) -> None:
+    with TRTLLMStandIn(per_position=False, prometheus=build != "no-prometheus") as server:
+        sd = _run(server, tmp_path / "run")
+        assert server.evicted == 0
+    assert sd.available and sd.reference == "counters", sd
+    assert _totals(sd.counters) == _truth(server)
+    assert sd.counters is not None and sd.counters.accepted_per_pos == []  # per-position rates: from nowhere
+    steps, _, accepted = _truth(server)
+    assert sd.counters.acceptance_length == pytest.approx(1 + accepted / steps)
+    reason = sd.counters_invalid_reason or ""
+    assert "run-level counts come from the iteration stats of /metrics" in reason, reason
+    if build == "no-prometheus":
+        assert "/prometheus/metrics could not be read" in reason
+        assert sd.agree is None and sd.agreement is None  # nothing to check them against
+    else:
+        assert "the counters at /prometheus/metrics give no step count" in reason
+        # drafted and accepted tokens are in both: checked, and equal
+        assert sd.agree is True and sd.agreement == FEED_AGREES
+
+
+@pytest.mark.parametrize("prometheus", [True, False], ids=["with-counters", "without-counters"])
+def test_iterations_evicted_before_a_read_are_reported_never_undercounted(prometheus: bool, tmp_path: Path) -> None:
+    # A list of 3 iterations and 20 ms steps: the polls every 0.5 s find it overrun.
+    with TRTLLMStandIn(capacity=3, step_s=0.02, prometheus=prometheus) as server:
+        sd = _run(server, tmp_path / "run")
+        assert server.evicted > 0
+    if prometheus:  # the per-position counters stay the run-level counts; the feed is reported, not used
+        assert sd.available and sd.reference == "counters" and sd.counters_invalid_reason is None
+        assert _totals(sd.counters) == _truth(server)
+        text = sd.agreement or ""
+        assert sd.agree is None
+    else:  # nothing else counted the point: no SD numbers rather than an undercount
+        assert not sd.available and sd.counters is None and sd.headline is None
+        text = sd.reason or ""
+    assert "the iteration stats of /metrics are incomplete, so not used" in text, text
+    found = re.search(r"at least (\d+) iterations were evicted from /metrics before a read got them", text)
+    assert found is not None and 0 < int(found.group(1)) <= server.evicted, text
+
+
+def test_an_answer_that_is_not_json_is_recorded_as_lost(trtllm_server: TRTLLMStandIn) -> None:
+    server = trtllm_server
+
+    async def read_through() -> IterationStats:
+        feed = TRTLLMStats().iteration_feed()
+        async with OpenAIClient(server.url, TRTLLMStats()) as client:
+            server._record_step(3)  # before the point: read by the first read and not counted
+            async with FeedPoller(client, feed, interval_s=0.02):
+                server._record_step(2)
+                server.garble_next = 1  # its answer is cleared on the server, then lost
+                for _ in range(200):
+                    if server.garbled:
+                        break
+                    await asyncio.sleep(0.01)
+                server._record_step(1)
+        return feed
+
+    feed = asyncio.run(read_through())
+    assert server.garbled == 1
+    assert feed.lost and "not JSON" in feed.lost[0]
+    assert _totals(feed.counts()) == (1, 4, 1)  # only what came after the garbled answer
+    assert feed.missed == 1  # iteration 2 (the garbled one) is also a gap between 1 (the mark) and 3
+    assert "could not be counted" in (feed.incomplete() or "")
+    sd = summarize_sd(TRTLLMStats(), None, None, [], scrape_error="no counters here", feed=feed)
+    assert not sd.available and "incomplete, so not used" in (sd.reason or "")
+
+
+def test_the_mark_read_before_the_point_starts_the_gap_count() -> None:
+    acc = IterationStats()
+    acc.mark([_iteration(4, 8, 5, 2)])
+    acc.add([_iteration(8, 4, 1, 1)])
+    assert acc.missed == 3 and acc.counts() is not None  # 5, 6 and 7 were evicted before a read
+    assert "at least 3 iterations were evicted" in (acc.incomplete() or "")
+    fresh = IterationStats()
+    fresh.mark([])  # nothing before the point: the gap count starts at the first iteration read
+    fresh.add([_iteration(8, 4, 1, 1)])
+    assert fresh.missed == 0 and fresh.incomplete() is None
+    restarted = IterationStats()
+    restarted.mark([_iteration(100, 4, 1, 1)])
+    restarted.add([_iteration(1, 4, 1, 1), _iteration(2, 4, 1, 1)])  # numbers start again: no gap invented
+    assert restarted.missed == 0
 
 
 def _get(url: str) -> str:

@@ -3,6 +3,8 @@
 - `EngineStats` reads a server: its SD counters, per-request SD payloads, the fields a request must add
   to get them, and whether a server it has never seen is this engine (`can_adapt`, for attach mode).
 - `EngineLauncher` starts one: the command, its environment, the drafters it supports, its version.
+- `IterationFeed` (optional, from `EngineStats.iteration_feed`): statistics a server hands out only once,
+  read through a point and accumulated (trtllm-serve's JSON iteration stats).
 
 Attach mode uses only the stats half; a registry pairs both under `EngineSpec.kind`.
 """
@@ -36,6 +38,50 @@ def owned_by(probe: ServerProbe) -> str | None:
         value = data[0].get("owned_by")
         return value if isinstance(value, str) else None
     return None
+
+
+class IterationFeed(ABC):
+    """Statistics a server hands out once: each GET of `path` answers what accumulated since the previous
+    read and clears it. The runner reads `path` right before a point (`mark`: that answer is older than the
+    point), polls it through the point and once after it (`add`), and hands the feed to the SD summary,
+    which takes `counts()` when the Prometheus counters give no run-level counts and checks the two
+    against each other when both exist. One feed per point."""
+
+    path: str
+
+    def __init__(self) -> None:
+        self.reads = 0  # answers read through the point and added
+        self.failed_reads = 0  # polls that got no answer: skipped, the next read still returns what is left
+        # Answers that cannot be counted although the server may have cleared what they held (unparseable,
+        # or the read after the point failed): `counts()` is then short by an unknown amount.
+        self.lost: list[str] = []
+
+    @abstractmethod
+    def mark(self, payload: Any) -> None:
+        """The answer read right before the point: not counted, but it tells where the point starts."""
+
+    @abstractmethod
+    def add(self, payload: Any) -> None:
+        """One answer read during or right after the point."""
+
+    @abstractmethod
+    def counts(self) -> SDCounts | None:
+        """The point's run-level SD counts from everything added (None: nothing the feed could count)."""
+
+    @property
+    @abstractmethod
+    def missed(self) -> int:
+        """Entries known to be missing (evicted by the server before a read got them)."""
+
+    def incomplete(self) -> str | None:
+        """Why `counts()` is less than the whole point, or None when nothing is known to be missing."""
+        parts: list[str] = []
+        if self.missed:
+            # at least: iterations evicted before the first one read are only seen when `mark` read one
+            parts.append(f"at least {self.missed} iterations were evicted from {self.path} before a read got them")
+        if self.lost:
+            parts.append(f"{len(self.lost)} answers of {self.path} could not be counted ({self.lost[0]})")
+        return "; ".join(parts) or None
 
 
 class EngineStats(ABC):
@@ -85,6 +131,10 @@ class EngineStats(ABC):
     @abstractmethod
     def sd_from_response(self, payload: dict[str, Any]) -> tuple[SDCounts | None, dict[str, Any] | None]:
         """Per-request SDCounts (and the raw engine fields) from a final response/usage chunk."""
+
+    def iteration_feed(self) -> IterationFeed | None:
+        """A new accumulator for statistics the server clears on every read (None: the engine has none)."""
+        return None
 
     def sd_enabled_in(self, snapshot: Snapshot) -> bool:
         """Whether the server's /metrics shows speculation is configured at all."""

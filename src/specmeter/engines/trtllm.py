@@ -13,7 +13,8 @@ tensorrt_llm/commands/serve.py, serve/openai_server.py and metrics/collector.py,
 - statistics: `enable_iter_perf_stats: true` fills GET /metrics with a JSON list of per-iteration stats
   (`specDecodingStats`: numDraftTokens, numAcceptedTokens, numRequestsWithDraftTokens, acceptanceLength),
   cleared by every read (old builds drain the engine queue, new ones a tee buffer of
-  `iter_stats_max_iterations` entries that evicts silently); `return_perf_metrics: true` mounts
+  `iter_stats_max_iterations` entries that evicts silently: the runner reads it right before each point,
+  every 0.5 s through it and once after it, see `TRTLLMStats.iteration_feed`); `return_perf_metrics: true` mounts
   Prometheus text at /prometheus/metrics: `trtllm_spec_decode_num_draft_tokens_total`,
   `trtllm_spec_decode_num_accepted_tokens_total` (summed from iteration stats), per-position counters
   from finished requests `trtllm_spec_decode_drafted_tokens_total{token_position}` /
@@ -37,12 +38,12 @@ import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
-from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
+from specmeter.engines.base import EngineLauncher, EngineStats, IterationFeed, ServerProbe, owned_by
 from specmeter.errors import InputError
 from specmeter.metrics.prometheus import CounterDelta
 from specmeter.schemas.sd import SDCounts
@@ -176,7 +177,10 @@ class TRTLLMStats(EngineStats):
                                                "/perf_metrics list is drained on read and has no step counts)",
             "steps, AL and per-position rates from counters": "need the per-position counters "
                                                               f"({DRAFTED_PER_POS}); builds without them give "
-                                                              "drafted and accepted tokens only",
+                                                              "drafted and accepted tokens only (steps and AL "
+                                                              "then come from the JSON iteration stats of "
+                                                              f"{ITERATION_STATS_PATH} read through the run; "
+                                                              "per-position rates from nowhere)",
         }
 
     @property
@@ -211,6 +215,11 @@ class TRTLLMStats(EngineStats):
         if accepted > drafted:
             return None
         return SDCounts(source="counters", num_steps=None, num_draft_tokens=drafted, num_accepted_tokens=accepted)
+
+    def iteration_feed(self) -> IterationStats:
+        """The JSON iteration stats of /metrics, read through each point (they hold the step count that
+        builds without the per-position counters lack)."""
+        return IterationStats()
 
     def sd_from_response(self, payload: dict[str, Any]) -> tuple[SDCounts | None, dict[str, Any] | None]:
         raw = find_request_stats(payload)
@@ -308,22 +317,32 @@ def iteration_entries(payload: Any) -> list[dict[str, Any]]:
     return out
 
 
-class IterationStats:
+class IterationStats(IterationFeed):
     """Iteration stats accumulated over a run from successive /metrics reads (each read clears what it
     returns, so every read between the run's start and end must be fed here). Iterations are keyed by
     their `iter` number: a stat read twice counts once, and iteration numbers missing between the first
-    and last seen are counted as `missing` (evicted before a read: the totals are then incomplete)."""
+    seen (or the last one the `mark` read before the run showed) and the last seen are counted as
+    `missing` (evicted before a read: the totals are then incomplete)."""
+
+    path = ITERATION_STATS_PATH
 
     def __init__(self) -> None:
+        super().__init__()
         self._by_iter: dict[int, tuple[int, int, int | None]] = {}
         self._unnumbered: list[tuple[int, int, int | None]] = []
+        self._before: int | None = None  # the last iteration read before the run
+
+    def mark(self, payload: Any) -> None:
+        numbers = [it for entry in iteration_entries(payload) if _is_int(it := _get(entry, "iter", "iteration"))]
+        if numbers:
+            self._before = max(numbers)
 
     def add(self, payload: Any) -> None:
         for entry in iteration_entries(payload):
             spec = _get(entry, "specDecodingStats", "spec_decoding_stats")
             row = _spec_row(spec) if isinstance(spec, dict) else (0, 0, 0)
             it = _get(entry, "iter", "iteration")
-            if isinstance(it, int) and not isinstance(it, bool):
+            if _is_int(it):
                 self._by_iter[it] = row
             else:
                 self._unnumbered.append(row)
@@ -336,7 +355,14 @@ class IterationStats:
     def missing(self) -> int:
         if not self._by_iter:
             return 0
-        return max(self._by_iter) - min(self._by_iter) + 1 - len(self._by_iter)
+        first = min(self._by_iter)
+        if self._before is not None and first > self._before:  # (lower numbers: the server restarted)
+            first = self._before + 1
+        return max(self._by_iter) - first + 1 - len(self._by_iter)
+
+    @property
+    def missed(self) -> int:
+        return self.missing
 
     def counts(self) -> SDCounts | None:
         """Run totals as SDCounts (steps = requests that had draft tokens, summed over iterations; None
@@ -352,6 +378,10 @@ class IterationStats:
         if accepted > drafted:
             return None
         return SDCounts(source="counters", num_steps=steps, num_draft_tokens=drafted, num_accepted_tokens=accepted)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _spec_row(spec: dict[str, Any]) -> tuple[int, int, int | None]:
