@@ -1,8 +1,9 @@
 """Async streaming client for OpenAI-compatible /v1/chat/completions and /v1/completions.
 
-Built for hundreds of concurrent streams: per chunk it only takes a monotonic timestamp and parses
-the JSON line; everything else is derived after the request ends. Every failure becomes an error
-kind on the record, never an exception out of `send`.
+Built for hundreds of concurrent streams: per socket read it takes one monotonic timestamp (before any
+parsing: every event the read completes arrived then), splits the bytes into lines itself (one wake-up per
+read, not per line) and parses each `data:` line's JSON; everything else is derived after the request ends.
+Every failure becomes an error kind on the record, never an exception out of `send`.
 """
 
 from __future__ import annotations
@@ -43,6 +44,24 @@ class StreamResult:
     saw_done: bool = False
     last_cum_tokens: int = 0
     token_ids: list[int] | None = None
+    pending: list[bytes] = field(default_factory=list)  # a line whose end has not arrived yet
+
+
+_decode_json = json.JSONDecoder().raw_decode
+# One SSE line longer than this is not an event stream (a runaway or hostile server): malformed.
+MAX_LINE_BYTES = 16 << 20
+
+
+def _loads(data: bytes) -> Any:
+    """json.loads(data), minus its per-call encoding sniffing when the data is plainly a UTF-8 JSON object
+    (any bytes else take json.loads itself, so both accept and reject exactly the same inputs)."""
+    if data[:1] == b"{" and data[1:2] != b"\x00":  # json.detect_encoding would say utf-8
+        text = data.decode("utf-8", "surrogatepass")
+        obj, end = _decode_json(text)
+        if end != len(text):  # `data` is stripped: anything left is what json.loads calls extra data
+            raise ValueError(f"extra data at column {end + 1}")
+        return obj
+    return json.loads(data)
 
 
 def _content_of(choice: dict[str, Any]) -> str:
@@ -67,46 +86,47 @@ def parse_sse_line(line: bytes, t_rel: float, out: StreamResult) -> None:
         out.saw_done = True
         return
     try:
-        obj = json.loads(data)
+        obj = _loads(data)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, huge ints, deep nesting
         raise StreamError("malformed", f"stream line is not JSON: {data[:80]!r}") from exc
-    if not isinstance(obj, dict):
+    if type(obj) is not dict:  # json gives plain dicts: no isinstance walk
         raise StreamError("malformed", f"stream event is not a JSON object: {data[:80]!r}")
     if "error" in obj:
         err = obj["error"]
         msg = err.get("message") if isinstance(err, dict) else err
         raise StreamError("stream_error", f"server error in stream: {str(msg)[:ERROR_BODY_CHARS]}")
     usage = obj.get("usage")
-    if isinstance(usage, dict):
+    cum: int | None = None
+    if type(usage) is dict:
         for key in ("prompt_tokens", "completion_tokens"):
             val = usage.get(key)
-            if val is not None and (not isinstance(val, int) or isinstance(val, bool) or val < 0):
+            if val is not None and (type(val) is not int or val < 0):  # bool is not int here
                 raise StreamError("malformed", f"usage.{key} is {str(val)[:40]!r}, not a token count")
         out.usage = usage
+        cum = usage.get("completion_tokens")
     choices = obj.get("choices")
-    if not isinstance(choices, list):
+    if type(choices) is not list:
         raise StreamError("malformed", f"stream event has no choices list: {data[:80]!r}")
     if not choices:
         out.final_payload = obj  # the final usage chunk (carries per-request metrics on vLLM)
         return
     choice = choices[0]
-    if not isinstance(choice, dict):
+    if type(choice) is not dict:
         raise StreamError("malformed", "stream choice is not a JSON object")
     finish = choice.get("finish_reason")
-    if finish is not None and not isinstance(finish, str):
-        raise StreamError("malformed", f"finish_reason is {type(finish).__name__}, not a string")
-    if finish:
-        out.finish_reason = finish
-    if isinstance(obj.get("metrics"), dict):
+    if finish is not None:
+        if type(finish) is not str:
+            raise StreamError("malformed", f"finish_reason is {type(finish).__name__}, not a string")
+        if finish:
+            out.finish_reason = finish
+    if "metrics" in obj and type(obj["metrics"]) is dict:
         out.final_payload = obj
     ids = choice.get("token_ids")
     if ids is not None:
-        if not isinstance(ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+        if type(ids) is not list or not all(type(t) is int for t in ids):
             raise StreamError("malformed", f"token_ids is not a list of token ids: {str(ids)[:40]!r}")
         out.token_ids = (out.token_ids or []) + ids
     text = _content_of(choice)
-    cum = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    cum = cum if isinstance(cum, int) else None
     # A chunk carries output when it has text, or when the token count grew (tokens that decode to
     # no text, e.g. a partial UTF-8 sequence, still took a decode step).
     grew = cum is not None and cum > out.last_cum_tokens
@@ -116,6 +136,38 @@ def parse_sse_line(line: bytes, t_rel: float, out: StreamResult) -> None:
         out.chunk_cum_tokens.append(cum)
         if cum is not None:
             out.last_cum_tokens = cum
+
+
+def parse_sse_bytes(data: bytes, t_rel: float, out: StreamResult) -> None:
+    """Consume bytes of the stream as they arrived (any split: several events, or part of one): every line
+    they complete is parsed as `parse_sse_line` would, stamped `t_rel` (when its last byte arrived); an
+    unfinished line waits in `out.pending`. Stops at [DONE]. `parse_sse_end` takes a last unterminated line."""
+    if b"\n" not in data:  # the middle of a line: keep the piece (joined once, when the line ends)
+        out.pending.append(data)
+        if sum(map(len, out.pending)) > MAX_LINE_BYTES:
+            raise StreamError("malformed", f"stream line longer than {MAX_LINE_BYTES} bytes")
+        return
+    if out.pending:
+        out.pending.append(data)
+        data = b"".join(out.pending)
+        out.pending.clear()
+    lines = data.split(b"\n")
+    rest = lines.pop()
+    if rest:
+        out.pending.append(rest)
+    for line in lines:
+        if line.startswith(b"data:"):  # blank separators and comments cost nothing more
+            parse_sse_line(line, t_rel, out)
+            if out.saw_done:
+                return
+
+
+def parse_sse_end(t_rel: float, out: StreamResult) -> None:
+    """The stream ended: its last line, if it had no newline, still counts (as aiohttp's readline gives it)."""
+    if out.pending and not out.saw_done:
+        line = b"".join(out.pending)
+        out.pending.clear()
+        parse_sse_line(line, t_rel, out)
 
 
 def _chunk_tokens(cum: list[int | None]) -> list[int] | None:
@@ -131,6 +183,17 @@ def _chunk_tokens(cum: list[int | None]) -> list[int] | None:
     return out
 
 
+@dataclass(frozen=True)
+class ClientSettings:
+    """What an OpenAIClient is made from: a client process builds its own from these (picklable)."""
+
+    base_url: str
+    adapter: EngineStats
+    api_key: str | None = field(repr=False)  # a secret: never in a repr, a log or a traceback
+    timeout_s: float
+    extra_body: dict[str, Any]
+
+
 class OpenAIClient:
     """One aiohttp session shared by all streams of a run."""
 
@@ -142,6 +205,7 @@ class OpenAIClient:
         timeout_s: float = 300.0,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
+        self.settings = ClientSettings(base_url, adapter, api_key, timeout_s, dict(extra_body or {}))
         self.base_url = base_url.rstrip("/")
         self.adapter = adapter
         self._extra_body = extra_body or {}
@@ -152,10 +216,15 @@ class OpenAIClient:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=30)
         self._session: aiohttp.ClientSession | None = None
 
+    @classmethod
+    def from_settings(cls, s: ClientSettings) -> OpenAIClient:
+        return cls(s.base_url, s.adapter, api_key=s.api_key, timeout_s=s.timeout_s, extra_body=s.extra_body)
+
     async def __aenter__(self) -> OpenAIClient:
-        # No pool cap: concurrency is ours. A server that closes the connection after each stream (llama-server
-        # does, while its headers say keep-alive) would fail every other request on a reused connection.
-        connector = aiohttp.TCPConnector(limit=0, force_close=not self.adapter.keeps_connections)
+        # No pool cap, in total or per host: the load strategy alone decides how many streams are open.
+        # A server that closes the connection after each stream (llama-server does, while its headers say
+        # keep-alive) would fail every other request on a reused connection: open one per request there.
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=not self.adapter.keeps_connections)
         self._session = aiohttp.ClientSession(connector=connector, headers=self._headers, timeout=self._timeout)
         return self
 
@@ -188,10 +257,14 @@ class OpenAIClient:
                     body = (await resp.text())[:ERROR_BODY_CHARS].replace("\n", " ")
                     kind = "http_429" if resp.status == 429 else "http_5xx" if resp.status >= 500 else "http_4xx"
                     raise StreamError(kind, f"HTTP {resp.status}: {body}", resp.status)
-                async for line in resp.content:
-                    parse_sse_line(line, time.perf_counter() - t_send, out)
-                    if out.saw_done:
+                content = resp.content
+                while not out.saw_done:
+                    data = await content.readany()  # everything buffered: one wake-up per socket read
+                    t_rel = time.perf_counter() - t_send  # the arrival time, taken before any parsing
+                    if not data:
+                        parse_sse_end(t_rel, out)
                         break
+                    parse_sse_bytes(data, t_rel, out)
             if not out.saw_done:
                 raise StreamError("incomplete_stream", "stream ended without [DONE]")
         except StreamError as exc:
