@@ -22,11 +22,17 @@ AIPerf and GuideLLM, each as a process of its own with its own per-request outpu
 Points: the capacity point (gap 0, `--capacity-concurrency` streams); a closed loop at each `--concurrency`;
 an open loop with constant intervals, by default each tool at `--rate-fraction` of its own capacity (`--rate`).
 
+specmeter runs with its default client processes (one below 512 streams, then one per 256 up to the usable
+cores, all timing on one monotonic clock); `specmeter-1p` forces one process, `specmeter-mp` one per core (at
+least 2) at every point.
+
 Peers: `vllm bench serve` comes with the project's .venv; AIPerf and GuideLLM live in their own
 environments: run benchmarks/peers/setup.sh once. Nothing is downloaded: tokenizers come from --tokenizer.
 
 Run: .venv/bin/python benchmarks/client_overhead.py                       (full: c64, c256, c1024)
      .venv/bin/python benchmarks/client_overhead.py --concurrency 16,64 --requests 100 --capacity-concurrency 64
+     .venv/bin/python benchmarks/client_overhead.py --tools specmeter-1p,specmeter-mp --concurrency 1024 \
+         --requests 2048 --capacity-concurrency 0 --rate none      (one process against several, at c1024)
 """
 
 from __future__ import annotations
@@ -261,7 +267,13 @@ class Tool(ABC):
 
 
 class Specmeter(Tool):
+    """specmeter's own load generator through benchmarks/peers/specmeter_driver.py, with its default number of
+    client processes (LoadSpec.client_processes unset: one below 512 streams, else one per 256 streams up to
+    the usable cores). The variants force a number: `specmeter-1p` one process (the client before it could
+    split), `specmeter-mp` one per usable core at every point."""
+
     name = key = "specmeter"
+    processes: int | None = None  # None: specmeter's automatic choice
 
     def missing(self) -> str | None:
         return None if importlib.util.find_spec("specmeter") else "specmeter is not importable (pip install -e .)"
@@ -274,7 +286,8 @@ class Specmeter(Tool):
     def command(self, setup: Setup, point: Point, n: int, work: Path) -> tuple[list[str], dict[str, str]]:
         argv = [sys.executable, str(PEERS / "specmeter_driver.py"), "--url", setup.url, "--model", MODEL,
                 "--requests", str(n), "--max-tokens", str(setup.chunks), "--api", setup.api,
-                "--out", str(work / "specmeter.json")]
+                "--out", str(work / "specmeter.json"),
+                "--client-processes", "auto" if self.processes is None else str(self.processes)]
         if point.kind == "open":
             argv += ["--rate", f"{point.rate}", "--arrival", "constant"]
         else:
@@ -289,6 +302,24 @@ class Specmeter(Tool):
             out.append(Measured(("marker", r["marker"]), bool(r["ok"]), r["ttft_s"],
                                 gaps_s=[b - a for a, b in itertools.pairwise(offs)]))
         return out
+
+
+class SpecmeterOneProcess(Specmeter):
+    name, key, processes = "specmeter 1 process", "specmeter-1p", 1
+
+
+class SpecmeterMultiProcess(Specmeter):
+    name, key = "specmeter multi-process", "specmeter-mp"
+
+    def __init__(self) -> None:
+        self.processes = max(2, usable_cores())
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 class VllmBench(Tool):
@@ -431,7 +462,9 @@ class GuideLLM(Tool):
         return out
 
 
-TOOLS: dict[str, type[Tool]] = {"specmeter": Specmeter, "vllm": VllmBench, "aiperf": AIPerf, "guidellm": GuideLLM}
+TOOLS: dict[str, type[Tool]] = {"specmeter": Specmeter, "specmeter-1p": SpecmeterOneProcess,
+                                "specmeter-mp": SpecmeterMultiProcess, "vllm": VllmBench, "aiperf": AIPerf,
+                                "guidellm": GuideLLM}
 
 
 # -- the server and the processes ---------------------------------------------------------------------------

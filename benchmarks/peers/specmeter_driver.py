@@ -4,7 +4,9 @@ benchmarks/client_overhead.py runs this like any other peer tool, so specmeter's
 the same way as theirs (its whole process's CPU, its own per-request timings). It goes through the
 same code as a real run: `run_point` with a closed-loop ConcurrencyPoint or an open-loop RatePoint,
 OpenAIClient, and the request bodies `build_request` makes (chat, continuous usage, and the vLLM
-adapter's request extensions, as the runner sends them).
+adapter's request extensions, as the runner sends them). `--client-processes` sets
+LoadSpec.client_processes (default: specmeter's automatic choice); `cpu_s` in the output is this
+process's own CPU (client processes are children: benchmarks/client_overhead.py counts the whole tree).
 
 Prompts are `req-<i> ...`, so the server can key its log by request. Output: one JSON object on stdout
 (or --out) with per-request `marker`, `ok`, `error`, `start_s`, `scheduled_s`, `ttft_s`, `chunk_offsets_s`.
@@ -27,18 +29,17 @@ from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.engines.vllm import VLLMStats
 from specmeter.load.client import OpenAIClient
-from specmeter.load.strategies import PointKey, run_point
-from specmeter.schemas.records import RequestRecord
+from specmeter.load.strategies import PointKey, PointTraffic, run_point
 
 
 async def drive(url: str, model: str, requests: int, point: ConcurrencyPoint | RatePoint,
-                max_tokens: int, api: str) -> tuple[list[RequestRecord], float]:
+                max_tokens: int, api: str, client_processes: int | None = None) -> PointTraffic:
     convs = [Conversation(id=f"req-{i}", turns=[f"req-{i} Say something."]) for i in range(requests)]
-    load = LoadSpec(api=api, max_tokens=max_tokens, warmup=0, temperature=0.0, max_error_rate=1.0)  # type: ignore[arg-type]
+    load = LoadSpec(api=api, max_tokens=max_tokens, warmup=0, temperature=0.0, max_error_rate=1.0,  # type: ignore[arg-type]
+                    client_processes=client_processes)
     adapter = VLLMStats()
     async with OpenAIClient(url, adapter, extra_body=adapter.request_extensions(load.temperature)) as client:
-        traffic = await run_point(client, point, convs, load, model, PointKey("bench", point.id), lambda r: None)
-    return traffic.records, traffic.wall_s
+        return await run_point(client, point, convs, load, model, PointKey("bench", point.id), lambda r: None)
 
 
 def main() -> None:
@@ -52,6 +53,9 @@ def main() -> None:
     mode.add_argument("--concurrency", type=int, help="closed loop: this many requests in flight")
     mode.add_argument("--rate", type=float, help="open loop: requests/s")
     ap.add_argument("--arrival", choices=["constant", "poisson"], default="constant")
+    ap.add_argument("--client-processes", default="auto",
+                    help="client processes (LoadSpec.client_processes): a number, or 'auto' (specmeter's default: "
+                         "1 below 512 requests in flight)")
     ap.add_argument("--out", help="write the JSON here instead of stdout")
     args = ap.parse_args()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -59,10 +63,12 @@ def main() -> None:
     point: ConcurrencyPoint | RatePoint = (
         ConcurrencyPoint(concurrency=args.concurrency) if args.concurrency is not None
         else RatePoint(rate=args.rate, arrival=args.arrival))
+    processes = None if args.client_processes == "auto" else int(args.client_processes)
     cpu0 = time.process_time()
-    records, wall = asyncio.run(drive(args.url, args.model, args.requests, point, args.max_tokens, args.api))
+    traffic = asyncio.run(drive(args.url, args.model, args.requests, point, args.max_tokens, args.api, processes))
+    records = traffic.records
     out: dict[str, Any] = {
-        "wall_s": wall, "cpu_s": time.process_time() - cpu0,
+        "wall_s": traffic.wall_s, "cpu_s": time.process_time() - cpu0, "client_processes": traffic.processes,
         "requests": [{"marker": int(r.conversation_id.removeprefix("req-")), "ok": r.ok, "error": r.error,
                       "start_s": r.start_s, "scheduled_s": r.scheduled_s, "ttft_s": r.ttft_s,
                       "chunk_offsets_s": r.chunk_offsets_s} for r in records],

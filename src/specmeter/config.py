@@ -293,6 +293,10 @@ class LoadSpec(StrictModel):
     seed: int = 0
     request_timeout_s: float = Field(default=300.0, gt=0)
     max_error_rate: float = Field(default=0.5, ge=0.0, le=1.0)
+    client_processes: int | None = Field(
+        default=None, ge=1, description="Processes the client sends a point's requests from, all timing on one "
+        "monotonic clock (None: automatic: 1 below 512 requests in flight, else one per 256 up to the usable "
+        "cores). Never more than the point's slots.")
 
     @property
     def output_policy(self) -> OutputPolicy:

@@ -142,3 +142,21 @@ def test_specmeter_driver_against_the_paced_server(co: ModuleType, tmp_path: Pat
     assert (run.served, run.matched, run.failed, run.chunks) == (8, 8, 0, 24)
     assert len(run.ttft_err) == 8 and len(run.gap_err) == 16
     assert run.cpu_s > 0  # the driver's process was counted
+
+
+def test_specmeter_driver_split_over_client_processes(co: ModuleType, tmp_path: Path) -> None:
+    import json
+
+    server = co.PacedServer(tmp_path, chunks=3)
+    try:
+        setup = co.Setup(url=server.url, chunks=3, api="chat", tokenizer=tmp_path)
+        point = co.Point("closed", 8, 0.002, 0.002, concurrency=4)
+        tool = co.SpecmeterMultiProcess()
+        assert tool.key == "specmeter-mp" and co.TOOLS[tool.key] is co.SpecmeterMultiProcess
+        run = co.run_tool(tool, setup, server, point, 8, tmp_path / "run", timeout_s=120)
+    finally:
+        server.stop()
+    assert (run.served, run.matched, run.failed, run.chunks) == (8, 8, 0, 24)
+    assert len(run.ttft_err) == 8 and len(run.gap_err) == 16
+    out = json.loads((tmp_path / "run" / "specmeter.json").read_text())
+    assert out["client_processes"] == max(2, co.usable_cores())

@@ -3,6 +3,10 @@
 A conversation is replayed turn by turn and each later turn carries the model's own earlier replies,
 as a chat user would. Every finished request is handed to `on_record` at once (the store appends it to
 disk), so nothing finished is lost if the run stops.
+
+A point runs in this process, or, at high concurrency, split over client processes (load/workers.py):
+each runs the same strategy on its share of the slots and of the planned conversations (`share`,
+`owner`), on the same clock and t0, and hands its records back to this process.
 """
 
 from __future__ import annotations
@@ -10,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+import os
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +33,12 @@ OnRecord = Callable[[RequestRecord], None]
 # Errors below this many finished requests never trip the error-rate limit (one early failure
 # is not a rate).
 MIN_REQUESTS_FOR_ERROR_LIMIT = 8
+# Automatic client processes (LoadSpec.client_processes unset): a point with at least this many slots is
+# split, one process per STREAMS_PER_PROCESS slots, up to the usable cores. One Python process keeps a few
+# hundred streams' timestamps honest; at 768 or 1024 paced streams its event loop falls behind (measured
+# with benchmarks/client_overhead.py: on 2 cores, 2 processes halve the TTFT error at 768 streams).
+AUTO_PROCESSES_FROM = 512
+STREAMS_PER_PROCESS = 256
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,8 @@ class PointTraffic:
 
     records: list[RequestRecord] = field(default_factory=list)
     wall_s: float = 0.0
+    t0: float = 0.0  # time.perf_counter() when the point started: every record's start_s counts from it
+    processes: int = 1  # client processes that sent it
 
 
 def count_requests(conversations: Sequence[Conversation]) -> int:
@@ -83,11 +96,14 @@ class Traffic:
     """Sends conversations for one point and keeps its records, clock and error rate."""
 
     def __init__(self, client: OpenAIClient, load: LoadSpec, model: str, key: PointKey, on_record: OnRecord,
-                 warmup: bool) -> None:
+                 warmup: bool, t0: float | None = None, relay: bool = False) -> None:
+        """`t0`: the point's start on time.perf_counter() (a client process gets its parent's). `relay`: this is
+        a client process's part of the point: records go to `on_record` only (the parent keeps them and
+        enforces max_error_rate over every process)."""
         self.client, self.load, self.model, self.key = client, load, model, key
-        self.on_record, self.warmup = on_record, warmup
-        self.result = PointTraffic()
-        self.t0 = time.perf_counter()
+        self.on_record, self.warmup, self.relay = on_record, warmup, relay
+        self.t0 = time.perf_counter() if t0 is None else t0
+        self.result = PointTraffic(t0=self.t0)
         self._finished = self._errors = 0
         self._last_error: str | None = None  # of the latest failed request (the tipping one may have succeeded)
 
@@ -111,15 +127,22 @@ class Traffic:
                 record.queued_s = time.perf_counter() - ready if turn == 0 else 0.0
                 text = await self.client.send(build_request(conv, turn, history, self.load, self.model),
                                               record, self.t0)
-                self.result.records.append(record)
-                self.on_record(record)
-                self._count(record)
+                self.deliver(record)
                 if not record.ok:
                     return
                 history.append(text)
         finally:
             if slot is not None:
                 slot.release()
+
+    def deliver(self, record: RequestRecord) -> None:
+        """A finished request: kept, handed on, and counted against the error-rate limit."""
+        if self.relay:
+            self.on_record(record)
+            return
+        self.result.records.append(record)
+        self.on_record(record)
+        self._count(record)
 
     def _count(self, record: RequestRecord) -> None:
         self._finished += 1
@@ -145,14 +168,33 @@ class Strategy(ABC):
     async def drive(self, traffic: Traffic, planned: Planned) -> None:
         """Send every planned conversation."""
 
+    @property
+    @abstractmethod
+    def slots(self) -> int | None:
+        """The most requests it keeps in flight (None: no limit)."""
+
+    @abstractmethod
+    def share(self, slots: int | None) -> Strategy:
+        """The same strategy with `slots` of its slots: one client process's part of the point. Which planned
+        conversations that process sends is `owner`'s; plans (and so send times) stay the whole point's."""
+
 
 class ClosedLoop(Strategy):
     """N workers; each starts its next conversation the moment its previous one ends. With duration_s,
     the workload is cycled until that long has passed and the point has its request floor."""
 
     def __init__(self, point: ConcurrencyPoint, load: LoadSpec) -> None:
+        self.point, self.load = point, load
         self.concurrency = point.concurrency
         self.duration_s = load.duration_s
+
+    @property
+    def slots(self) -> int:
+        return self.concurrency
+
+    def share(self, slots: int | None) -> ClosedLoop:
+        assert slots is not None and slots >= 1
+        return ClosedLoop(self.point.model_copy(update={"concurrency": slots}), self.load)
 
     def plan(self, conversations: Sequence[Conversation], seed: str) -> Planned:
         source = _cycled(conversations) if self.duration_s is not None else iter(conversations)
@@ -178,7 +220,14 @@ class OpenLoop(Strategy):
     server's speed; an optional cap bounds how many are in flight (the wait is recorded as queued_s)."""
 
     def __init__(self, point: RatePoint, load: LoadSpec) -> None:
-        self.point = point
+        self.point, self.load = point, load
+
+    @property
+    def slots(self) -> int | None:
+        return self.point.max_concurrency
+
+    def share(self, slots: int | None) -> OpenLoop:
+        return OpenLoop(self.point.model_copy(update={"max_concurrency": slots}), self.load)
 
     def plan(self, conversations: Sequence[Conversation], seed: str) -> Planned:
         p = self.point
@@ -204,6 +253,55 @@ class OpenLoop(Strategy):
 STRATEGIES: dict[str, Callable[[Any, LoadSpec], Strategy]] = {"concurrency": ClosedLoop, "rate": OpenLoop}
 
 
+def point_strategy(point: ConcurrencyPoint | RatePoint, load: LoadSpec) -> Strategy:
+    return STRATEGIES[point.kind](point, load)
+
+
+def planned_todo(strategy: Strategy, point: ConcurrencyPoint | RatePoint, conversations: Sequence[Conversation],
+                 load: LoadSpec, skip: Collection[str] | None) -> Planned:
+    """The point's plan without the conversations in `skip`. Deterministic: every client process
+    computes the same one and takes its own items (`owner`)."""
+    planned = strategy.plan(conversations, seed=f"{load.seed}:{point.id}")
+    return ((c, at) for c, at in planned if not skip or c.id not in skip)
+
+
+def split_slots(slots: int | None, processes: int) -> list[int | None]:
+    """Each client process's share of a point's slots: as even as can be (None: no limit, for each)."""
+    if slots is None:
+        return [None] * processes
+    assert 1 <= processes <= slots
+    return [slots // processes + (i < slots % processes) for i in range(processes)]
+
+
+def owner(index: int, slots: int | None, processes: int) -> int:
+    """Which client process sends the `index`-th planned conversation: slot s of the point belongs to process
+    s % processes (so process i holds split_slots' i-th share), and conversations go round the slots, so each
+    process gets conversations in proportion to its slots and the first `slots` of them start at once."""
+    return (index % (slots or processes)) % processes
+
+
+def client_processes(point: ConcurrencyPoint | RatePoint, load: LoadSpec, warmup: bool = False) -> int:
+    """How many client processes send this point: `load.client_processes`, or automatically one per
+    STREAMS_PER_PROCESS slots from AUTO_PROCESSES_FROM slots on, up to the usable cores; never more than
+    the point's slots, and 1 for warm-up (a few requests, excluded from results)."""
+    slots = point.slots
+    if warmup:
+        return 1
+    wanted = load.client_processes
+    if wanted is None:
+        if slots is None or slots < AUTO_PROCESSES_FROM:
+            return 1
+        wanted = min(usable_cores(), math.ceil(slots / STREAMS_PER_PROCESS))
+    return max(1, min(wanted, slots or wanted))
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 async def run_point(
     client: OpenAIClient,
     point: ConcurrencyPoint | RatePoint,
@@ -216,10 +314,17 @@ async def run_point(
     skip: set[str] | None = None,
 ) -> PointTraffic:
     """Offer `conversations` at `point`. `skip` holds ids already fully measured (resume): the others
-    keep the send times they were planned with, so a resumed point offers the same schedule."""
-    strategy = STRATEGIES[point.kind](point, load)
-    planned = strategy.plan(conversations, seed=f"{load.seed}:{point.id}")
-    todo = ((c, at) for c, at in planned if not skip or c.id not in skip)
+    keep the send times they were planned with, so a resumed point offers the same schedule. With more
+    than one client process (`client_processes`), load/workers.py sends them and `on_record` still gets
+    every finished request here, as it finishes."""
+    processes = client_processes(point, load, warmup)
+    if processes > 1:
+        from specmeter.load.workers import run_point_in_processes  # imports this module
+
+        return await run_point_in_processes(processes, client, point, conversations, load, model, key, on_record,
+                                            warmup=warmup, skip=skip)
+    strategy = point_strategy(point, load)
+    todo = planned_todo(strategy, point, conversations, load, skip)
     traffic = Traffic(client, load, model, key, on_record, warmup)
     try:
         await strategy.drive(traffic, todo)

@@ -1,0 +1,451 @@
+"""Client processes: one load point sent from several processes, every timestamp on one clock.
+
+One Python process keeps a few hundred streams honestly timed; past that its event loop falls behind and
+every timestamp it takes is late by its backlog (at 1024 paced streams, hundreds of ms on TTFT). Then
+`run_point_in_processes` splits the point over N processes (this module's `main`, each with its own event
+loop and connection pool) and merges what they measure:
+
+- The work. Every process computes the point's whole plan itself (plans are deterministic) and sends the
+  conversations `owner` gives it with its `share` of the slots: a closed loop of concurrency C runs
+  C // N or C // N + 1 workers in each; an open loop's cap (max_concurrency) is split the same way, and
+  each process keeps the exact planned send times of its conversations, so the schedule is the point's.
+- The clock. Timestamps are time.perf_counter(), which on Linux is clock_gettime(CLOCK_MONOTONIC): one
+  system-wide clock, not a per-process one, so the same value means the same instant in every process
+  (`time.get_clock_info("perf_counter")` names it; macOS and Windows use system-wide counters too). The
+  parent takes the point's t0 once, after every process is ready, and hands it to them: a record's
+  start_s is perf_counter() - t0 in whichever process sent it, and its chunk offsets count from its own
+  send, as in one process. Before the point starts the parent checks that this holds: each process
+  reports its clock's name and a reading, which must fall between the parent's readings before it
+  spawned the process and after the report arrived; otherwise the point is not run split.
+- The records. Each finished request is pickled back to the parent as it finishes (those that finish in the
+  same turn of the process's event loop in one message). The parent keeps them
+  in arrival order (finish order, up to the pipes' interleaving), hands each to `on_record` at once
+  (the store appends it to disk) and enforces max_error_rate over all processes together.
+- Stopping. An error in the parent (error rate, dead engine), Ctrl-C or SIGTERM (both cancel the parent's
+  task) sends every process "stop": it cancels its in-flight requests (as one process would), sends what
+  had finished, and exits; the parent stores those too (bounded by STOP_TIMEOUT_S), kills what is left and
+  re-raises. An error raised in a process is raised in the parent (with a note naming the process); a
+  process that dies is a SpecmeterError carrying its stderr's last lines. Processes ignore SIGINT (a
+  terminal's Ctrl-C reaches the whole process group): the parent stops them. A process stops the same
+  way on its own SIGTERM (the parent, told so, fails the point unless it is being stopped itself) and
+  when its stdin closes (its parent is gone).
+
+Frames on the pipes: a 4-byte big-endian length, then a pickle (parent and children are the same
+program: nothing else ever writes to these pipes; a child's stray prints go to its stderr).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pickle
+import signal
+import struct
+import sys
+import time
+import traceback
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import specmeter
+from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
+from specmeter.data.model import Conversation
+from specmeter.errors import SpecmeterError
+from specmeter.load.client import ClientSettings, OpenAIClient
+from specmeter.load.strategies import (
+    OnRecord,
+    PointKey,
+    PointTraffic,
+    Traffic,
+    owner,
+    planned_todo,
+    point_strategy,
+    split_slots,
+)
+from specmeter.schemas.records import RequestRecord
+
+START_TIMEOUT_S = 120.0  # imports and a session, on a machine that may be busy
+STOP_TIMEOUT_S = 30.0  # for processes told to stop to send what finished and exit
+EXIT_TIMEOUT_S = 10.0  # for a process that said it is done to exit
+STDERR_LINES = 20
+_HEADER = struct.Struct("!I")
+
+
+@dataclass(frozen=True)
+class WorkerJob:
+    """Everything one client process needs, sent to it pickled before the point starts."""
+
+    index: int
+    processes: int
+    slots: int | None  # this process's share of the point's slots
+    client: ClientSettings
+    point: ConcurrencyPoint | RatePoint
+    conversations: list[Conversation]
+    load: LoadSpec
+    model: str
+    key: PointKey
+    warmup: bool
+    skip: frozenset[str]
+
+
+def clock_name() -> str:
+    return time.get_clock_info("perf_counter").implementation
+
+
+def _frame(message: tuple[Any, ...]) -> bytes:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEADER.pack(len(data)) + data
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> tuple[Any, ...] | None:
+    """The next message, or None at a clean end of the stream."""
+    try:
+        head = await reader.readexactly(_HEADER.size)
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial:
+            raise
+        return None
+    (size,) = _HEADER.unpack(head)
+    message = pickle.loads(await reader.readexactly(size))
+    assert isinstance(message, tuple) and message, f"not a message: {message!r}"
+    return message
+
+
+# -- the parent ---------------------------------------------------------------------------------------------
+
+
+async def run_point_in_processes(
+    processes: int,
+    client: OpenAIClient,
+    point: ConcurrencyPoint | RatePoint,
+    conversations: Sequence[Conversation],
+    load: LoadSpec,
+    model: str,
+    key: PointKey,
+    on_record: OnRecord,
+    *,
+    warmup: bool = False,
+    skip: set[str] | None = None,
+) -> PointTraffic:
+    """`run_point`, split over `processes` client processes (see the module's docstring)."""
+    shares = split_slots(point_strategy(point, load).slots, processes)
+    convs = list(conversations)
+    jobs = [WorkerJob(i, processes, shares[i], client.settings, point, convs, load, model, key, warmup,
+                      frozenset(skip or ())) for i in range(processes)]
+    pool = _Pool()
+    traffic: Traffic | None = None
+    try:
+        await pool.start(jobs)
+        # The point starts once every process is ready: start-up is no part of it.
+        traffic = Traffic(client, load, model, key, on_record, warmup)
+        pool.go(traffic.t0)
+        await pool.collect(traffic)
+        traffic.result.wall_s = traffic.elapsed()
+    except BaseException:
+        if traffic is not None:
+            traffic.result.wall_s = traffic.elapsed()
+        pool.stop()
+        await pool.drain(traffic)
+        raise
+    finally:
+        await pool.close()
+    traffic.result.processes = processes
+    return traffic.result
+
+
+@dataclass(eq=False)
+class _Worker:
+    index: int
+    proc: asyncio.subprocess.Process
+    stderr: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_LINES))
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    done: bool = False  # said so: every record it sent is in
+    ended: bool = False  # its stdout closed and it exited (its last message taken off the queue)
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        stdin = self.proc.stdin
+        if stdin is not None and not stdin.is_closing():
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                stdin.write(_frame(message))
+
+    def died(self, what: str) -> SpecmeterError:
+        tail = " / ".join(line for line in self.stderr if line.strip())
+        code = self.proc.returncode
+        status = f"exited with {code}" if code is not None else "closed its pipe"
+        return SpecmeterError(f"client process {self.index} {status} {what}"
+                              + (f"; its stderr: {tail}" if tail else ""))
+
+
+class _Pool:
+    """The client processes of one point, and one queue of everything they send."""
+
+    def __init__(self) -> None:
+        self.workers: list[_Worker] = []
+        self.queue: asyncio.Queue[tuple[_Worker, tuple[Any, ...]]] = asyncio.Queue()
+
+    async def start(self, jobs: Sequence[WorkerJob]) -> None:
+        """Spawn one process per job and wait until each is ready, checking that its clock is ours."""
+        try:
+            frames = [_frame(("job", job)) for job in jobs]
+        except Exception as exc:  # e.g. an engine adapter that cannot be pickled
+            raise SpecmeterError(f"this load point cannot be split over client processes ({type(exc).__name__}: "
+                                 f"{exc}); set load.client_processes: 1") from exc
+        clock = clock_name()
+        spawned: dict[int, float] = {}
+        for job, frame in zip(jobs, frames):
+            spawned[job.index] = time.perf_counter()
+            proc = await asyncio.create_subprocess_exec(
+                *_worker_command(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE)
+            worker = _Worker(job.index, proc)
+            self.workers.append(worker)
+            worker.tasks = [asyncio.create_task(self._read(worker)), asyncio.create_task(self._stderr(worker))]
+            assert proc.stdin is not None
+            proc.stdin.write(frame)
+        ready = 0
+        try:
+            async with asyncio.timeout(START_TIMEOUT_S):
+                while ready < len(self.workers):
+                    worker, message = await self._next()
+                    if message[0] != "ready":
+                        raise self._failure(worker, message, "before the point started")
+                    _, their_clock, reading = message
+                    now = time.perf_counter()
+                    if their_clock != clock or not spawned[worker.index] <= reading <= now:
+                        raise SpecmeterError(
+                            f"client process {worker.index} does not share this process's clock ({their_clock} "
+                            f"read {reading:.6f}, here {clock} read {spawned[worker.index]:.6f} .. {now:.6f}): "
+                            "its timestamps would not be comparable; set load.client_processes: 1")
+                    ready += 1
+        except TimeoutError:
+            late = [w for w in self.workers if not w.ended]
+            raise late[0].died(f"not ready after {START_TIMEOUT_S:g} s") if late else SpecmeterError(
+                "client processes did not start") from None
+
+    def go(self, t0: float) -> None:
+        for worker in self.workers:
+            worker.send(("go", t0))
+
+    async def collect(self, traffic: Traffic) -> None:
+        """Deliver every record until each process is done; raise the first failure."""
+        while not all(w.done for w in self.workers):
+            worker, message = await self._next()
+            kind = message[0]
+            if kind == "records":
+                for record in message[1]:
+                    traffic.deliver(record)
+            elif kind == "done" and not message[1]:
+                worker.done = True
+            elif kind == "ended" and worker.done:
+                continue  # finished its share and exited, while others still run
+            elif kind == "done":  # stopped by a signal of its own, not by us
+                await asyncio.sleep(0.2)  # the same signal (SIGTERM to the group) may cancel us too: that wins
+                raise SpecmeterError(f"client process {worker.index} was stopped (SIGTERM) before it finished")
+            else:
+                raise self._failure(worker, message, "before it finished its requests")
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.send(("stop",))
+
+    async def drain(self, traffic: Traffic | None) -> None:
+        """After a stop: keep what the processes finished in the meantime (never raising), until each has
+        ended or STOP_TIMEOUT_S passed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STOP_TIMEOUT_S
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            while not all(w.ended for w in self.workers):
+                _, message = await asyncio.wait_for(self._next(), max(0.0, deadline - loop.time()))
+                if message[0] == "records" and traffic is not None:
+                    records: list[RequestRecord] = message[1]
+                    for record in records:
+                        traffic.result.records.append(record)
+                        with contextlib.suppress(Exception):  # the error that stopped the point is already raised
+                            traffic.on_record(record)
+
+    async def close(self) -> None:
+        """Every process exited (or killed), its pipes read to the end, nothing left running."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + EXIT_TIMEOUT_S
+        for worker in self.workers:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(worker.proc.wait(), max(0.0, deadline - loop.time()))
+            if worker.proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.proc.kill()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker.proc.wait()
+            for task in worker.tasks:
+                task.cancel()
+            await asyncio.gather(*worker.tasks, return_exceptions=True)
+            if worker.proc.stdin is not None:
+                worker.proc.stdin.close()
+
+    async def _next(self) -> tuple[_Worker, tuple[Any, ...]]:
+        worker, message = await self.queue.get()
+        if message[0] == "ended":
+            worker.ended = True
+        return worker, message
+
+    async def _read(self, worker: _Worker) -> None:
+        assert worker.proc.stdout is not None
+        try:
+            while True:
+                message = await _read_frame(worker.proc.stdout)
+                if message is None:
+                    break
+                await self.queue.put((worker, message))
+        except Exception as exc:  # a torn frame: the process died mid-write
+            await self.queue.put((worker, ("broken", f"{type(exc).__name__}: {exc}")))
+        await worker.proc.wait()  # its exit code, for the message
+        await self.queue.put((worker, ("ended",)))
+
+    async def _stderr(self, worker: _Worker) -> None:
+        """Keep the last lines of the process's stderr (for the message if it dies), reading it all (a full pipe
+        would block the process)."""
+        assert worker.proc.stderr is not None
+        rest = b""
+        while data := await worker.proc.stderr.read(1 << 16):
+            *lines, rest = (rest + data).split(b"\n")
+            worker.stderr.extend(line[:500].decode("utf-8", "replace").rstrip() for line in lines)
+            rest = rest[-500:]
+        if rest:
+            worker.stderr.append(rest.decode("utf-8", "replace").rstrip())
+
+    @staticmethod
+    def _failure(worker: _Worker, message: tuple[Any, ...], when: str) -> BaseException:
+        if message[0] == "error":
+            _, exc, where = message
+            if isinstance(exc, BaseException):
+                exc.add_note(f"raised in client process {worker.index}:\n{where}")
+                return exc
+            return SpecmeterError(f"client process {worker.index} failed: {exc}\n{where}")
+        if message[0] == "broken":
+            return worker.died(f"mid-message {when} ({message[1]})")
+        if message[0] == "ended":
+            return worker.died(when)
+        return SpecmeterError(f"client process {worker.index} sent {message[0]!r} {when}")
+
+
+def _worker_command() -> list[str]:
+    """`python -c ...` importing this module from where this process found specmeter (the child finds the
+    same copy even when the parent's was put on sys.path by hand)."""
+    src = str(Path(specmeter.__file__).resolve().parents[1])
+    code = (f"import sys; p = {src!r}; sys.path.insert(0, p) if p not in sys.path else None; "
+            "from specmeter.load.workers import main; main()")
+    return [sys.executable, "-c", code]
+
+
+# -- a client process ---------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    """A client process: read a job on stdin, say ready, wait for go, send the job's share of the point,
+    relaying each record to stdout as it finishes; stop early on "stop" or when stdin closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    out_fd = os.dup(1)
+    os.dup2(2, 1)  # anything printed goes to stderr, never into the message channel
+    asyncio.run(_serve(out_fd))
+
+
+class _Channel(asyncio.Protocol):
+    """The write end of the message pipe: writes never block the event loop (the parent reads at once)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.closed: asyncio.Future[None] = self.loop.create_future()
+        self.transport: asyncio.WriteTransport | None = None
+        self.records: list[RequestRecord] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        self._flush()  # records first: messages keep their order
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(_frame(message))
+
+    def record(self, record: RequestRecord) -> None:
+        """A finished request, sent with the others that finish in this turn of the event loop (one frame and
+        one wake-up of the parent for many: a turn of a busy loop finishes dozens)."""
+        if not self.records:
+            self.loop.call_soon(self._flush)
+        self.records.append(record)
+
+    def _flush(self) -> None:
+        if self.records:
+            batch, self.records = self.records, []
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.write(_frame(("records", batch)))
+
+    async def close(self) -> None:
+        self._flush()
+        if self.transport is not None:
+            self.transport.close()  # after what is buffered is written
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.closed), STOP_TIMEOUT_S)
+
+
+async def _serve(out_fd: int) -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0))
+    _, out = await loop.connect_write_pipe(_Channel, os.fdopen(out_fd, "wb", buffering=0))
+    try:
+        message = await _read_frame(reader)
+        if message is None:
+            return
+        assert message[0] == "job", message[0]
+        job: WorkerJob = message[1]
+        async with OpenAIClient.from_settings(job.client) as client:
+            out.send(("ready", clock_name(), time.perf_counter()))
+            message = await _read_frame(reader)
+            if message is None or message[0] != "go":
+                return  # stopped before the point started
+            drive = asyncio.create_task(_drive(job, client, message[1], out.record))
+            control = asyncio.create_task(_read_frame(reader))  # "stop", or None: the parent is gone
+            terminated = asyncio.Event()
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(signal.SIGTERM, terminated.set)
+            term = asyncio.create_task(terminated.wait())
+            await asyncio.wait({drive, control, term}, return_when=asyncio.FIRST_COMPLETED)
+            if not drive.done():
+                drive.cancel()  # in-flight requests end as `cancelled`, as in one process
+            control.cancel()
+            term.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await drive
+            # Before the session closes (that is no part of the point). Stopped by its own SIGTERM: the
+            # parent did not ask, and must not take this share of the point for finished.
+            out.send(("done", terminated.is_set()))
+    except Exception as exc:
+        out.send(("error", _picklable(exc), traceback.format_exc()))
+    finally:
+        await out.close()
+
+
+async def _drive(job: WorkerJob, client: OpenAIClient, t0: float, send: OnRecord) -> None:
+    whole = point_strategy(job.point, job.load)
+    todo = planned_todo(whole, job.point, job.conversations, job.load, job.skip)
+    mine = (item for k, item in enumerate(todo) if owner(k, whole.slots, job.processes) == job.index)
+    traffic = Traffic(client, job.load, job.model, job.key, send, job.warmup,
+                      t0=t0, relay=True)
+    await whole.share(job.slots).drive(traffic, mine)
+
+
+def _picklable(exc: BaseException) -> BaseException | str:
+    """`exc` if it survives a pickle round trip (some exception types do not), else its text."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return f"{type(exc).__name__}: {exc}"
