@@ -19,7 +19,6 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-import specmeter.load.client as client_module
 from faultserver import conversations, only_config, run_plan
 from specmeter.config import EngineSpec, LoadSpec, SpecConfig
 from specmeter.engines.base import ServerProbe
@@ -459,21 +458,6 @@ def _execution(url: str, kind: str | None, api: str) -> Execution:
     return Execution(plan=plan, conversations=convs, api_key=None, command=["specmeter", "run", "--endpoint", url])
 
 
-@pytest.fixture
-def merged_final_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The client change this engine needs, simulated: keep the fields of every `choices: []` chunk of a
-    stream, not only the last one's (SGLang sends its spec details and its usage in two such chunks)."""
-    original = client_module.parse_sse_line
-
-    def parse(line: bytes, t_rel: float, out: client_module.StreamResult) -> None:
-        before = out.final_payload
-        original(line, t_rel, out)
-        if before is not None and out.final_payload is not None and out.final_payload is not before:
-            out.final_payload = {**before, **out.final_payload}
-
-    monkeypatch.setattr(client_module, "parse_sse_line", parse)
-
-
 def _check_run(server: SGLangStandIn, root: Path, kind: str | None, api: str) -> None:
     before = parse_exposition(server.scrape())
     summary, error, _ = run_plan(_execution(server.url, kind, api), root)
@@ -500,14 +484,7 @@ def _check_run(server: SGLangStandIn, root: Path, kind: str | None, api: str) ->
 
 @pytest.mark.parametrize("kind", ["sglang", None], ids=["given", "detected"])
 @pytest.mark.parametrize("api", ["chat", "completions"])
-def test_a_run_against_sglang_sums_its_per_request_stats(sglang_server: SGLangStandIn, merged_final_chunks: None,
-                                                         tmp_path: Path, kind: str | None, api: str) -> None:
+def test_a_run_against_sglang_sums_its_per_request_stats(sglang_server: SGLangStandIn, tmp_path: Path,
+                                                         kind: str | None, api: str) -> None:
     _check_run(sglang_server, tmp_path / "run", kind, api)
     assert get_engine("sglang").stats.name == "sglang"
-
-
-@pytest.mark.xfail(strict=True, reason="the client keeps only the last `choices: []` chunk of a stream (the usage "
-                                       "chunk), dropping the chunk that carries SGLang's sglext.spec_tokens_details")
-def test_a_run_against_sglang_sums_its_per_request_stats_with_the_client_as_it_is(sglang_server: SGLangStandIn,
-                                                                                  tmp_path: Path) -> None:
-    _check_run(sglang_server, tmp_path / "run", "sglang", "chat")

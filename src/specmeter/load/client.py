@@ -108,7 +108,9 @@ def parse_sse_line(line: bytes, t_rel: float, out: StreamResult) -> None:
     if type(choices) is not list:
         raise StreamError("malformed", f"stream event has no choices list: {data[:80]!r}")
     if not choices:
-        out.final_payload = obj  # the final usage chunk (carries per-request metrics on vLLM)
+        # Chunks without choices carry the request's metadata: the usage (and vLLM's per-request metrics), and
+        # on SGLang its speculative details in a chunk of their own before the usage. Keep every field.
+        out.final_payload = obj if out.final_payload is None else {**out.final_payload, **obj}
         return
     choice = choices[0]
     if type(choice) is not dict:
