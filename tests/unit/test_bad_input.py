@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from specmeter.errors import InputError
 
 pytestmark = pytest.mark.timeout(120)
+DEMO_TARGET = Path(__file__).resolve().parents[2] / "models" / "demo-target"
 
 
 def specmeter(*args: str) -> subprocess.CompletedProcess[str]:
@@ -105,3 +107,20 @@ def test_an_endpoint_that_does_not_answer_is_named_before_any_run_directory(tmp_
 def test_an_unknown_engine_names_the_registered_ones(tmp_path: Path) -> None:
     line = one_line_error(specmeter("run", "--engine", "tgi", "--model", str(tmp_path), "--out", str(tmp_path)))
     assert "tgi" in line and all(kind in line for kind in ("vllm", "llamacpp", "sglang", "trtllm"))
+
+
+def test_a_drafter_the_engine_lacks_is_refused_before_launch(tmp_path: Path) -> None:
+    line = one_line_error(specmeter("run", "--engine", "llamacpp", "--model", str(DEMO_TARGET), "--spec",
+                                    '{"method": "suffix", "num_speculative_tokens": 3}', "--out", str(tmp_path / "r")))
+    assert "suffix" in line and "supports: draft_model, eagle3, mtp, ngram" in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_llamacpp_without_its_server_names_the_setup_script(tmp_path: Path) -> None:
+    env = {**os.environ, "SPECMETER_LLAMACPP_HOME": str(tmp_path / "none"), "PATH": "/usr/bin:/bin"}
+    env.pop("SPECMETER_LLAMA_SERVER", None)
+    res = subprocess.run([sys.executable, "-m", "specmeter.cli", "run", "--engine", "llamacpp", "--model",
+                          str(DEMO_TARGET), "--out", str(tmp_path / "r")], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert "scripts/setup-llamacpp.sh" in one_line_error(res)
+    assert not (tmp_path / "r").exists()

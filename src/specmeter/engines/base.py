@@ -166,6 +166,10 @@ class EngineLauncher(ABC):
     def version(self) -> str | None:
         """Installed engine version, or None when the engine is not installed here."""
 
+    def preflight(self, engine: EngineSpec, spec: SpecConfig) -> None:
+        """What can be checked before anything is written or started (default: the drafter is supported)."""
+        self.check_method(spec)
+
     def check_method(self, spec: SpecConfig) -> None:
         """Refuse a drafter this engine lacks, naming the ones it has."""
         if spec.enabled and spec.method not in self.methods:

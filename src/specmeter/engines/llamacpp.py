@@ -74,6 +74,13 @@ def _ngram_args(variant: str, spec: SpecConfig) -> list[str]:
     return args
 
 
+def _binary() -> str:
+    binary = server_binary()
+    if binary is None:
+        raise InputError(f"llamacpp: no llama-server found; {SETUP_HINT}, or set SPECMETER_LLAMA_SERVER")
+    return str(binary)
+
+
 class LlamaCppLauncher(EngineLauncher):
     name = "llamacpp"
     methods = tuple(_SPEC_TYPES)
@@ -89,15 +96,17 @@ class LlamaCppLauncher(EngineLauncher):
         found = re.search(r"version: (\S+) \(build (\d+), commit ([^)]+)\)", done.stdout + done.stderr)
         return f"llama.cpp b{found.group(2)} ({found.group(3)})" if found else "llama.cpp (version unknown)"
 
+    def preflight(self, engine: EngineSpec, spec: SpecConfig) -> None:
+        self.check_method(spec)
+        _binary()
+
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
         assert engine.model is not None, "launch mode needs a model"
         self.check_method(spec)
-        binary = server_binary()
-        if binary is None:
-            raise InputError(f"llamacpp: no llama-server found; {SETUP_HINT}, or set SPECMETER_LLAMA_SERVER")
+        binary = _binary()
         slots = engine.max_num_seqs or DEFAULT_SLOTS
         cmd = [
-            str(binary), "-m", to_gguf(engine.model, engine.dtype),
+            binary, "-m", to_gguf(engine.model, engine.dtype),
             "--host", engine.host, "--port", str(port),
             "--alias", engine.served_model_name or engine.model,
             "--metrics", "-np", str(slots),

@@ -35,7 +35,11 @@ def _tokenizer_fingerprint(model_dir: Path) -> str | None:
 
 
 def check_local_models(engine: EngineSpec, spec: SpecConfig) -> None:
-    """Local model paths exist; a draft model shares the target's vocabulary (same tokenizer)."""
+    """The engine can run the drafter and is installed; local model paths exist; a draft model shares the
+    target's vocabulary (same tokenizer)."""
+    from specmeter.engines.registry import get_engine
+
+    get_engine(engine.kind or "vllm").launcher.preflight(engine, spec)
     target = Path(engine.model).expanduser() if engine.model and _looks_local(engine.model) else None
     draft = Path(spec.draft_model).expanduser() if spec.draft_model and _looks_local(spec.draft_model) else None
     for role, path in (("target model", target), ("draft model", draft)):
