@@ -23,8 +23,8 @@ Points: the capacity point (gap 0, `--capacity-concurrency` streams); a closed l
 an open loop with constant intervals, by default each tool at `--rate-fraction` of its own capacity (`--rate`).
 
 specmeter runs with its default client processes (one below 512 streams, then one per 256 up to the usable
-cores, all timing on one monotonic clock); `specmeter-1p` forces one process, `specmeter-mp` one per core (at
-least 2) at every point.
+cores, all timing on one monotonic clock) and its own HTTP/1.1 streaming transport; `specmeter-1p` forces one
+process, `specmeter-mp` one per core (at least 2) at every point, `specmeter-aiohttp` streams over aiohttp.
 
 Peers: `vllm bench serve` comes with the project's .venv; AIPerf and GuideLLM live in their own
 environments: run benchmarks/peers/setup.sh once. Nothing is downloaded: tokenizers come from --tokenizer.
@@ -274,6 +274,7 @@ class Specmeter(Tool):
 
     name = key = "specmeter"
     processes: int | None = None  # None: specmeter's automatic choice
+    transport = "raw"
 
     def missing(self) -> str | None:
         return None if importlib.util.find_spec("specmeter") else "specmeter is not importable (pip install -e .)"
@@ -287,7 +288,8 @@ class Specmeter(Tool):
         argv = [sys.executable, str(PEERS / "specmeter_driver.py"), "--url", setup.url, "--model", MODEL,
                 "--requests", str(n), "--max-tokens", str(setup.chunks), "--api", setup.api,
                 "--out", str(work / "specmeter.json"),
-                "--client-processes", "auto" if self.processes is None else str(self.processes)]
+                "--client-processes", "auto" if self.processes is None else str(self.processes),
+                "--transport", self.transport]
         if point.kind == "open":
             argv += ["--rate", f"{point.rate}", "--arrival", "constant"]
         else:
@@ -306,6 +308,10 @@ class Specmeter(Tool):
 
 class SpecmeterOneProcess(Specmeter):
     name, key, processes = "specmeter 1 process", "specmeter-1p", 1
+
+
+class SpecmeterAiohttp(Specmeter):
+    name, key, transport = "specmeter over aiohttp", "specmeter-aiohttp", "aiohttp"
 
 
 class SpecmeterMultiProcess(Specmeter):
@@ -463,6 +469,7 @@ class GuideLLM(Tool):
 
 
 TOOLS: dict[str, type[Tool]] = {"specmeter": Specmeter, "specmeter-1p": SpecmeterOneProcess,
+                                "specmeter-aiohttp": SpecmeterAiohttp,
                                 "specmeter-mp": SpecmeterMultiProcess, "vllm": VllmBench, "aiperf": AIPerf,
                                 "guidellm": GuideLLM}
 

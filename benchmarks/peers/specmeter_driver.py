@@ -33,12 +33,14 @@ from specmeter.load.strategies import PointKey, PointTraffic, run_point
 
 
 async def drive(url: str, model: str, requests: int, point: ConcurrencyPoint | RatePoint,
-                max_tokens: int, api: str, client_processes: int | None = None) -> PointTraffic:
+                max_tokens: int, api: str, client_processes: int | None = None,
+                raw_http: bool = True) -> PointTraffic:
     convs = [Conversation(id=f"req-{i}", turns=[f"req-{i} Say something."]) for i in range(requests)]
     load = LoadSpec(api=api, max_tokens=max_tokens, warmup=0, temperature=0.0, max_error_rate=1.0,  # type: ignore[arg-type]
                     client_processes=client_processes)
     adapter = VLLMStats()
-    async with OpenAIClient(url, adapter, extra_body=adapter.request_extensions(load.temperature)) as client:
+    async with OpenAIClient(url, adapter, extra_body=adapter.request_extensions(load.temperature),
+                            raw_http=raw_http) as client:
         return await run_point(client, point, convs, load, model, PointKey("bench", point.id), lambda r: None)
 
 
@@ -56,6 +58,8 @@ def main() -> None:
     ap.add_argument("--client-processes", default="auto",
                     help="client processes (LoadSpec.client_processes): a number, or 'auto' (specmeter's default: "
                          "1 below 512 requests in flight)")
+    ap.add_argument("--transport", choices=["raw", "aiohttp"], default="raw",
+                    help="streaming transport: specmeter's own HTTP/1.1 (default) or aiohttp (to compare)")
     ap.add_argument("--out", help="write the JSON here instead of stdout")
     args = ap.parse_args()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -65,7 +69,8 @@ def main() -> None:
         else RatePoint(rate=args.rate, arrival=args.arrival))
     processes = None if args.client_processes == "auto" else int(args.client_processes)
     cpu0 = time.process_time()
-    traffic = asyncio.run(drive(args.url, args.model, args.requests, point, args.max_tokens, args.api, processes))
+    traffic = asyncio.run(drive(args.url, args.model, args.requests, point, args.max_tokens, args.api, processes,
+                                raw_http=args.transport == "raw"))
     records = traffic.records
     out: dict[str, Any] = {
         "wall_s": traffic.wall_s, "cpu_s": time.process_time() - cpu0, "client_processes": traffic.processes,
