@@ -38,6 +38,7 @@ from specmeter.metrics.prometheus import counter_delta, parse_exposition
 from specmeter.plans.run import run_plan as build_run_plan
 from specmeter.runner import Execution
 from specmeter.schemas.plan import WorkloadSelection
+from standin import ThreadedApp
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -273,7 +274,7 @@ def test_counters_give_steps_summed_over_label_sets_and_never_token_counts() -> 
 
 
 # ---- a stand-in SGLang server ---------------------------------------------------------------------------
-class SGLangStandIn:
+class SGLangStandIn(ThreadedApp):
     """SGLang's HTTP shapes over deterministic speculative steps (K-chain, acceptance seeded by the prompt);
     counters advance by exactly what the per-request stats report."""
 
@@ -297,50 +298,17 @@ class SGLangStandIn:
             c.labels(model_name=model)
         self.gauge.labels(model_name=model, tp_rank="0").set(0)
         self.accept_gauge.labels(model_name=model, tp_rank="0").set(0)
-        self.url = ""
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._main, daemon=True)
-
-    def __enter__(self) -> SGLangStandIn:
-        self._thread.start()
-        assert self._ready.wait(10), "stand-in did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
+        super().__init__()
 
     def scrape(self) -> str:
         return generate_latest(self.registry).decode()
 
-    def _main(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        loop.run_until_complete(self._serve())
-        loop.close()
-
-    async def _serve(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_get("/health", self._health)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_post("/v1/chat/completions", self._generate)
         app.router.add_post("/v1/completions", self._generate)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        self._stop = asyncio.Event()
-        self._ready.set()
-        try:
-            await asyncio.wait_for(self._stop.wait(), 50)
-        except TimeoutError:
-            pass
-        await runner.cleanup()
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="")

@@ -48,6 +48,7 @@ from specmeter.plans.run import run_plan as build_run_plan
 from specmeter.runner import Execution
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.sd import SDCounts, SDSummary
+from standin import ThreadedApp
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -297,7 +298,7 @@ def test_trtllm_is_recognised_by_its_models_listing_or_its_prometheus_names() ->
 
 
 # ---- a stand-in trtllm-serve ---------------------------------------------------------------------------------
-class TRTLLMStandIn:
+class TRTLLMStandIn(ThreadedApp):
     """trtllm-serve's HTTP shapes over deterministic K-chain steps: each decode step is one iteration in the
     JSON list of /metrics (cleared by every read), and the Prometheus counters advance by exactly the steps.
     Builds differ: `per_position=False` serves no per-position counters, `prometheus=False` no
@@ -334,33 +335,15 @@ class TRTLLMStandIn:
         self.gen = Counter("trtllm_generation_tokens", "generated", base, registry=self.registry)
         self.gauge = Gauge("trtllm_num_requests_running", "running", base, registry=self.registry)
         self.gauge.labels("trtllm", model).set(0)
-        self.url = ""
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._main, daemon=True)
-
-    def __enter__(self) -> TRTLLMStandIn:
-        self._thread.start()
-        assert self._ready.wait(10), "stand-in did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
+        super().__init__()
 
     def prometheus(self) -> str:
         return generate_latest(self.registry).decode()
 
-    def _main(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        loop.run_until_complete(self._serve())
-        loop.close()
+    def middlewares(self) -> list[Any]:
+        return [self._log]
 
-    async def _serve(self) -> None:
-        app = web.Application(middlewares=[self._log])
+    def routes(self, app: web.Application) -> None:
         app.router.add_get("/health", self._health)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/metrics", self._iteration_stats)
@@ -368,18 +351,6 @@ class TRTLLMStandIn:
             app.router.add_get("/prometheus/metrics", self._prometheus)
         app.router.add_post("/v1/chat/completions", self._generate)
         app.router.add_post("/v1/completions", self._generate)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        self._stop = asyncio.Event()
-        self._ready.set()
-        try:
-            await asyncio.wait_for(self._stop.wait(), 50)
-        except TimeoutError:
-            pass
-        await runner.cleanup()
 
     @web.middleware
     async def _log(self, request: web.Request, handler: Any) -> web.StreamResponse:
