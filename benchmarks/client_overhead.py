@@ -24,7 +24,8 @@ an open loop with constant intervals, by default each tool at `--rate-fraction` 
 
 specmeter runs with its default client processes (one below 512 streams, then one per 256 up to the usable
 cores, all timing on one monotonic clock) and its own HTTP/1.1 streaming transport; `specmeter-1p` forces one
-process, `specmeter-mp` one per core (at least 2) at every point, `specmeter-aiohttp` streams over aiohttp.
+process, `specmeter-mp` one per core (at least 2) at every point, `specmeter-aiohttp` streams over aiohttp,
+`specmeter-asyncio` runs on asyncio's own event loop instead of uvloop.
 
 Peers: `vllm bench serve` comes with the project's .venv; AIPerf and GuideLLM live in their own
 environments: run benchmarks/peers/setup.sh once. Nothing is downloaded: tokenizers come from --tokenizer.
@@ -275,6 +276,7 @@ class Specmeter(Tool):
     name = key = "specmeter"
     processes: int | None = None  # None: specmeter's automatic choice
     transport = "raw"
+    event_loop = "auto"  # uvloop when installed (it is, with the vLLM extra)
 
     def missing(self) -> str | None:
         return None if importlib.util.find_spec("specmeter") else "specmeter is not importable (pip install -e .)"
@@ -289,7 +291,7 @@ class Specmeter(Tool):
                 "--requests", str(n), "--max-tokens", str(setup.chunks), "--api", setup.api,
                 "--out", str(work / "specmeter.json"),
                 "--client-processes", "auto" if self.processes is None else str(self.processes),
-                "--transport", self.transport]
+                "--transport", self.transport, "--event-loop", self.event_loop]
         if point.kind == "open":
             argv += ["--rate", f"{point.rate}", "--arrival", "constant"]
         else:
@@ -312,6 +314,10 @@ class SpecmeterOneProcess(Specmeter):
 
 class SpecmeterAiohttp(Specmeter):
     name, key, transport = "specmeter over aiohttp", "specmeter-aiohttp", "aiohttp"
+
+
+class SpecmeterAsyncio(Specmeter):
+    name, key, event_loop = "specmeter on asyncio's loop", "specmeter-asyncio", "asyncio"
 
 
 class SpecmeterMultiProcess(Specmeter):
@@ -469,7 +475,7 @@ class GuideLLM(Tool):
 
 
 TOOLS: dict[str, type[Tool]] = {"specmeter": Specmeter, "specmeter-1p": SpecmeterOneProcess,
-                                "specmeter-aiohttp": SpecmeterAiohttp,
+                                "specmeter-aiohttp": SpecmeterAiohttp, "specmeter-asyncio": SpecmeterAsyncio,
                                 "specmeter-mp": SpecmeterMultiProcess, "vllm": VllmBench, "aiperf": AIPerf,
                                 "guidellm": GuideLLM}
 

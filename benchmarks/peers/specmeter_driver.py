@@ -5,8 +5,9 @@ the same way as theirs (its whole process's CPU, its own per-request timings). I
 same code as a real run: `run_point` with a closed-loop ConcurrencyPoint or an open-loop RatePoint,
 OpenAIClient, and the request bodies `build_request` makes (chat, continuous usage, and the vLLM
 adapter's request extensions, as the runner sends them). `--client-processes` sets
-LoadSpec.client_processes (default: specmeter's automatic choice); `cpu_s` in the output is this
-process's own CPU (client processes are children: benchmarks/client_overhead.py counts the whole tree).
+LoadSpec.client_processes (default: specmeter's automatic choice), `--event-loop` LoadSpec.event_loop;
+`cpu_s` in the output is this process's own CPU (client processes are children: benchmarks/client_overhead.py
+counts the whole tree).
 
 Prompts are `req-<i> ...`, so the server can key its log by request. Output: one JSON object on stdout
 (or --out) with per-request `marker`, `ok`, `error`, `start_s`, `scheduled_s`, `ttft_s`, `chunk_offsets_s`.
@@ -18,7 +19,6 @@ Run: .venv/bin/python benchmarks/peers/specmeter_driver.py --url http://127.0.0.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import resource
 import sys
@@ -28,16 +28,18 @@ from typing import Any
 from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.engines.vllm import VLLMStats
+from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
+from specmeter.load.eventloop import EventLoop
 from specmeter.load.strategies import PointKey, PointTraffic, run_point
 
 
 async def drive(url: str, model: str, requests: int, point: ConcurrencyPoint | RatePoint,
                 max_tokens: int, api: str, client_processes: int | None = None,
-                raw_http: bool = True) -> PointTraffic:
+                raw_http: bool = True, event_loop: EventLoop = "auto") -> PointTraffic:
     convs = [Conversation(id=f"req-{i}", turns=[f"req-{i} Say something."]) for i in range(requests)]
     load = LoadSpec(api=api, max_tokens=max_tokens, warmup=0, temperature=0.0, max_error_rate=1.0,  # type: ignore[arg-type]
-                    client_processes=client_processes)
+                    client_processes=client_processes, event_loop=event_loop)
     adapter = VLLMStats()
     async with OpenAIClient(url, adapter, extra_body=adapter.request_extensions(load.temperature),
                             raw_http=raw_http) as client:
@@ -60,6 +62,8 @@ def main() -> None:
                          "1 below 512 requests in flight)")
     ap.add_argument("--transport", choices=["raw", "aiohttp"], default="raw",
                     help="streaming transport: specmeter's own HTTP/1.1 (default) or aiohttp (to compare)")
+    ap.add_argument("--event-loop", choices=["auto", "uvloop", "asyncio"], default="auto",
+                    help="LoadSpec.event_loop: uvloop, asyncio's own, or auto (uvloop when installed)")
     ap.add_argument("--out", help="write the JSON here instead of stdout")
     args = ap.parse_args()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -69,8 +73,9 @@ def main() -> None:
         else RatePoint(rate=args.rate, arrival=args.arrival))
     processes = None if args.client_processes == "auto" else int(args.client_processes)
     cpu0 = time.process_time()
-    traffic = asyncio.run(drive(args.url, args.model, args.requests, point, args.max_tokens, args.api, processes,
-                                raw_http=args.transport == "raw"))
+    with eventloop.runner(args.event_loop) as loop_runner:
+        traffic = loop_runner.run(drive(args.url, args.model, args.requests, point, args.max_tokens, args.api,
+                                        processes, raw_http=args.transport == "raw", event_loop=args.event_loop))
     records = traffic.records
     out: dict[str, Any] = {
         "wall_s": traffic.wall_s, "cpu_s": time.process_time() - cpu0, "client_processes": traffic.processes,

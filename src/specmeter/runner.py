@@ -31,7 +31,9 @@ from specmeter.engines.launcher import LaunchedServer, log_tail
 from specmeter.engines.probe import resolve_endpoints
 from specmeter.engines.registry import get_engine
 from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, InputError, RunIncomplete, SpecmeterError
+from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
+from specmeter.load.eventloop import EventLoop
 from specmeter.load.feed import FeedPoller
 from specmeter.load.gauge import GaugeSampler
 from specmeter.load.strategies import PointKey, count_requests, point_conversations, run_point
@@ -335,7 +337,7 @@ class _Run:
                 if server.error is not None:
                     continue
                 result = self.result(cell.config, server.engine)
-                point_result = _run_async(self.measure(cell, server))
+                point_result = _run_async(self.measure(cell, server), self.plan.load_for(cell.config).event_loop)
                 result.points.append(point_result)
                 self.reporter.point_done(cell.config, point_result)
                 self.save()
@@ -440,9 +442,10 @@ def _mark_incomplete(summary: RunSummary, reason: str) -> None:
     summary.incomplete_reason = reason
 
 
-def _run_async(coro: Coroutine[Any, Any, PointResult]) -> PointResult:
-    """asyncio.run with SIGTERM treated like Ctrl-C: cancel in-flight requests, then unwind."""
-    with asyncio.Runner() as runner:
+def _run_async(coro: Coroutine[Any, Any, PointResult], event_loop: EventLoop) -> PointResult:
+    """asyncio.run on the load's event loop, with SIGTERM treated like Ctrl-C: cancel in-flight requests,
+    then unwind."""
+    with eventloop.runner(event_loop) as runner:
         loop = runner.get_loop()
         task_holder: list[asyncio.Task[PointResult]] = []
 

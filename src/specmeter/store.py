@@ -9,6 +9,7 @@ Layout of runs/<id>/:
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -176,7 +177,15 @@ def environment_info() -> dict[str, Any]:
         "cpu": cpu,
         "cpu_count": os.cpu_count(),
         "specmeter": __version__,
+        "uvloop": _installed_version("uvloop"),  # the client's event loop when load.event_loop is auto
     }
+
+
+def _installed_version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def latest_records(records: Sequence[RequestRecord]) -> list[RequestRecord]:

@@ -24,7 +24,7 @@ from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import ErrorRateExceeded, SpecmeterError
-from specmeter.load import strategies
+from specmeter.load import eventloop, strategies
 from specmeter.load.arrivals import arrival_times
 from specmeter.load.client import OpenAIClient
 from specmeter.load.strategies import (
@@ -155,7 +155,8 @@ def drive(url: str, point: ConcurrencyPoint | RatePoint, convs: list[Conversatio
             todo = point_conversations(convs, point, spec) if cycle else convs
             return await run_point(client, point, todo, spec, "m", PointKey("cfg", point.id), delivered.append)
 
-    return asyncio.run(go()), delivered
+    with eventloop.runner(spec.event_loop) as loop_runner:  # as the runner runs a point
+        return loop_runner.run(go()), delivered
 
 
 def by_key(records: list[RequestRecord]) -> dict[tuple[str, int], RequestRecord]:
@@ -180,12 +181,13 @@ def check_one_clock(traffic: PointTraffic, server: StubServer) -> None:
 # ---- the same records, one clock --------------------------------------------------------------------------
 
 
-def test_processes_send_the_same_records_as_one_process(server: StubServer) -> None:
+@pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
+def test_processes_send_the_same_records_as_one_process(server: StubServer, event_loop: str) -> None:
     convs = workload(18, turns=2)
     point = ConcurrencyPoint(concurrency=6)
-    one, _ = drive(server.url, point, convs, 1)
+    one, _ = drive(server.url, point, convs, 1, event_loop=event_loop)
     check_one_clock(one, server)
-    three, delivered = drive(server.url, point, convs, 3)
+    three, delivered = drive(server.url, point, convs, 3, event_loop=event_loop)
     assert (one.processes, three.processes) == (1, 3)
     check_one_clock(three, server)
     assert [r.key for r in delivered] == [r.key for r in three.records]  # on_record got each, as it came

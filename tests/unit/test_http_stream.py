@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+import uvloop
 
 from faultserver import FaultServer, fault_server  # noqa: F401 - pytest fixture
 from specmeter.engines.llamacpp import LlamaCppStats
@@ -22,6 +23,18 @@ from specmeter.load.http_stream import ConnectionPool, Response, _Connection
 from specmeter.schemas.records import RequestRecord
 
 pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(autouse=True, params=["asyncio", "uvloop"])
+def event_loop_kind(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test on asyncio's own loop and on uvloop (load.event_loop: auto picks it when installed); the
+    transports differ: uvloop's is not an asyncio.Transport, and it reports failures its own way."""
+    if request.param == "uvloop":
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    try:
+        yield request.param
+    finally:
+        asyncio.set_event_loop_policy(None)
 
 REAL = (Path(__file__).resolve().parent.parent / "fixtures" / "vllm" / "chat_stream.sse").read_bytes()
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 CONNECT_TIMEOUT_S = 30.0  # as aiohttp's sock_connect in the other transport
 MAX_HEAD_BYTES = 64 << 10  # status line and headers of one response
@@ -100,8 +100,7 @@ class _Connection(asyncio.Protocol):
 
     # ---- asyncio.Protocol --------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's TCPTransport is not an asyncio.Transport
 
     def data_received(self, data: bytes) -> None:
         t = time.perf_counter()  # the arrival time of everything in this read, before any parsing

@@ -49,13 +49,15 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import specmeter
 from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.errors import SpecmeterError
+from specmeter.load import eventloop
 from specmeter.load.client import ClientSettings, OpenAIClient
+from specmeter.load.eventloop import EventLoop
 from specmeter.load.strategies import (
     OnRecord,
     PointKey,
@@ -199,7 +201,7 @@ class _Pool:
         for job, frame in zip(jobs, frames):
             spawned[job.index] = time.perf_counter()
             proc = await asyncio.create_subprocess_exec(
-                *_worker_command(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                *_worker_command(job.load.event_loop), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE)
             worker = _Worker(job.index, proc)
             self.workers.append(worker)
@@ -331,25 +333,26 @@ class _Pool:
         return SpecmeterError(f"client process {worker.index} sent {message[0]!r} {when}")
 
 
-def _worker_command() -> list[str]:
+def _worker_command(event_loop: EventLoop) -> list[str]:
     """`python -c ...` importing this module from where this process found specmeter (the child finds the
-    same copy even when the parent's was put on sys.path by hand)."""
+    same copy even when the parent's was put on sys.path by hand); the loop is chosen before the job is read."""
     src = str(Path(specmeter.__file__).resolve().parents[1])
     code = (f"import sys; p = {src!r}; sys.path.insert(0, p) if p not in sys.path else None; "
-            "from specmeter.load.workers import main; main()")
+            f"from specmeter.load.workers import main; main({event_loop!r})")
     return [sys.executable, "-c", code]
 
 
 # -- a client process ---------------------------------------------------------------------------------------
 
 
-def main() -> None:
+def main(event_loop: EventLoop = "auto") -> None:
     """A client process: read a job on stdin, say ready, wait for go, send the job's share of the point,
     relaying each record to stdout as it finishes; stop early on "stop" or when stdin closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     out_fd = os.dup(1)
     os.dup2(2, 1)  # anything printed goes to stderr, never into the message channel
-    asyncio.run(_serve(out_fd))
+    with eventloop.runner(event_loop) as loop_runner:
+        loop_runner.run(_serve(out_fd))
 
 
 class _Channel(asyncio.Protocol):
@@ -362,8 +365,7 @@ class _Channel(asyncio.Protocol):
         self.records: list[RequestRecord] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.WriteTransport)
-        self.transport = transport
+        self.transport = cast(asyncio.WriteTransport, transport)  # uvloop's pipe transport is not a subclass
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.closed.done():

@@ -1,0 +1,48 @@
+"""The event loop a point's requests run on: uvloop where it is installed, else asyncio's own.
+
+At hundreds of streams the client's per-read cost is mostly the event loop's (selector wake-ups, callback
+scheduling, transport reads); uvloop does that work in C. With the client's own HTTP/1.1 transport
+(load/http_stream.py) it costs less CPU per streamed chunk and the timestamps, taken in `data_received`,
+lag less behind the socket (benchmarks/client_overhead.py: `specmeter` against `specmeter-asyncio`).
+Nothing else changes with the loop: the same code, the same clock (`time.perf_counter`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from collections.abc import Callable
+from typing import Literal
+
+from specmeter.errors import InputError
+
+EventLoop = Literal["auto", "uvloop", "asyncio"]
+
+
+def uvloop_available() -> bool:
+    return importlib.util.find_spec("uvloop") is not None
+
+
+def resolve_event_loop(kind: EventLoop) -> Literal["uvloop", "asyncio"]:
+    """The loop `kind` means on this machine ("auto": uvloop when installed)."""
+    if kind == "asyncio":
+        return "asyncio"
+    if uvloop_available():
+        return "uvloop"
+    if kind == "uvloop":
+        raise InputError("load.event_loop is uvloop but uvloop is not installed: pip install uvloop, "
+                          "or set load.event_loop: auto")
+    return "asyncio"
+
+
+def loop_factory(kind: EventLoop) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """For `asyncio.Runner(loop_factory=...)`: None is asyncio's default loop."""
+    if resolve_event_loop(kind) == "asyncio":
+        return None
+    import uvloop
+
+    return uvloop.new_event_loop
+
+
+def runner(kind: EventLoop) -> asyncio.Runner:
+    return asyncio.Runner(loop_factory=loop_factory(kind))
