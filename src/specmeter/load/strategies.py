@@ -239,9 +239,8 @@ class OpenLoop(Strategy):
         try:
             for conv, at in planned:
                 assert at is not None
-                delay = at - traffic.elapsed()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                while (delay := at - traffic.elapsed()) > 0:  # uvloop's millisecond timers can wake early:
+                    await asyncio.sleep(delay)  # never send before the schedule
                 started.append(asyncio.create_task(traffic.conversation(conv, scheduled_s=at, slot=slot)))
             await _gather(started)
         except BaseException:
