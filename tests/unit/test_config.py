@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from specmeter import config
+from specmeter.load import eventloop
 from specmeter.config import (
     ConcurrencyPoint,
     EngineSpec,
@@ -227,6 +229,23 @@ def test_load_spec_defaults_and_bounds() -> None:
         with pytest.raises(InputError) as info:
             build_model(LoadSpec, bad, "load")
         assert repr(next(iter(bad))) in str(info.value)
+
+
+def test_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert LoadSpec().event_loop == "auto"
+    assert build_model(LoadSpec, {"event_loop": "asyncio"}, "load").event_loop == "asyncio"
+    with pytest.raises(InputError, match=r"'event_loop'"):
+        build_model(LoadSpec, {"event_loop": "trio"}, "load")
+    monkeypatch.setattr(config, "uvloop_available", lambda: False)  # a machine without uvloop
+    with pytest.raises(InputError) as info:
+        build_model(LoadSpec, {"event_loop": "uvloop"}, "load")
+    assert "'event_loop'" in str(info.value) and "pip install uvloop" in str(info.value)
+    assert build_model(LoadSpec, {"event_loop": "auto"}, "load").event_loop == "auto"
+    assert eventloop.loop_factory("auto") is not None  # uvloop is a dependency
+    monkeypatch.setattr(eventloop, "uvloop_available", lambda: False)
+    assert eventloop.loop_factory("auto") is None  # asyncio's own loop
+    with pytest.raises(InputError, match="pip install uvloop"):
+        eventloop.loop_factory("uvloop")
 
 
 # ---- load points -----------------------------------------------------------------------------------
