@@ -17,7 +17,7 @@ from typing import Any
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.errors import InputError
-from specmeter.metrics.prometheus import CounterDelta, Snapshot
+from specmeter.metrics.prometheus import CounterDelta, Snapshot, position_list
 from specmeter.schemas.sd import SDCounts
 
 
@@ -38,6 +38,25 @@ def owned_by(probe: ServerProbe) -> str | None:
         value = data[0].get("owned_by")
         return value if isinstance(value, str) else None
     return None
+
+
+def step_counter_counts(delta: CounterDelta, *, steps: str, drafted: str, accepted: str, accepted_per_pos: str,
+                        drafted_per_pos: str | None = None) -> SDCounts | None:
+    """SD counts from the counter delta of an engine that counts steps, drafted and accepted tokens, and
+    accepted tokens per position (vLLM, llama.cpp); None when a required counter is missing or the counters
+    went down (a restart: the delta means nothing, and counts are never negative)."""
+    if not delta.valid or any(name in delta.missing for name in (steps, drafted, accepted)):
+        return None
+    drafted_pos = ([] if drafted_per_pos is None or drafted_per_pos in delta.missing
+                   else position_list(delta.series(drafted_per_pos)))
+    return SDCounts(
+        source="counters",
+        num_steps=round(delta.value(steps)),
+        num_draft_tokens=round(delta.value(drafted)),
+        num_accepted_tokens=round(delta.value(accepted)),
+        accepted_per_pos=position_list(delta.series(accepted_per_pos)),
+        drafted_per_pos=drafted_pos or None,
+    )
 
 
 class IterationFeed(ABC):

@@ -19,10 +19,10 @@ import subprocess
 from typing import Any
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
-from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
+from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by, step_counter_counts
 from specmeter.engines.gguf import SETUP_HINT, server_binary, to_gguf
 from specmeter.errors import InputError
-from specmeter.metrics.prometheus import CounterDelta, Snapshot, position_list
+from specmeter.metrics.prometheus import CounterDelta, Snapshot
 from specmeter.schemas.sd import SDCounts
 
 DRAFTS = "llamacpp:spec_decode_num_drafts_total"
@@ -166,16 +166,8 @@ class LlamaCppStats(EngineStats):
         return (snapshot.value(DRAFTS) or 0.0) > 0
 
     def sd_from_counters(self, delta: CounterDelta) -> SDCounts | None:
-        required = (DRAFTS, DRAFT_TOKENS, ACCEPTED)
-        if not delta.valid or any(name in delta.missing for name in required):
-            return None
-        return SDCounts(
-            source="counters",
-            num_steps=round(delta.value(DRAFTS)),
-            num_draft_tokens=round(delta.value(DRAFT_TOKENS)),
-            num_accepted_tokens=round(delta.value(ACCEPTED)),
-            accepted_per_pos=position_list(delta.series(ACCEPTED_PER_POS)),
-        )
+        return step_counter_counts(delta, steps=DRAFTS, drafted=DRAFT_TOKENS, accepted=ACCEPTED,
+                                   accepted_per_pos=ACCEPTED_PER_POS)
 
     def sd_from_response(self, payload: dict[str, Any]) -> tuple[SDCounts | None, dict[str, Any] | None]:
         timings = payload.get("timings")

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
-from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
-from specmeter.metrics.prometheus import CounterDelta, position_list
+from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by, step_counter_counts
+from specmeter.metrics.prometheus import CounterDelta
 from specmeter.metrics.sd import counts_from_steps
 from specmeter.schemas.sd import SDCounts
 
@@ -167,19 +167,8 @@ class VLLMStats(EngineStats):
         return {"requests": REQUESTS_DONE, "generation_tokens": GENERATION_TOKENS}
 
     def sd_from_counters(self, delta: CounterDelta) -> SDCounts | None:
-        required = (DRAFTS, DRAFT_TOKENS, ACCEPTED)
-        if not delta.valid or any(name in delta.missing for name in required):
-            return None  # counters went down (restart): the delta means nothing; never negative counts
-        drafted_pos = ([] if DRAFT_TOKENS_PER_POS in delta.missing
-                       else position_list(delta.series(DRAFT_TOKENS_PER_POS)))
-        return SDCounts(
-            source="counters",
-            num_steps=round(delta.value(DRAFTS)),
-            num_draft_tokens=round(delta.value(DRAFT_TOKENS)),
-            num_accepted_tokens=round(delta.value(ACCEPTED)),
-            accepted_per_pos=position_list(delta.series(ACCEPTED_PER_POS)),
-            drafted_per_pos=drafted_pos or None,
-        )
+        return step_counter_counts(delta, steps=DRAFTS, drafted=DRAFT_TOKENS, accepted=ACCEPTED,
+                                   accepted_per_pos=ACCEPTED_PER_POS, drafted_per_pos=DRAFT_TOKENS_PER_POS)
 
     def sd_from_response(self, payload: dict[str, Any]) -> tuple[SDCounts | None, dict[str, Any] | None]:
         metrics = payload.get("metrics")
