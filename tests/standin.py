@@ -1,5 +1,6 @@
-"""An aiohttp application served from a thread, for stand-ins of engines that cannot run here (SGLang,
-TensorRT-LLM): a subclass adds its routes; `with Stand-in() as s:` serves on a free port at `s.url`."""
+"""Stand-ins of engines that cannot run here (SGLang, TensorRT-LLM): an aiohttp application served from a
+thread (a subclass adds its routes; `with StandIn() as s:` serves on a free port at `s.url`), and the
+attach-mode run both suites send through one."""
 
 from __future__ import annotations
 
@@ -8,6 +9,23 @@ import threading
 from typing import Any, Self
 
 from aiohttp import web
+
+from faultserver import conversations
+from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from specmeter.plans.run import run_plan
+from specmeter.runner import Execution
+from specmeter.schemas.plan import WorkloadSelection
+
+
+def attach_execution(url: str, kind: str | None, api: str, dataset: str) -> Execution:
+    """An attach-mode run of an EAGLE3 candidate (K = 4) on `url` at concurrency 2, with the engine given
+    (`kind`) or left to detection (None): six short questions, 24 tokens each, no warm-up, no baseline."""
+    convs = conversations([f"Question {i}: explain how caches work, briefly." for i in range(6)])
+    plan = run_plan(EngineSpec(kind=kind, endpoint=url), SpecConfig(method="eagle3", num_speculative_tokens=4,
+                                                                    draft_model="org/e3"),
+                    LoadSpec(concurrency=[2], warmup=0, max_tokens=24, api=api), baseline=False,
+                    baseline_endpoint=None, workload=WorkloadSelection(dataset=dataset))
+    return Execution(plan=plan, conversations=convs, api_key=None, command=["specmeter", "run", "--endpoint", url])
 
 
 class ThreadedApp:

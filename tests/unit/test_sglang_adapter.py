@@ -19,8 +19,8 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from faultserver import conversations, only_config, run_plan
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from faultserver import only_config, run_plan
+from specmeter.config import EngineSpec, SpecConfig
 from specmeter.engines.base import ServerProbe
 from specmeter.engines.registry import detect_engine, get_engine
 from specmeter.engines.sglang import (
@@ -35,10 +35,7 @@ from specmeter.engines.trtllm import TRTLLMStats
 from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import InputError
 from specmeter.metrics.prometheus import counter_delta, parse_exposition
-from specmeter.plans.run import run_plan as build_run_plan
-from specmeter.runner import Execution
-from specmeter.schemas.plan import WorkloadSelection
-from standin import ThreadedApp
+from standin import ThreadedApp, attach_execution
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -417,18 +414,9 @@ def sglang_server() -> Iterator[SGLangStandIn]:
         yield server
 
 
-def _execution(url: str, kind: str | None, api: str) -> Execution:
-    convs = conversations([f"Question {i}: explain how caches work, briefly." for i in range(6)])
-    plan = build_run_plan(EngineSpec(kind=kind, endpoint=url), SpecConfig(method="eagle3", num_speculative_tokens=4,
-                                                                           draft_model="org/e3"),
-                          LoadSpec(concurrency=[2], warmup=0, max_tokens=24, api=api), baseline=False,
-                          baseline_endpoint=None, workload=WorkloadSelection(dataset="sglang-stand-in"))
-    return Execution(plan=plan, conversations=convs, api_key=None, command=["specmeter", "run", "--endpoint", url])
-
-
 def _check_run(server: SGLangStandIn, root: Path, kind: str | None, api: str) -> None:
     before = parse_exposition(server.scrape())
-    summary, error, _ = run_plan(_execution(server.url, kind, api), root)
+    summary, error, _ = run_plan(attach_execution(server.url, kind, api, "sglang-stand-in"), root)
     after = parse_exposition(server.scrape())
     assert error is None, repr(error)
     config = only_config(summary)

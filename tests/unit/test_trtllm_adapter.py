@@ -23,8 +23,8 @@ import yaml
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from faultserver import conversations, only_config, run_plan
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from faultserver import only_config, run_plan
+from specmeter.config import EngineSpec, SpecConfig
 from specmeter.engines.base import ServerProbe
 from specmeter.engines.registry import detect_engine
 from specmeter.engines.sglang import SGLangStats
@@ -44,11 +44,8 @@ from specmeter.load.client import OpenAIClient
 from specmeter.load.feed import FeedPoller
 from specmeter.metrics.prometheus import counter_delta, parse_exposition
 from specmeter.metrics.sd_summary import summarize_sd
-from specmeter.plans.run import run_plan as build_run_plan
-from specmeter.runner import Execution
-from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.sd import SDCounts, SDSummary
-from standin import ThreadedApp
+from standin import ThreadedApp, attach_execution
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -472,18 +469,9 @@ def trtllm_server() -> Iterator[TRTLLMStandIn]:
         yield server
 
 
-def _execution(url: str, kind: str | None, api: str) -> Execution:
-    convs = conversations([f"Question {i}: explain how caches work, briefly." for i in range(6)])
-    plan = build_run_plan(EngineSpec(kind=kind, endpoint=url), SpecConfig(method="eagle3", num_speculative_tokens=4,
-                                                                           draft_model="org/e3"),
-                          LoadSpec(concurrency=[2], warmup=0, max_tokens=24, api=api), baseline=False,
-                          baseline_endpoint=None, workload=WorkloadSelection(dataset="trtllm-stand-in"))
-    return Execution(plan=plan, conversations=convs, api_key=None, command=["specmeter", "run", "--endpoint", url])
-
-
 def _run(server: TRTLLMStandIn, root: Path, kind: str | None = "trtllm", api: str = "chat") -> SDSummary:
     """A whole attach-mode run against `server`; the point's SD summary, after what every run must show."""
-    summary, error, _ = run_plan(_execution(server.url, kind, api), root)
+    summary, error, _ = run_plan(attach_execution(server.url, kind, api, "trtllm-stand-in"), root)
     assert error is None, repr(error)
     point = only_config(summary).points[0]
     assert point.latency.num_ok == server.truth["requests"] == len(server.bodies) > 0
