@@ -1,11 +1,13 @@
 """Stand-ins of engines that cannot run here (SGLang, TensorRT-LLM): an aiohttp application served from a
 thread (a subclass adds its routes; `with StandIn() as s:` serves on a free port at `s.url`), and the
-attach-mode run both suites send through one."""
+attach-mode run both suites send through one; and `serve_post`, one handler on a free port in the running loop."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, Self
 
 from aiohttp import web
@@ -15,6 +17,22 @@ from specmeter.config import EngineSpec, LoadSpec, SpecConfig
 from specmeter.plans.run import run_plan
 from specmeter.runner import Execution
 from specmeter.schemas.plan import WorkloadSelection
+
+
+@asynccontextmanager
+async def serve_post(path: str, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                     ) -> AsyncIterator[str]:
+    """`handler` answers POST `path` on a free local port, in the running event loop; yields the base URL."""
+    app = web.Application()
+    app.router.add_post(path, handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
 
 
 def attach_execution(url: str, kind: str | None, api: str, dataset: str) -> Execution:

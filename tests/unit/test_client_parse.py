@@ -22,6 +22,7 @@ from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import StreamError
 from specmeter.load.client import OpenAIClient, RequestSpec, StreamResult, _chunk_tokens, parse_sse_line
 from specmeter.schemas.records import RequestRecord
+from standin import serve_post
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
 STREAM = (FIXTURES / "chat_stream.sse").read_bytes()
@@ -280,17 +281,8 @@ async def stub_server(body: bytes, status: int = 200) -> Any:
         await resp.write_eof()
         return resp
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with serve_post("/v1/chat/completions", handler) as base:
+        yield base
 
 
 def run_send(body: bytes, status: int = 200) -> tuple[RequestRecord, str]:

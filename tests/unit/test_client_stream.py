@@ -33,6 +33,7 @@ from specmeter.load.client import (
     parse_sse_end,
 )
 from specmeter.schemas.records import RequestRecord
+from standin import serve_post
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
 REAL = (FIXTURES / "chat_stream.sse").read_bytes()
@@ -336,20 +337,11 @@ def test_send_over_torn_writes_matches_one_write() -> None:
             await resp.write_eof()
             return resp
 
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
-            async with OpenAIClient(f"http://127.0.0.1:{port}", VLLMStats(), timeout_s=10) as client:
-                record = RequestRecord(config_id="x", point_id="c1", conversation_id="c0")
-                await client.send(RequestSpec("/v1/chat/completions", {"stream": True}), record, 0.0)
-                return record
-        finally:
-            await runner.cleanup()
+        async with (serve_post("/v1/chat/completions", handler) as base,
+                    OpenAIClient(base, VLLMStats(), timeout_s=10) as client):
+            record = RequestRecord(config_id="x", point_id="c1", conversation_id="c0")
+            await client.send(RequestSpec("/v1/chat/completions", {"stream": True}), record, 0.0)
+            return record
 
     whole = asyncio.run(serve_and_send(len(REAL)))
     torn = asyncio.run(serve_and_send(13))
