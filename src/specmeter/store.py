@@ -9,7 +9,6 @@ Layout of runs/<id>/:
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import os
 import platform
@@ -21,6 +20,7 @@ from typing import IO, Any
 
 from specmeter import __version__
 from specmeter.errors import InputError
+from specmeter.installed import installed_version
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import SCHEMA_VERSION, RunSummary
 
@@ -177,15 +177,8 @@ def environment_info() -> dict[str, Any]:
         "cpu": cpu,
         "cpu_count": os.cpu_count(),
         "specmeter": __version__,
-        "uvloop": _installed_version("uvloop"),  # the client's event loop when load.event_loop is auto
+        "uvloop": installed_version("uvloop"),  # the client's event loop when load.event_loop is auto
     }
-
-
-def _installed_version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def latest_records(records: Sequence[RequestRecord]) -> list[RequestRecord]:

@@ -27,13 +27,13 @@ serving code and its metrics collector, read in the public source):
 
 from __future__ import annotations
 
-import importlib.metadata
 import sys
 from typing import Any
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
 from specmeter.errors import InputError
+from specmeter.installed import installed_version
 from specmeter.metrics.prometheus import CounterDelta, Snapshot
 from specmeter.schemas.sd import SDCounts
 
@@ -75,10 +75,8 @@ class SGLangLauncher(EngineLauncher):
     methods = tuple(_ALGORITHMS)
 
     def version(self) -> str | None:
-        try:
-            return f"sglang {importlib.metadata.version('sglang')}"
-        except importlib.metadata.PackageNotFoundError:
-            return None
+        v = installed_version("sglang")
+        return None if v is None else f"sglang {v}"
 
     @staticmethod
     def speculative_flags(spec: SpecConfig) -> dict[str, str | None]:

