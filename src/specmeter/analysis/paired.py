@@ -7,7 +7,9 @@ variation twice and gives needlessly wide intervals. Here one draw of prompt ind
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from statistics import NormalDist
 
 import numpy as np
 
@@ -15,6 +17,7 @@ from specmeter.schemas.analysis import Ratio
 
 Column = Sequence[float | None] | np.ndarray
 Estimate = tuple[float | None, tuple[float, float] | None]
+MIN_RESAMPLES, MAX_RESAMPLES = 2000, 20000
 
 
 def paired_bootstrap_ci(
@@ -35,7 +38,14 @@ def paired_bootstrap_ci(
     idx = _index_matrix(n, n_resamples, seed)
     with np.errstate(divide="ignore", invalid="ignore"):
         stats = np.fromiter((statistic(row) for row in idx), dtype=float, count=n_resamples)
-    return _percentile_interval(stats, confidence)
+    return _percentile_interval(stats, expanded(confidence, n))
+
+
+def resamples_for(confidence: float) -> int:
+    """Enough resamples that each tail of the interval rests on about 40 of them (2,000 at 95%), capped: a
+    sequential design's early looks ask for 99.9% and more."""
+    tail = (1.0 - confidence) / 2.0
+    return int(min(MAX_RESAMPLES, max(MIN_RESAMPLES, 40.0 / tail))) if tail > 0 else MAX_RESAMPLES
 
 
 def paired_ratio_of_sums(
@@ -44,7 +54,7 @@ def paired_ratio_of_sums(
     base_num: Column,
     base_den: Column,
     *,
-    n_resamples: int = 2000,
+    n_resamples: int | None = None,
     confidence: float = 0.95,
     seed: int = 0,
 ) -> Estimate:
@@ -60,15 +70,16 @@ def paired_ratio_of_sums(
     value = _finite_or_none(_speedup_of_sums(cn, cd, bn, bd, _all_rows(n))[0])
     if n < 2:
         return value, None
-    stats = _speedup_of_sums(cn, cd, bn, bd, _index_matrix(n, n_resamples, seed))
-    return value, _percentile_interval(stats, confidence)
+    idx = _index_matrix(n, n_resamples or resamples_for(expanded(confidence, n)), seed)
+    stats = _speedup_of_sums(cn, cd, bn, bd, idx)
+    return value, _percentile_interval(stats, expanded(confidence, n))
 
 
 def paired_ratio_of_means(
     numer: Column,
     denom: Column,
     *,
-    n_resamples: int = 2000,
+    n_resamples: int | None = None,
     confidence: float = 0.95,
     seed: int = 0,
 ) -> Estimate:
@@ -84,7 +95,8 @@ def paired_ratio_of_means(
     value = _finite_or_none(_sum_ratio(num, den, _all_rows(n))[0])
     if n < 2:
         return value, None
-    return value, _percentile_interval(_sum_ratio(num, den, _index_matrix(n, n_resamples, seed)), confidence)
+    idx = _index_matrix(n, n_resamples or resamples_for(expanded(confidence, n)), seed)
+    return value, _percentile_interval(_sum_ratio(num, den, idx), expanded(confidence, n))
 
 
 def median_mad(values: Sequence[float]) -> tuple[float | None, float | None]:
@@ -140,6 +152,28 @@ def _sum_ratio(num: np.ndarray, den: np.ndarray, idx: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         result: np.ndarray = num[idx].sum(axis=1) / den[idx].sum(axis=1)
     return result
+
+
+def expanded(confidence: float, n: int) -> float:
+    """The level to read the bootstrap percentiles at so that the interval covers `confidence` on n paired
+    requests: the plain percentile interval is too narrow on small samples (it ignores that the spread itself is
+    estimated), so its level is raised until z equals sqrt(n / (n - 1)) x Student's t with n - 1 degrees of
+    freedom (Hesterberg's expanded percentile interval). 95% on 12 requests reads 97.8%; on 60, 95.6%."""
+    if n < 2:
+        return confidence
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    widened = math.sqrt(n / (n - 1)) * _t_quantile(z, n - 1)
+    return min(2 * NormalDist().cdf(widened) - 1, 1.0 - 1e-9)
+
+
+def _t_quantile(z: float, df: int) -> float:
+    """Student's t quantile from the normal one (Cornish-Fisher expansion: within 0.5% from 3 degrees of
+    freedom, which is all the precision a bootstrap level needs; no SciPy in the core)."""
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return float(z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4)
 
 
 def _percentile_interval(stats: np.ndarray, confidence: float) -> tuple[float, float] | None:
