@@ -259,6 +259,7 @@ def sweep(
     from specmeter.data.workload import load_conversations
     from specmeter.engines.preflight import check_local_models
     from specmeter.plans.sweep import SweepSpec, read_sweep_file
+    from specmeter.plans.verify import check_verifiable
 
     if resume is not None:
         resume_run(resume, api_key=api_key, json_out=json_out)
@@ -272,6 +273,8 @@ def sweep(
                                max_tokens, dtype, engine_env)
     updates = {key: v for key, v in (("repeats", repeats), ("interleave", interleave)) if v is not None}
     sw = SweepSpec.model_validate({**sw.model_dump(by_alias=False), **updates}) if updates else sw
+    if verify:  # refused before the sweep, not after it
+        check_verifiable(sw.engine.kind, "--verify")
     for cfg in sw.configs():
         if cfg.engine.launch:
             check_local_models(cfg.engine, cfg.spec)
@@ -412,14 +415,16 @@ def _read_json(path: Path) -> Any:
 
 def _recommendation(run_dir: Path, objective: Objective, slo: SLO | None, max_num_seqs: int | None,
                     json_out: bool) -> Recommendation:
-    """Recommend from a run directory, write recommendation.json beside it, and show it."""
+    """Recommend from a run directory, render it for the engine the sweep ran, write recommendation.json beside
+    it, and show it."""
     from specmeter.analysis.recommend import recommend
+    from specmeter.engines.deploy import render, sweep_engine
     from specmeter.report.console import render_recommendation
 
     summary = load_summary(run_dir)
     records = latest_records(RunStore(run_dir).read_records())
-    rec = recommend(summary, records, objective=objective, slo=slo, max_num_seqs=max_num_seqs,
-                    source_run=str(run_dir))
+    rec = render(recommend(summary, records, objective=objective, slo=slo, max_num_seqs=max_num_seqs,
+                           source_run=str(run_dir)), sweep_engine(summary.plan))
     atomic_write_text(run_dir / "recommendation.json", rec.model_dump_json(indent=2) + "\n")
     if json_out:
         sys.stdout.write(rec.model_dump_json(indent=2) + "\n")

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmeter.analysis.choice import Contender, choose
 from specmeter.analysis.crossover import find_crossover
 from specmeter.analysis.paired import (
     fill_repeats,
@@ -252,70 +251,3 @@ def test_crossover_interval_is_ordered(points: list[tuple[float, float, float]])
         assert loads[0] <= c.low <= c.load * (1 + 1e-12)
         assert c.high is None or c.load <= c.high * (1 + 1e-12)
         assert c.high is None or c.high <= loads[-1]
-
-
-# --- choice -------------------------------------------------------------------------------------------------
-
-BASE = Contender("baseline", 0, 1.0, 1.0, 1.0)
-
-
-def test_clear_winner_is_chosen() -> None:
-    k2 = Contender("draft-k2", 2, 1.5, 1.4, 1.6)
-    k4 = Contender("draft-k4", 4, 1.2, 1.1, 1.3)
-    pick = choose("c8", [BASE, k4, k2])
-    assert (pick.best_config_id, pick.best_k, pick.leader_config_id) == ("draft-k2", 2, "draft-k2")
-    assert pick.tied_with == []
-    assert "draft-k2" in pick.reason
-
-
-def test_overlap_goes_to_smaller_k() -> None:
-    k2 = Contender("draft-k2", 2, 1.40, 1.30, 1.55)
-    k4 = Contender("draft-k4", 4, 1.50, 1.35, 1.65)
-    pick = choose("c8", [BASE, k4, k2])
-    assert pick.leader_config_id == "draft-k4"
-    assert (pick.best_config_id, pick.best_k) == ("draft-k2", 2)
-    assert pick.tied_with == ["draft-k2"]
-
-
-def test_same_smallest_k_tie_goes_to_higher_value() -> None:
-    a = Contender("eagle-k2", 2, 1.30, 1.10, 1.50)
-    b = Contender("draft-k2", 2, 1.35, 1.15, 1.55)
-    c = Contender("draft-k4", 4, 1.40, 1.20, 1.60)
-    pick = choose("c8", [a, b, c])
-    assert pick.best_config_id == "draft-k2"
-
-
-def test_baseline_tie_keeps_speculation_off() -> None:
-    k3 = Contender("eagle-k3", 3, 1.08, 0.97, 1.20)
-    pick = choose("c64", [k3, BASE])
-    assert pick.leader_config_id == "eagle-k3"
-    assert (pick.best_config_id, pick.best_k) == ("baseline", 0)
-    assert "baseline" in pick.tied_with
-
-
-def test_a_wide_leader_does_not_turn_off_a_smaller_k_that_clearly_pays() -> None:
-    """K4 leads but its interval (repeats that disagree) reaches 1.0; K2 clears the baseline: K2, not off."""
-    k2 = Contender("draft-k2", 2, 1.30, 1.28, 1.32)
-    k4 = Contender("draft-k4", 4, 1.40, 0.96, 1.84)
-    pick = choose("c1", [BASE, k4, k2])
-    assert (pick.leader_config_id, pick.best_config_id) == ("draft-k4", "draft-k2")
-    assert "baseline" not in pick.tied_with
-
-
-def test_within_one_percent_ties_even_without_intervals() -> None:
-    k2 = Contender("draft-k2", 2, 1.495, None, None)
-    k4 = Contender("draft-k4", 4, 1.500, None, None)
-    k6 = Contender("draft-k6", 6, 1.400, None, None)
-    pick = choose("c1", [k6, k4, k2])
-    assert pick.leader_config_id == "draft-k4"
-    assert pick.best_config_id == "draft-k2"
-    assert pick.tied_with == ["draft-k2"]  # k6 has no interval and is 7% behind: not tied
-
-
-def test_contenders_without_value_are_ignored_and_all_none_raises() -> None:
-    pick = choose("c1", [Contender("broken", 2, None, None, None), Contender("ok", 4, 1.3, 1.2, 1.4)])
-    assert pick.best_config_id == "ok"
-    with pytest.raises(ValueError):
-        choose("c1", [Contender("a", 2, None, None, None), Contender("b", 4, None, 1.0, 2.0)])
-    with pytest.raises(ValueError):
-        choose("c1", [])

@@ -75,8 +75,8 @@ def test_without_per_step_stats_nothing_is_claimed() -> None:
 
 
 def test_verify_plan_runs_baseline_best_statics_and_the_dynamic_config() -> None:
-    summary = sweep(CLEAR, BATCHES)
-    recommendation = recommend(summary, [])
+    summary, records = sweep(CLEAR, BATCHES)
+    recommendation = recommend(summary, records)
     plan = verify_plan(summary, recommendation, "run")
     assert plan.kind == "verify" and plan.interleave and plan.points == summary.plan.points
     assert [c.role for c in plan.configs] == [Role.baseline, Role.candidate, Role.candidate, Role.verification]
@@ -92,16 +92,16 @@ def test_verify_plan_runs_baseline_best_statics_and_the_dynamic_config() -> None
 
 def test_verify_refuses_a_recommendation_that_keeps_speculation_off() -> None:
     losing = {"draft_model-k2": {"c1": (0.9, 0.85, 0.95)}}
-    summary = sweep(losing, {"c1": 1.0})
+    summary, records = sweep(losing, {"c1": 1.0})
     with pytest.raises(InputError, match="no dynamic config to verify"):
-        verify_plan(summary, recommend(summary, []), "run")
+        verify_plan(summary, recommend(summary, records), "run")
 
 
 def test_verify_of_an_attached_sweep_needs_an_endpoint() -> None:
-    summary = sweep(CLEAR, BATCHES)
+    summary, records = sweep(CLEAR, BATCHES)
     for c in summary.plan.configs:
         c.engine = EngineSpec(endpoint="http://127.0.0.1:1")
     with pytest.raises(InputError, match="--endpoint"):
-        verify_plan(summary, recommend(summary, []), "run")
-    plan = verify_plan(summary, recommend(summary, []), "run", endpoint="http://127.0.0.1:2")
+        verify_plan(summary, recommend(summary, records), "run")
+    plan = verify_plan(summary, recommend(summary, records), "run", endpoint="http://127.0.0.1:2")
     assert plan.configs[-1].engine.endpoint == "http://127.0.0.1:2"

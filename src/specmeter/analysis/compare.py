@@ -12,12 +12,11 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from specmeter.analysis.paired import paired_ratio_of_means, paired_ratio_of_sums
+from specmeter.analysis.headtohead import Paired, Side, compare
 from specmeter.config import ConcurrencyPoint, RatePoint
 from specmeter.errors import InputError
 from specmeter.metrics.sd import sum_counts
 from specmeter.run_data import RunData
-from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.compare import (
     ComparedConfig,
     ComparedPoint,
@@ -29,7 +28,6 @@ from specmeter.schemas.compare import (
     WorkloadDifference,
 )
 from specmeter.schemas.plan import Role
-from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult
 
 # What decides which requests are sent: the selection (its result is conversation_ids; the tokenizer that
@@ -40,7 +38,6 @@ WORKLOAD_FIELDS = ("dataset", "path", "categories", "options", "input_len", "num
 LOAD_FIELDS = ("api", "max_tokens", "ignore_eos", "temperature", "top_p", "seed", "num_prompts", "duration_s")
 
 ALLOW_FLAG = "--allow-different-workloads"
-RequestKey = tuple[str, int, int]  # (conversation id, turn, repeat)
 _ROLE_ORDER = {Role.baseline: 0, Role.candidate: 1, Role.verification: 2}
 
 
@@ -263,44 +260,25 @@ def _entry(run: RunData, name: str, c: ConfigResult, point_id: str) -> RunEntry:
 
 
 # ---- one run against the reference ------------------------------------------------------------------------
-def _by_request(records: Sequence[RequestRecord], config_id: str, point_id: str) -> dict[RequestKey, RequestRecord]:
-    return {(r.conversation_id, r.turn, r.repeat): r for r in records
-            if r.config_id == config_id and r.point_id == point_id and r.ok and not r.warmup}
-
-
 def difference(ref_run: RunData, ref: ConfigResult, ref_point: str, run: RunData, c: ConfigResult,
                point_id: str) -> RunDifference:
     """`c` in `run` against `ref` in the reference run at the same load, paired by request across runs."""
-    mine, theirs = _by_request(run.records, c.config_id, point_id), _by_request(ref_run.records, ref.config_id,
-                                                                                 ref_point)
-    keys = sorted(mine.keys() & theirs.keys())
-    a = [mine[k] for k in keys]
-    b = [theirs[k] for k in keys]
+    mine, theirs = Side.of(c, run.records, point_id), Side.of(ref, ref_run.records, ref_point)
+    pairs = Paired.of(mine, theirs)
     notes: list[str] = []
-
-    mine_tok, ref_tok = _tok_s(c, point_id), _tok_s(ref, ref_point)
-    value = mine_tok / ref_tok if mine_tok is not None and ref_tok else None
-    throughput = Ratio(value=value)
-    est, ci = paired_ratio_of_sums([r.output_tokens for r in a], [r.e2e_s for r in a],
-                                   [r.output_tokens for r in b], [r.e2e_s for r in b])
-    if value is not None and est and ci:
-        throughput.ci95_low, throughput.ci95_high = value * ci[0] / est, value * ci[1] / est
-
-    tpot_value, tpot_ci = paired_ratio_of_means([r.tpot_s for r in b], [r.tpot_s for r in a])
-    tpot = Ratio(value=tpot_value, ci95_low=tpot_ci[0] if tpot_ci else None,
-                 ci95_high=tpot_ci[1] if tpot_ci else None)
-    if tpot_value is None:
+    throughput = compare(mine, theirs, "output_throughput")
+    tpot = compare(mine, theirs, "tpot")
+    if tpot.value is None:
         mine_tpot, ref_tpot = _tpot_mean(c, point_id), _tpot_mean(ref, ref_point)
         tpot.value = ref_tpot / mine_tpot if ref_tpot is not None and mine_tpot else None
         if tpot.value is not None:
             notes.append("TPOT ratio from the stored means, no request matched")
-
+    keys = pairs.keys
     if len(keys) < 2:
         notes.append(f"{len(keys)} request(s) matched across the runs by (conversation, turn, repeat): no interval")
-    unmatched = len(mine.keys() ^ theirs.keys())
-    if unmatched and len(keys) >= 2:
-        notes.append(f"{unmatched} request(s) completed by only one of the runs: intervals use the {len(keys)} "
-                     "both completed")
+    if pairs.unmatched and len(keys) >= 2:
+        notes.append(f"{pairs.unmatched} request(s) completed by only one of the runs: intervals use the "
+                     f"{len(keys)} both completed")
     return RunDifference(reference_config_id=ref.config_id, output_throughput=throughput, tpot=tpot,
                          paired_requests=len(keys), note="; ".join(notes) or None)
 

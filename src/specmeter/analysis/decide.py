@@ -9,10 +9,12 @@ from typing import Literal
 
 from specmeter.analysis.choice import Contender, choose
 from specmeter.analysis.crossover import find_crossover
+from specmeter.analysis.headtohead import Arena
 from specmeter.analysis.lossless import lossless_check
 from specmeter.analysis.speedup import compute_speedups
 from specmeter.analysis.verify import verification
-from specmeter.schemas.analysis import Crossover, PointChoice, Ratio, Speedup
+from specmeter.config import SpecMethod
+from specmeter.schemas.analysis import Crossover, Metric, PointChoice, Ratio, Speedup
 from specmeter.schemas.plan import Role
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import Analysis, LosslessCheck, RunSummary
@@ -23,6 +25,13 @@ FORCED_LENGTH_NOTE = (
     "`vllm bench serve` sends only ignore_eos, which gives different text and so different acceptance on "
     "the same prompts: compare acceptance only between runs that force lengths the same way"
 )
+
+
+def decision_confidence(summary: RunSummary, point_id: str) -> float:
+    """The confidence a point's decisions are read at: 95%, unless a sequential design stopped there at a look
+    that had spent less alpha (see analysis.sequential)."""
+    sampled = summary.sampled(point_id)
+    return sampled.confidence if sampled is not None else 0.95
 
 
 def headline(speedup: Speedup, axis: str) -> Ratio:
@@ -50,7 +59,7 @@ def analyze(summary: RunSummary, records: Sequence[RequestRecord]) -> Analysis:
     return Analysis(
         speedups=speedups,
         crossovers=crossovers(summary, speedups),
-        choices=choices(summary, speedups),
+        choices=choices(summary, speedups, records),
         lossless=lossless(summary, records),
         lossless_note=_lossless_note(summary),
         verification=verification(summary, records, speedups),
@@ -76,21 +85,29 @@ def crossovers(summary: RunSummary, speedups: Sequence[Speedup]) -> list[Crossov
     return out
 
 
-def choices(summary: RunSummary, speedups: Sequence[Speedup]) -> list[PointChoice]:
-    """Per point of the main workload: the baseline against every candidate; ties go to the smaller K."""
+def headline_metric(axis: str) -> Metric:
+    """The metric decisions read at a point of this axis (see `headline`)."""
+    return "output_throughput" if axis == "concurrency" else "tpot"
+
+
+def choices(summary: RunSummary, speedups: Sequence[Speedup], records: Sequence[RequestRecord]) -> list[PointChoice]:
+    """Per point of the main workload: every candidate and the baseline, head to head from the cheapest."""
     plan = summary.plan
     out: list[PointChoice] = []
     base = next((c for c in plan.configs if c.role is Role.baseline and c.workload == "main"), None)
     if base is None:
         return out
     for point in plan.points:
-        contenders = [Contender(base.id, 0, 1.0, 1.0, 1.0)]
-        for config in plan.configs:
+        contenders = [Contender.of(base.id, 0, SpecMethod.none, 1.0)]
+        for i, config in enumerate(plan.configs):
             s = _lookup(speedups, config.id, point.id)
             if config.role is Role.candidate and config.workload == "main" and s is not None:
-                contenders.append(Contender.of(config.id, config.k, headline(s, point.axis)))
+                contenders.append(Contender.of(config.id, config.k, config.spec.method,
+                                               headline(s, point.axis).value, i))
         if len(contenders) > 1:
-            out.append(choose(point.id, contenders))
+            arena = Arena.of(summary.configs, records, point.id, headline_metric(point.axis),
+                             min_gain=plan.min_gain, confidence=decision_confidence(summary, point.id))
+            out.append(choose(point.id, contenders, arena.duel, min_gain=plan.min_gain))
     return out
 
 

@@ -1,33 +1,32 @@
-"""The deploy answer: a K per engine batch size for vLLM's dynamic speculative decoding, from a sweep.
+"""The deploy answer from a sweep, engine-neutral: a K per engine batch size (for vLLM's dynamic speculative
+decoding) and one static K per drafter; `engines.deploy` renders them as the flags of the engine the sweep ran.
 
 vLLM picks K each step from `num_speculative_tokens_per_batch_size` by the number of requests it schedules,
 so the table is keyed on the batch the engine actually ran at each point (its running-requests gauge), not
-on the client's concurrency. Per drafter and point, the choice is the one `analysis.choice` makes: the
-leader only where its interval clears the others', else the smaller K; the baseline enters as K = 0, so a
-point where no K clearly beats it turns drafting off. Between measured batch sizes a batch takes the K of
-the nearer point (in log scale, as loads are geometric) and is marked interpolated; below the smallest
-measured batch the smallest point's K holds (speculation pays at least as much on smaller batches); the
-largest point's K holds up to the largest batch the engine ran under it (its running batch swings around
-the mean); beyond that nothing was measured, so nothing is claimed and drafting is off there (what the
-engine does without speculation) until a sweep measures it.
+on the client's concurrency. Per drafter and point, the choice is the one `analysis.choice` makes, head to
+head from the baseline (K = 0) up: a larger K replaces a smaller one only when it beats it on the same
+requests by more than the minimum gain, so a point where no K clearly beats the baseline turns drafting
+off. Between measured batch sizes a batch takes the K of the nearer point (in log scale, as loads are
+geometric) and is marked interpolated; below the smallest measured batch the smallest point's K holds
+(speculation pays at least as much on smaller batches); the largest point's K holds up to the largest batch
+the engine ran under it (its running batch swings around the mean); beyond that nothing was measured, so
+nothing is claimed and drafting is off there (what the engine does without speculation) until a sweep
+measures it.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from specmeter.analysis.choice import TIE_FRACTION, Contender, choose
-from specmeter.analysis.decide import headline
-from specmeter.analysis.paired import fill_repeats, paired_bootstrap_ci
+from specmeter.analysis.families import deploy_specs, families
+from specmeter.analysis.objective import Scorer
 from specmeter.config import ConcurrencyPoint, RatePoint, SpecConfig
-from specmeter.engines.vllm import VLLMLauncher
 from specmeter.errors import InputError
-from specmeter.schemas.analysis import PointChoice, Ratio, Speedup
+from specmeter.schemas.analysis import PointChoice
 from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.recommend import (
     SLO,
@@ -79,8 +78,10 @@ class _Measured:
 
 
 def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objective: Objective = "throughput",
-              slo: SLO | None = None, max_num_seqs: int | None = None, source_run: str = "") -> Recommendation:
-    """The K-per-batch table of every drafter the sweep measured, the best drafter first."""
+              slo: SLO | None = None, max_num_seqs: int | None = None, source_run: str = "",
+              min_gain: float | None = None) -> Recommendation:
+    """The K-per-batch table of every drafter the sweep measured, the best drafter first. `min_gain`: what a
+    costlier configuration must win by head to head (default: the run's plan, 1%)."""
     if objective == "goodput" and slo is None:
         raise InputError("--objective goodput counts requests that meet an SLO: give --slo, e.g. "
                          "--slo ttft_ms=500,tpot_ms=50")
@@ -95,11 +96,11 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
     limit, limit_source = _max_num_seqs(summary, base, max_num_seqs)
     if limit_source.startswith("unknown"):
         notes.append(f"max_num_seqs: {limit_source}")
-    scorer = _Scorer(summary, records, objective, slo, base)
+    scorer = Scorer(summary, records, objective, slo, base, plan.min_gain if min_gain is None else min_gain)
     batches = _engine_batches(summary, notes)
     drafters = []
-    for family in _families(plan.configs, notes):
-        rec = _drafter(family, scorer, batches, limit, objective, notes)
+    for family in families(plan.configs, notes):
+        rec = _drafter(family, scorer, batches, limit, notes)
         if rec is not None:
             drafters.append(rec)
     if not drafters:
@@ -110,7 +111,8 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
     if best.spec is not None and any(r.k == 0 for r in best.ranges):
         notes.append(K0_COST_NOTE)
     notes.append(STATIC_NOTE)
-    return Recommendation(source_run=source_run, objective=objective, slo=slo, max_num_seqs=limit,
+    return Recommendation(source_run=source_run, objective=objective, slo=slo, min_gain=scorer.min_gain,
+                          max_num_seqs=limit,
                           max_num_seqs_source=limit_source, drafters=drafters, notes=notes)
 
 
@@ -120,10 +122,15 @@ def _max_num_seqs(summary: RunSummary, base: PlannedConfig, given: int | None) -
         return given, "given (--max-num-seqs)"
     if base.engine.max_num_seqs is not None:
         return base.engine.max_num_seqs, "the engine spec of the run"
+    # The flag that caps each engine's running batch (llama.cpp's slots); the last one given wins, as the
+    # engine reads it (extra arguments come after specmeter's own).
+    flags = {"llamacpp": ("-np", "--parallel"), "sglang": ("--max-running-requests",),
+             "trtllm": ("--max_batch_size",)}.get(base.engine.kind or "vllm", ("--max-num-seqs",))
     for res in summary.configs:
         cmd = res.server_command or []
-        if "--max-num-seqs" in cmd[:-1]:
-            return int(cmd[cmd.index("--max-num-seqs") + 1]), "the launched server's command"
+        found = [i for i, arg in enumerate(cmd[:-1]) if arg in flags]
+        if found:
+            return int(cmd[found[-1] + 1]), "the launched server's command"
     return FALLBACK_MAX_NUM_SEQS, (f"unknown (the run does not record it); the last range is written to "
                                    f"{FALLBACK_MAX_NUM_SEQS} and vLLM clips it to its own; pass --max-num-seqs "
                                    "to end it at the engine's")
@@ -161,117 +168,30 @@ def _engine_batches(summary: RunSummary, notes: list[str]) -> dict[str, _Batch]:
     return out
 
 
-def _families(configs: Sequence[PlannedConfig], notes: list[str]) -> list[list[PlannedConfig]]:
-    """Static candidates grouped by drafter: everything but K equal (one table can only vary K)."""
-    groups: dict[str, list[PlannedConfig]] = {}
-    for c in configs:
-        if c.role is not Role.candidate or c.workload != "main":
-            continue
-        if c.spec.num_speculative_tokens_per_batch_size:
-            notes.append(f"{c.id} already runs a dynamic table; only static K configurations enter a recommendation")
-            continue
-        key = json.dumps(c.spec.model_dump(mode="json", exclude={"num_speculative_tokens"}), sort_keys=True)
-        groups.setdefault(key, []).append(c)
-    return [sorted(g, key=lambda c: c.k) for g in groups.values()]
-
-
-class _Scorer:
-    """Each contender's objective at a point, as a Score the choice can read."""
-
-    def __init__(self, summary: RunSummary, records: Sequence[RequestRecord], objective: Objective,
-                 slo: SLO | None, base: PlannedConfig) -> None:
-        self.summary, self.records, self.objective, self.slo, self.base = summary, records, objective, slo, base
-        self.speedups: dict[tuple[str, str], Speedup] = {
-            (s.config_id, s.point_id): s for s in summary.analysis.speedups}
-
-    def baseline(self, point: LoadPoint) -> Score | None:
-        if self.objective == "goodput":
-            return self._goodput(self.base, point)
-        return Score(config_id=self.base.id, k=0, value=1.0, low=1.0, high=1.0)
-
-    def candidate(self, config: PlannedConfig, point: LoadPoint) -> Score | None:
-        if self.objective == "goodput":
-            return self._goodput(config, point)
-        s = self.speedups.get((config.id, point.id))
-        if s is None:
-            return None
-        ratio = headline(s, point.axis) if self.objective == "throughput" else s.tpot
-        c = Contender.of(config.id, config.k, ratio)
-        return Score(config_id=config.id, k=config.k, value=c.value, low=c.low, high=c.high)
-
-    def _goodput(self, config: PlannedConfig, point: LoadPoint) -> Score | None:
-        """Requests per second that met the SLO (failed requests never do), with a bootstrap interval over
-        the requests and, with repeats, their spread."""
-        assert self.slo is not None
-        res = self.summary.config(config.id)
-        reps = res.repeats(point.id) if res is not None else []
-        wall = sum(p.latency.wall_s for p in reps)
-        if not reps or wall <= 0:
-            return None
-        recs = [r for r in self.records if r.config_id == config.id and r.point_id == point.id and not r.warmup]
-        good = np.array([1.0 if meets(r, self.slo) else 0.0 for r in recs])
-        value = float(good.sum()) / wall
-        ci = paired_bootstrap_ci(lambda idx: float(good[idx].sum()) / wall, len(good))
-        per_repeat = []
-        for p in reps:
-            g = sum(1 for r in recs if r.repeat == p.repeat and meets(r, self.slo))
-            per_repeat.append(g / p.latency.wall_s if p.latency.wall_s > 0 else None)
-        ratio = fill_repeats(Ratio(value=value, ci95_low=ci[0] if ci else None, ci95_high=ci[1] if ci else None),
-                             per_repeat)
-        c = Contender.of(config.id, config.k, ratio)
-        return Score(config_id=config.id, k=config.k, value=c.value, low=c.low, high=c.high)
-
-
-def meets(record: RequestRecord, slo: SLO) -> bool:
-    """A request meets the SLO when it succeeded and every bound given holds."""
-    if not record.ok:
-        return False
-    checks = ((slo.ttft_ms, record.ttft_s), (slo.tpot_ms, record.tpot_s), (slo.e2e_ms, record.e2e_s))
-    return all(bound is None or (value is not None and value * 1000.0 <= bound) for bound, value in checks)
-
-
 # -- one drafter -------------------------------------------------------------------------------------------
-def _drafter(family: list[PlannedConfig], scorer: _Scorer, batches: dict[str, _Batch], limit: int,
-             objective: Objective, notes: list[str]) -> DrafterRecommendation | None:
+def _drafter(family: list[PlannedConfig], scorer: Scorer, batches: dict[str, _Batch], limit: int,
+             notes: list[str]) -> DrafterRecommendation | None:
     plan = scorer.summary.plan
     measured: list[tuple[_Batch, LoadPoint, PointChoice, list[Score]]] = []
     for point in plan.points:
         if point.id not in batches:
             continue
-        base = scorer.baseline(point)
-        scores = [s for c in family if (s := scorer.candidate(c, point)) is not None and s.value is not None]
-        if base is None or base.value is None or not scores:
-            continue
-        contenders = [Contender(s.config_id, s.k, s.value, s.low, s.high) for s in [base, *scores]]
-        measured.append((batches[point.id], point, choose(point.id, contenders), [base, *scores]))
+        found = scorer.choose(family, point)
+        if found is not None:
+            measured.append((batches[point.id], point, *found))
     if not measured:
         return None
     points = _on_batch_axis(measured, limit)
     segments = _segments(points, limit)
     ranges = _merge(segments)
-    head = family[-1].spec
-    label = _drafter_label(head)
-    extra = {k: v for k, v in head.extra.items() if k not in DEAD_FLAGS}
-    if len(extra) != len(head.extra):
-        notes.append(f"{label}: dropped {', '.join(sorted(set(head.extra) - set(extra)))} from the emitted config "
-                     "(gone from vLLM; the K = 0 range replaces it)")
-    k_max = max(r.k for r in ranges)
-    spec = cfg = None
-    if k_max > 0:
-        spec = head.model_copy(update={"num_speculative_tokens": k_max, "extra": extra,
-                                       "num_speculative_tokens_per_batch_size": [tuple(r.entry) for r in ranges]})
-        spec = SpecConfig.model_validate(spec.model_dump())  # the launcher's validator: emit nothing it refuses
-        cfg = VLLMLauncher.speculative_config_json(spec)
-    static_k, static_cfg, static_reason = _static(family, scorer, [p for _, p, _, _ in measured], objective)
-    static_spec = None
-    if static_cfg is not None:
-        static_spec = VLLMLauncher.speculative_config_json(
-            static_cfg.spec.model_copy(update={"extra": extra}))
+    label = _drafter_label(family[-1].spec)
+    static_k, static_cfg, static_reason, _ = scorer.static(family, [p for _, p, _, _ in measured])
+    # Engine-neutral: the caller renders them for the engine the sweep ran (engines.deploy).
+    spec, static_spec = deploy_specs(family, ranges, static_cfg, label, DEAD_FLAGS, notes)
     return DrafterRecommendation(
         drafter=label, candidates=[c.id for c in family], ranges=ranges, segments=segments, spec=spec,
-        speculative_config=cfg, static_k=static_k, static_config_id=static_cfg.id if static_cfg else None,
-        static_speculative_config=static_spec, static_reason=static_reason,
-        score=_geomean([_relative(m, scorer) for m in points]),
+        static_k=static_k, static_config_id=static_cfg.id if static_cfg else None, static_spec=static_spec,
+        static_reason=static_reason, score=_geomean([_relative(m, scorer) for m in points]),
     )
 
 
@@ -317,6 +237,7 @@ def _segments(points: list[_Measured], limit: int) -> list[Segment]:
         reached = f" (the engine ran batches up to {end} at {'/'.join(m.point_ids)})" if end > m.batch else ""
         segs.append(Segment(start=m.batch, end=end, k=m.k, basis="measured", point_ids=m.point_ids,
                             engine_batch=[m.batch_mean], scores=m.scores, chosen=m.choice.best_config_id,
+                            evidence=m.choice.evidence,
                             reason=m.choice.reason + reached))
         if i + 1 < len(points) and points[i + 1].batch > m.batch + 1:
             nxt = points[i + 1]
@@ -352,41 +273,14 @@ def _merge(segments: list[Segment]) -> list[KRange]:
     return ranges
 
 
-# -- static fallback and ranking ---------------------------------------------------------------------------
-def _relative(m: _Measured, scorer: _Scorer) -> float | None:
+# -- ranking ---------------------------------------------------------------------------
+def _relative(m: _Measured, scorer: Scorer) -> float | None:
     """The chosen configuration's objective relative to the baseline at a measured point (1 where K = 0)."""
     by_id = {s.config_id: s for s in m.scores}
     chosen, base = by_id.get(m.choice.best_config_id), by_id.get(scorer.base.id)
     if chosen is None or chosen.value is None or base is None or not base.value:
         return None
     return chosen.value / base.value
-
-
-def _static(family: list[PlannedConfig], scorer: _Scorer, points: list[LoadPoint],
-            objective: Objective) -> tuple[int, PlannedConfig | None, str]:
-    """One K for every batch size: the highest geometric mean over the measured points of the objective
-    relative to the baseline; within 1% the smaller K; off when no K beats the baseline on that mean."""
-    means: list[tuple[PlannedConfig, float, list[str]]] = []
-    for c in family:
-        rel, shown = [], []
-        for p in points:
-            s, b = scorer.candidate(c, p), scorer.baseline(p)
-            if s is not None and s.value is not None and b is not None and b.value:
-                rel.append(s.value / b.value)
-                shown.append(f"{p.id} {s.value / b.value:.2f}x")
-        if (g := _geomean(rel)) is not None:
-            means.append((c, g, shown))
-    what = {"throughput": "throughput", "tpot": "TPOT", "goodput": "goodput"}[objective]
-    if not means:
-        return 0, None, "no configuration of this drafter was measured against the baseline"
-    best = max(means, key=lambda m: m[1])
-    tied = [m for m in means if m[1] >= best[1] * (1 - TIE_FRACTION)]
-    pick = min(tied, key=lambda m: m[0].k)
-    listing = "; ".join(f"{c.id} {g:.2f}x ({', '.join(shown)})" for c, g, shown in means)
-    if pick[1] <= 1.0:
-        return 0, None, f"no static K beats the baseline on the geometric mean of {what} over the points: {listing}"
-    why = "" if pick is best else f" (within 1% of {best[0].id}: the smaller K)"
-    return pick[0].k, pick[0], f"{pick[0].id}{why}: geometric mean of {what} over the points: {listing}"
 
 
 def _geomean(values: Sequence[float | None]) -> float | None:

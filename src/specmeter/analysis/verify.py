@@ -40,7 +40,7 @@ def verification(summary: RunSummary, records: Sequence[RequestRecord],
             vs_static = None
             static_res = summary.config(static_id) if static_id else None
             if static_id and static_res is not None and static_res.repeats(point.id):
-                vs_static = point_speedup(plan, config, plan.config(static_id), res, static_res, point.id, records)
+                vs_static = point_speedup(config, plan.config(static_id), res, static_res, point.id, records)
             out.append(VerifyPoint(
                 point_id=point.id, config_id=config.id, static_id=static_id,
                 vs_baseline=next((s for s in speedups if s.config_id == config.id and s.point_id == point.id), None),

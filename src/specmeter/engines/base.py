@@ -2,7 +2,8 @@
 
 - `EngineStats` reads a server: its SD counters, per-request SD payloads, the fields a request must add
   to get them, and whether a server it has never seen is this engine (`can_adapt`, for attach mode).
-- `EngineLauncher` starts one: the command, its environment, the drafters it supports, its version.
+- `EngineLauncher` starts one: the command, its environment, the drafters it supports, its version; and
+  renders an engine-neutral recommendation as the flags a reader launches this engine with.
 - `IterationFeed` (optional, from `EngineStats.iteration_feed`): statistics a server hands out only once,
   read through a point and accumulated (trtllm-serve's JSON iteration stats).
 
@@ -18,6 +19,7 @@ from typing import Any
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.errors import InputError
 from specmeter.metrics.prometheus import CounterDelta, Snapshot, position_list
+from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
 
 
@@ -168,10 +170,32 @@ class EngineLauncher(ABC):
     methods: tuple[SpecMethod, ...]
     # Paths that answer 2xx once the server serves (checked in order, each must pass).
     ready_paths: tuple[str, ...] = ("/health", "/v1/models")
+    # Whether the engine takes a K per batch size (vLLM's num_speculative_tokens_per_batch_size); one that
+    # does not deploys a recommendation's static K.
+    per_batch_k: bool = False
 
     @abstractmethod
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
         """The argv that launches the engine's OpenAI-compatible server."""
+
+    @abstractmethod
+    def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
+        """One engine-neutral config (a static K, or a table where the engine takes one) as this engine's
+        launch flags; `slots`: the largest batch the recommendation's ranges reach (None: unknown)."""
+
+    def deploy_config(self, dynamic: SpecConfig | None, static: SpecConfig | None,
+                      slots: int | None) -> DeployConfig | None:
+        """What to launch for a drafter's recommendation: its table where the engine takes a K per batch size,
+        else its static K; None: speculation off (a table that drafts nowhere, or static K = 0)."""
+        if self.per_batch_k:
+            return None if dynamic is None else self.deploy_spec(dynamic, slots)
+        if static is None:
+            return None
+        out = self.deploy_spec(static, slots)
+        if dynamic is not None:
+            out.notes.insert(0, f"{self.name} has no per-batch K: static K={static.k} at every batch size; the "
+                                "table's ranges are the evidence, not a setting")
+        return out
 
     def server_env(self, engine: EngineSpec) -> dict[str, str]:
         """Extra environment for a launched server (on top of the caller's)."""

@@ -23,6 +23,7 @@ from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, own
 from specmeter.engines.gguf import SETUP_HINT, server_binary, to_gguf
 from specmeter.errors import InputError
 from specmeter.metrics.prometheus import CounterDelta, Snapshot
+from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
 
 DRAFTS = "llamacpp:spec_decode_num_drafts_total"
@@ -74,6 +75,23 @@ def _ngram_args(variant: str, spec: SpecConfig) -> list[str]:
     return args
 
 
+def speculative_args(spec: SpecConfig, draft_gguf: str | None) -> list[str]:
+    """The drafting flags for an enabled `spec`; `draft_gguf`: the draft model as the GGUF file llama-server
+    loads (None for n-gram drafters)."""
+    extra = dict(spec.extra)
+    if spec.method is SpecMethod.ngram:
+        args = _ngram_args(str(extra.pop("spec_type", "ngram-simple")), spec)
+    else:
+        args = ["--spec-type", _SPEC_TYPES[spec.method]]
+        if draft_gguf:
+            args += ["--spec-draft-model", draft_gguf]
+        args += ["--spec-draft-n-max", str(spec.k), "--spec-draft-n-min", "0"]
+    # Engine-specific settings ride in `extra`, one flag each: {"spec_synth_rates": "0.8,0.5"}.
+    for key, value in extra.items():
+        args += [_flag(key)] if value is True else [_flag(key), str(value)]
+    return args
+
+
 def _binary() -> str:
     binary = server_binary()
     if binary is None:
@@ -114,19 +132,28 @@ class LlamaCppLauncher(EngineLauncher):
             "--no-webui",
         ]
         if spec.enabled:
-            extra = dict(spec.extra)
-            if spec.method is SpecMethod.ngram:
-                cmd += _ngram_args(str(extra.pop("spec_type", "ngram-simple")), spec)
-            else:
-                cmd += ["--spec-type", _SPEC_TYPES[spec.method]]
-                if spec.draft_model:
-                    cmd += ["--spec-draft-model", to_gguf(spec.draft_model, engine.dtype)]
-                cmd += ["--spec-draft-n-max", str(spec.k), "--spec-draft-n-min", "0"]
-            # Engine-specific settings ride in `extra`, one flag each: {"spec_synth_rates": "0.8,0.5"}.
-            for key, value in extra.items():
-                cmd += [_flag(key)] if value is True else [_flag(key), str(value)]
+            cmd += speculative_args(spec, to_gguf(spec.draft_model, engine.dtype) if spec.draft_model else None)
         cmd += list(engine.extra_args)
         return cmd
+
+    def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
+        if spec.num_speculative_tokens_per_batch_size:
+            raise InputError("llamacpp has no per-batch-size K (num_speculative_tokens_per_batch_size); deploy the "
+                             "static K")
+        self.check_method(spec)
+        flags = speculative_args(spec, spec.draft_model)
+        notes: list[str] = []
+        if slots is None:
+            notes.append("the run does not record llama-server's slot count: set -np to the concurrency you serve")
+        else:
+            # The batch is at most the slot count: the measured batches, and so the K, hold for this many slots.
+            flags += ["-np", str(slots)]
+            notes.append(f"the recommendation's batch sizes assumed -np {slots} slots (the context -c is shared by "
+                         "the slots)")
+        if spec.draft_model and not spec.draft_model.endswith(".gguf"):
+            notes.append(f"--spec-draft-model takes a GGUF file: give {spec.draft_model} converted (specmeter's "
+                         "runs converted it with llama.cpp's convert_hf_to_gguf.py)")
+        return DeployConfig(engine=self.name, dynamic=False, k=spec.k, flags=flags, notes=notes)
 
     def api_key_env(self, api_key: str) -> dict[str, str]:
         return {"LLAMA_API_KEY": api_key}

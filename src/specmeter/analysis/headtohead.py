@@ -1,0 +1,181 @@
+"""Two configurations compared with each other at one load point, paired on the requests both ran.
+
+One function serves every paired comparison specmeter makes: a candidate against the baseline (the speedup),
+two candidates against each other (the choice), a dynamic table against a static K (verify), a run against
+another run (compare), and goodput under an SLO. Request i of one side is resampled together with request i
+of the other, so prompt difficulty, which moves both sides alike, stays out of the interval; with repeats the
+pairing unit is (repeat, request), and the spread of the ratio across repeats is kept beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from specmeter.analysis.paired import fill_repeats, paired_ratio_of_means, paired_ratio_of_sums
+from specmeter.schemas.analysis import HeadToHead, Metric, Outcome, Ratio
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import ConfigResult
+
+RequestKey = tuple[int, str, int]  # (repeat, conversation id, turn)
+MAD_TO_SIGMA = 1.4826  # MAD of a normal sample x this = its standard deviation
+DEFAULT_MIN_GAIN = 0.01
+Good = Callable[[RequestRecord], bool]
+
+
+@dataclass(frozen=True)
+class Side:
+    """One configuration at one point: its finished requests by key and, per repeat, the point's totals
+    (output tokens, wall seconds) that throughput is measured on."""
+
+    config_id: str
+    requests: dict[RequestKey, RequestRecord]
+    totals: dict[int, tuple[float, float]]
+
+    @classmethod
+    def of(cls, result: ConfigResult, records: Sequence[RequestRecord], point_id: str,
+           repeat_offset: int = 0) -> Side:
+        """`repeat_offset` keeps the repeats of two runs apart when their evidence is pooled."""
+        reqs = {(r.repeat + repeat_offset, r.conversation_id, r.turn): r for r in records
+                if r.config_id == result.config_id and r.point_id == point_id and r.ok and not r.warmup}
+        totals = {p.repeat + repeat_offset: (float(p.latency.output_tokens), p.latency.wall_s)
+                  for p in result.repeats(point_id)}
+        return cls(result.config_id, reqs, totals)
+
+    def merged(self, other: Side) -> Side:
+        """This side and more of the same configuration (another run's repeats, already offset)."""
+        return Side(self.config_id, {**self.requests, **other.requests}, {**self.totals, **other.totals})
+
+
+@dataclass(frozen=True)
+class Paired:
+    """What two sides have in common: the keys both completed, and how many only one did."""
+
+    keys: list[RequestKey]
+    repeats: list[int]
+    unmatched: int
+
+    @classmethod
+    def of(cls, a: Side, b: Side) -> Paired:
+        keys = sorted(a.requests.keys() & b.requests.keys())
+        return cls(keys, sorted(a.totals.keys() & b.totals.keys()), len(a.requests.keys() ^ b.requests.keys()))
+
+
+def compare(a: Side, b: Side, metric: Metric | str, *, confidence: float = 0.95, good: Good | None = None) -> Ratio:
+    """`a` over `b` on `metric` (> 1: `a` is better), paired by request, with per-repeat values.
+
+    output_throughput: point tokens / wall, pooled over the repeats both ran; the interval's relative width comes
+    from the paired per-request stream rates (tokens / E2E), which track it in a closed loop. tpot, ttft, e2e:
+    b's mean / a's mean. goodput: requests meeting the SLO (`good`) per second of the point."""
+    pairs = Paired.of(a, b)
+    if metric == "output_throughput":
+        return _rate_ratio(a, b, pairs, lambda r: float(r.output_tokens or 0), confidence)
+    if metric == "goodput":
+        if good is None:
+            raise ValueError("a goodput comparison needs the SLO's test of a request")
+        return _rate_ratio(a, b, pairs, lambda r: 1.0 if good(r) else 0.0, confidence, counted=good)
+    return _mean_ratio(a, b, pairs, metric, confidence)
+
+
+def head_to_head(challenger: Side, incumbent: Side, point_id: str, metric: Metric, *,
+                 min_gain: float = DEFAULT_MIN_GAIN, confidence: float = 0.95,
+                 good: Good | None = None) -> HeadToHead:
+    """Does the costlier `challenger` beat the cheaper `incumbent` by more than `min_gain`?"""
+    ratio = compare(challenger, incumbent, metric, confidence=confidence, good=good)
+    low, high = decision_bounds(ratio)
+    threshold = 1.0 + min_gain
+    return HeadToHead(point_id=point_id, config_id=challenger.config_id, against=incumbent.config_id, metric=metric,
+                      ratio=ratio, low=low, high=high, threshold=threshold, outcome=outcome_of(low, high, threshold),
+                      paired_requests=len(Paired.of(challenger, incumbent).keys))
+
+
+class Arena:
+    """The configurations measured at one point, each side built once, and the duels between them."""
+
+    def __init__(self, sides: dict[str, Side], point_id: str, metric: Metric, *, min_gain: float = DEFAULT_MIN_GAIN,
+                 confidence: float = 0.95, good: Good | None = None) -> None:
+        self.sides, self.point_id, self.metric = sides, point_id, metric
+        self.min_gain, self.confidence, self.good = min_gain, confidence, good
+        self._seen: dict[tuple[str, str], HeadToHead] = {}
+
+    @classmethod
+    def of(cls, results: Sequence[ConfigResult], records: Sequence[RequestRecord], point_id: str, metric: Metric,
+           **kw: Any) -> Arena:
+        sides = {r.config_id: Side.of(r, records, point_id) for r in results if r.repeats(point_id)}
+        return cls(sides, point_id, metric, **kw)
+
+    def duel(self, challenger: str, incumbent: str) -> HeadToHead:
+        key = (challenger, incumbent)
+        if key not in self._seen:
+            self._seen[key] = head_to_head(self.sides[challenger], self.sides[incumbent], self.point_id, self.metric,
+                                           min_gain=self.min_gain, confidence=self.confidence, good=self.good)
+        return self._seen[key]
+
+
+def outcome_of(low: float | None, high: float | None, threshold: float) -> Outcome:
+    """beats: the whole interval above the threshold; does_not_beat: wholly below; else unsettled (it straddles
+    the threshold, or there is no interval, under two paired requests: no evidence either way)."""
+    if low is not None and low > threshold:
+        return "beats"
+    if high is not None and high < threshold:
+        return "does_not_beat"
+    return "unsettled"
+
+
+def decision_bounds(ratio: Ratio) -> tuple[float | None, float | None]:
+    """The paired interval widened to the repeats' median +- 1.4826 x MAD (when there are repeats): drift
+    between repeats, which one run's interval over requests does not see, counts as doubt."""
+    low, high = ratio.ci95_low, ratio.ci95_high
+    if ratio.median is None or ratio.mad is None:
+        return low, high
+    spread = MAD_TO_SIGMA * ratio.mad
+    r_low, r_high = ratio.median - spread, ratio.median + spread
+    return (r_low if low is None else min(low, r_low)), (r_high if high is None else max(high, r_high))
+
+
+def _rate_ratio(a: Side, b: Side, pairs: Paired, amount: Callable[[RequestRecord], float], confidence: float,
+                counted: Good | None = None) -> Ratio:
+    """(Σ amount / wall of a) / (the same of b): throughput (amount = tokens) or goodput (amount = 1 per request
+    meeting the SLO). Point totals give the value; the paired per-request rates give the interval's width."""
+
+    def total(side: Side, repeat: int | None) -> tuple[float, float]:
+        reps = [r for r in side.totals if repeat is None or r == repeat]
+        wall = sum(side.totals[r][1] for r in reps)
+        if counted is None:
+            return sum(side.totals[r][0] for r in reps), wall
+        return float(sum(1 for k, rec in side.requests.items() if k[0] in reps and counted(rec))), wall
+
+    def ratio_at(repeat: int | None) -> float | None:
+        (an, aw), (bn, bw) = total(a, repeat), total(b, repeat)
+        return (an / aw) / (bn / bw) if aw > 0 and bw > 0 and bn > 0 else None
+
+    value = ratio_at(None)
+    ra = [a.requests[k] for k in pairs.keys]
+    rb = [b.requests[k] for k in pairs.keys]
+    est, ci = paired_ratio_of_sums([amount(r) for r in ra], [r.e2e_s for r in ra],
+                                   [amount(r) for r in rb], [r.e2e_s for r in rb], confidence=confidence)
+    out = Ratio(value=value, confidence=confidence)
+    if value is not None and est and ci and np.isfinite(ci[0]) and np.isfinite(ci[1]):
+        out.ci95_low, out.ci95_high = value * ci[0] / est, value * ci[1] / est
+    return fill_repeats(out, [ratio_at(r) for r in pairs.repeats])
+
+
+def _mean_ratio(a: Side, b: Side, pairs: Paired, field: str, confidence: float) -> Ratio:
+    """b's mean / a's mean of a latency (> 1: a is faster), paired, with the same ratio per repeat."""
+    va = [getattr(a.requests[k], f"{field}_s") for k in pairs.keys]
+    vb = [getattr(b.requests[k], f"{field}_s") for k in pairs.keys]
+    value, ci = paired_ratio_of_means(vb, va, confidence=confidence)
+    out = Ratio(value=value, ci95_low=ci[0] if ci else None, ci95_high=ci[1] if ci else None, confidence=confidence)
+    per_repeat = [_sum_ratio([(y, x) for k, x, y in zip(pairs.keys, va, vb) if k[0] == rep])
+                  for rep in pairs.repeats]
+    return fill_repeats(out, per_repeat)
+
+
+def _sum_ratio(pairs: Sequence[tuple[float | None, float | None]]) -> float | None:
+    """mean(first) / mean(second) over the pairs where both are known."""
+    both = [(x, y) for x, y in pairs if x is not None and y is not None]
+    den = sum(y for _, y in both)
+    return sum(x for x, _ in both) / den if both and den > 0 else None
