@@ -45,6 +45,9 @@ class SpecMethod(str, Enum):
 NEEDS_DRAFT_MODEL = {SpecMethod.draft_model, SpecMethod.eagle, SpecMethod.eagle3}
 
 
+Precision = Literal["fixed", "adaptive"]
+
+
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -301,6 +304,19 @@ class LoadSpec(StrictModel):
     event_loop: EventLoop = Field(
         default="auto", description="The client's event loop: uvloop (cheaper per streamed chunk, timestamps "
         "closer to the socket), asyncio, or auto: uvloop when installed.")
+    precision: Precision | None = Field(
+        default=None, description="fixed: every point runs `repeats` rounds. adaptive: a point runs rounds (the "
+        "same requests for every configuration, interleaved) until every head-to-head decision there is settled, "
+        "between min_rounds and max_rounds. None: the command's default (adaptive for sweep, demo and verify when "
+        "interleaved with one repeat, else fixed).")
+    min_rounds: int = Field(default=2, ge=1, description="adaptive: rounds a point always runs (in alternating "
+                            "order, so no decision rests on one lucky round or on who ran first).")
+    max_rounds: int = Field(default=4, ge=1, description="adaptive: the most rounds a point runs; the "
+                            "confidence is spent over the looks this allows.")
+    max_requests: int | None = Field(default=None, ge=1, description="adaptive: the most requests one "
+                                     "configuration sends at a point over all its rounds.")
+    max_seconds: float | None = Field(default=None, gt=0, description="adaptive: no new round starts at a point "
+                                      "once it has run this long (all configurations together).")
 
     @property
     def output_policy(self) -> OutputPolicy:
@@ -326,6 +342,26 @@ class LoadSpec(StrictModel):
         if "points" in data and isinstance(data["points"], list):
             data["points"] = [_point_shorthand(p) for p in data["points"]]
         return data
+
+    @model_validator(mode="after")
+    def _rounds(self) -> LoadSpec:
+        if self.min_rounds > self.max_rounds:
+            raise ValueError(f"min_rounds {self.min_rounds} is above max_rounds {self.max_rounds}; raise max_rounds")
+        return self
+
+    def with_precision(self, *, interleave: bool, repeats: int, default: Precision) -> LoadSpec:
+        """This load with its precision decided: adaptive compares configurations round by round at each point,
+        so it needs them interleaved, and it decides the rounds itself, so repeats do not apply."""
+        precision = self.precision
+        if precision is None:
+            precision = default if interleave and repeats == 1 else "fixed"
+        elif precision == "adaptive" and not interleave:
+            raise InputError("load.precision adaptive runs every configuration round by round at each point, which "
+                             "needs interleave: true (all servers up together); set interleave or precision: fixed")
+        elif precision == "adaptive" and repeats > 1:
+            raise InputError(f"repeats {repeats} fixes the rounds of every point, but load.precision adaptive decides "
+                             "them (min_rounds..max_rounds); drop repeats or set precision: fixed")
+        return self.model_copy(update={"precision": precision})
 
     @field_validator("event_loop")
     @classmethod

@@ -44,6 +44,7 @@ from specmeter.metrics.running import summarize_running
 from specmeter.metrics.sd_summary import summarize_sd
 from specmeter.metrics.steady import steady_state
 from specmeter.redact import redact_argv
+from specmeter.rounds import Rounds
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
@@ -94,16 +95,19 @@ class Block:
 
 def schedule(plan: Plan) -> list[Block]:
     """Cells in the order they run. Repeats are the outer loop, so each repeat sees the whole sweep
-    once and slow drift spreads over every configuration instead of landing on one."""
+    once and slow drift spreads over every configuration instead of landing on one. With adaptive precision
+    the rounds are the inner loop of each point (up to max_rounds; the point stops when its decisions settle)."""
     servers = plan.servers()
     if plan.interleave:
-        cells: list[Cell] = []
-        for r in range(plan.repeats):
+        def at(p: LoadPoint, r: int) -> list[Cell]:
             # Alternate the order each repeat: the configuration that runs first at a point (just after
             # another server's burst) changes, so order effects cancel over repeats.
             order = plan.configs if r % 2 == 0 else list(reversed(plan.configs))
-            cells += [Cell(c, p, r) for p in plan.points for c in _sources_first(order) if plan.runs(c, p.id)]
-        return [Block(servers, cells)]
+            return [Cell(c, p, r) for c in _sources_first(order) if plan.runs(c, p.id)]
+
+        if plan.load.precision == "adaptive":
+            return [Block(servers, [c for p in plan.points for r in range(plan.load.max_rounds) for c in at(p, r)])]
+        return [Block(servers, [c for r in range(plan.repeats) for p in plan.points for c in at(p, r)])]
     return [Block([group], [Cell(c, p, r) for r in range(plan.repeats) for p in plan.points for c in group
                             if plan.runs(c, p.id)]) for group in servers]
 
@@ -326,6 +330,7 @@ class _Run:
         pending = [c for c in block.cells if not self.done(c)]
         if not pending:
             return  # finished before a resume: no server needed
+        rounds = Rounds(self.summary, lambda: latest_records(self.store.read_records()), self._per_round)
         needed = {c.config.server for c in pending}
         with ExitStack() as stack:
             # Without a pool from the caller, the block's servers stop when the block ends.
@@ -334,13 +339,20 @@ class _Run:
             self.start(list(servers.values()), pool)
             for cell in pending:
                 server = servers[cell.config.server]
-                if server.error is not None:
+                if server.error is not None or not rounds.start(cell.point, cell.repeat):
                     continue
                 result = self.result(cell.config, server.engine)
                 point_result = _run_async(self.measure(cell, server), self.plan.load_for(cell.config).event_loop)
                 result.points.append(point_result)
                 self.reporter.point_done(cell.config, point_result)
                 self.save()
+            for point in self.plan.points:
+                rounds.finish(point)
+            self.save()
+
+    def _per_round(self, point: LoadPoint) -> int:
+        """Requests one configuration sends in one round of the point."""
+        return count_requests(point_conversations(self.ex.conversations, point, self.plan.load))
 
     def failed_servers(self) -> list[str]:
         return [f"{c.config_id}: {c.server_error.splitlines()[0]}" for c in self.summary.configs if c.server_error]

@@ -43,6 +43,7 @@ def run_plan(engine: EngineSpec, spec: SpecConfig, load: LoadSpec, *, baseline: 
     base = baseline_engine(engine, baseline_endpoint) if (baseline or not configs) else None
     if base is not None:
         configs.append(PlannedConfig(id=BASELINE, role=Role.baseline, spec=SpecConfig(), engine=base, server=BASELINE))
+    load = load.with_precision(interleave=interleave, repeats=repeats, default="fixed")
     return Plan(kind=kind, configs=configs, load=load, workload=workload, interleave=interleave, repeats=repeats)
 
 

@@ -152,7 +152,9 @@ class SweepSpec(StrictModel):
         return load
 
     def plan(self, workload: WorkloadSelection) -> Plan:
-        return Plan(kind="sweep", configs=self.configs(), load=self.effective_load(), repeats=self.repeats,
+        load = self.effective_load().with_precision(interleave=self.interleave, repeats=self.repeats,
+                                                    default="adaptive")
+        return Plan(kind="sweep", configs=self.configs(), load=load, repeats=self.repeats,
                     interleave=self.interleave, workload=workload)
 
 

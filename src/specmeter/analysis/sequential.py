@@ -1,0 +1,97 @@
+"""Sequential sampling: a point runs rounds until every decision there is settled, or a budget runs out.
+
+Looking at the data after every round and stopping once an interval clears its threshold inflates the error
+of a fixed-sample interval: with enough looks, noise alone clears it once. So the 5% a decision may err is
+spent over the looks the plan allows (alpha spending, a power family with exponent 2): look j of L reads its
+intervals at confidence 1 - alpha x ((j/L)^2 - ((j-1)/L)^2), and by the union bound the chance that any look
+of a point decides wrongly stays within alpha, however the looks are correlated. The first look comes only
+after `min_rounds` rounds (in alternating order), so no decision rests on one lucky round; early looks spend
+little, so what stops early is what is clear beyond doubt; the last look reads nearly the fixed design's 95%.
+
+A decision is settled when no head-to-head comparison it reads straddles 1 + min gain: more data could not
+change it at the stated confidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specmeter.analysis.choice import Contender, choose
+from specmeter.analysis.decide import headline_metric
+from specmeter.analysis.families import families
+from specmeter.analysis.headtohead import Arena
+from specmeter.config import LoadSpec, SpecMethod
+from specmeter.schemas.analysis import HeadToHead
+from specmeter.schemas.plan import Plan, Role
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import RunSummary
+
+ALPHA = 0.05
+SPENDING_POWER = 2.0
+FIXED_CONFIDENCE = 1.0 - ALPHA
+
+
+def looks(load: LoadSpec) -> int:
+    """How many times an adaptive point may look: after round min_rounds, and after every round up to max."""
+    return load.max_rounds - load.min_rounds + 1
+
+
+def look_confidence(look: int, planned: int, alpha: float = ALPHA) -> float:
+    """The confidence look `look` (1-based) of `planned` reads its intervals at: 1 - the alpha it spends."""
+    if not 1 <= look <= planned:
+        raise ValueError(f"look {look} is outside the {planned} planned")
+    spent = alpha * ((look / planned) ** SPENDING_POWER - ((look - 1) / planned) ** SPENDING_POWER)
+    return float(1.0 - spent)
+
+
+def confidence_after(rounds: int, load: LoadSpec) -> float:
+    """The confidence of the look taken after `rounds` rounds of an adaptive point (95% for a fixed one)."""
+    if load.precision != "adaptive":
+        return FIXED_CONFIDENCE
+    look = min(max(rounds - load.min_rounds + 1, 1), looks(load))
+    return look_confidence(look, looks(load))
+
+
+def point_decisions(summary: RunSummary, records: Sequence[RequestRecord], point_id: str,
+                    confidence: float) -> list[HeadToHead]:
+    """Every head-to-head comparison the decisions at this point read, at `confidence`.
+
+    A sweep decides the best configuration at the point (every candidate from the baseline up) and each
+    drafter's K (its own walk, which the recommendation reads). A verification decides whether a static K beats
+    the dynamic table where the table's K differs from it, and how the table does against the baseline."""
+    plan = summary.plan
+    point = plan.point(point_id)
+    metric = headline_metric(point.axis)
+    arena = Arena.of(summary.configs, records, point_id, metric, min_gain=plan.min_gain, confidence=confidence)
+    base = next((c for c in plan.configs if c.role is Role.baseline and c.workload == "main"), None)
+    if base is None or base.id not in arena.sides:
+        return []
+    if plan.kind == "verify":
+        return verify_decisions(plan, arena, point_id)
+    out: dict[tuple[str, str], HeadToHead] = {}
+    measured = [c for c in plan.configs if c.role is Role.candidate and c.workload == "main" and c.id in arena.sides]
+    for group in [measured, *families(measured, [])]:
+        if not group:
+            continue
+        contenders = [Contender.of(base.id, 0, SpecMethod.none, 1.0)]
+        contenders += [Contender.of(c.id, c.k, c.spec.method, 1.0, i) for i, c in enumerate(group)]
+        for h in choose(point_id, contenders, arena.duel, min_gain=plan.min_gain).evidence:
+            out[(h.config_id, h.against)] = h
+    return list(out.values())
+
+
+def verify_decisions(plan: Plan, arena: Arena, point_id: str) -> list[HeadToHead]:
+    """The dynamic table against the baseline, and the point's best static K against the table."""
+    dynamic = next((c for c in plan.configs if c.role is Role.verification and c.id in arena.sides), None)
+    base = next(c for c in plan.configs if c.role is Role.baseline)
+    if dynamic is None:
+        return []
+    out = [arena.duel(dynamic.id, base.id)]
+    static_id = plan.best_static.get(point_id)
+    if static_id is not None and static_id in arena.sides:
+        out.append(arena.duel(static_id, dynamic.id))
+    return out
+
+
+def settled(decisions: Sequence[HeadToHead]) -> bool:
+    return all(h.outcome != "unsettled" for h in decisions)

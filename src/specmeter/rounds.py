@@ -1,0 +1,116 @@
+"""How many rounds each load point runs: the fixed design's `repeats`, or, with adaptive precision, rounds until
+every decision at the point is settled or a budget runs out (analysis.sequential holds the statistics).
+
+The runner asks before each round of an adaptive point whether to start it; the answer and the looks behind it
+are written to the summary (`sampling`), so a resumed run looks again at the same data and agrees.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from specmeter.analysis.sequential import confidence_after, point_decisions, settled
+from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import Look, PointSampling, RunSummary
+
+LoadPoint = ConcurrencyPoint | RatePoint
+
+
+class Rounds:
+    """The round bookkeeping of one execution."""
+
+    def __init__(self, summary: RunSummary, records: Callable[[], Sequence[RequestRecord]],
+                 per_round: Callable[[LoadPoint], int]) -> None:
+        self.summary, self.records, self.per_round = summary, records, per_round
+        self.load = summary.plan.load
+        self.adaptive = self.load.precision == "adaptive"
+        self._began: dict[str, float] = {}
+        self._went_on: dict[tuple[str, int], bool] = {}  # (point, rounds) -> the look there said go on
+
+    def planned(self) -> int:
+        """Rounds the schedule holds per point: the most an adaptive point may run."""
+        return self.load.max_rounds if self.adaptive else self.summary.plan.repeats
+
+    def start(self, point: LoadPoint, round_: int) -> bool:
+        """Whether to run round `round_` (0-based) of the point: always for a fixed design; for an adaptive one,
+        not once the point has stopped, looking again from min_rounds on."""
+        self._began.setdefault(point.id, time.monotonic())
+        if not self.adaptive:
+            return True
+        found = self.summary.sampled(point.id)
+        if found is not None and found.stopped in ("settled", "budget") and found.rounds <= round_:
+            return False  # stopped (settled or out of budget) after fewer rounds
+        if round_ < self.load.min_rounds:
+            return True
+        if (point.id, round_) not in self._went_on:  # one look per round, not one per configuration
+            self._went_on[(point.id, round_)] = self.look(point, round_) is None
+        return self._went_on[(point.id, round_)]
+
+    def look(self, point: LoadPoint, rounds: int) -> str | None:
+        """Look at the point after `rounds` rounds; the reason to stop there, or None to go on."""
+        confidence = confidence_after(rounds, self.load)
+        records = self.records()
+        decisions = point_decisions(self.summary, records, point.id, confidence)
+        entry = self._entry(point, rounds, confidence, records)
+        entry.looks = [*[lk for lk in entry.looks if lk.rounds != rounds],
+                       Look(rounds=rounds, confidence=confidence,
+                            open=[h.summary() for h in decisions if h.outcome == "unsettled"])]
+        if decisions and settled(decisions):
+            return self._stop(entry, "settled", f"every decision settled after {rounds} rounds at "
+                              f"{confidence:.2%} confidence")
+        budget = self._budget(point, rounds)
+        if budget is not None:
+            return self._stop(entry, "budget", f"{budget}; still open: {'; '.join(entry.looks[-1].open) or '-'}")
+        return None
+
+    def finish(self, point: LoadPoint) -> None:
+        """After the point's last scheduled round: its entry, with the last look where it was adaptive."""
+        rounds = self._rounds_run(point)
+        if rounds == 0:
+            return
+        if not self.adaptive:
+            self._entry(point, rounds, confidence_after(rounds, self.load), self.records()).stopped = "fixed"
+            return
+        found = self.summary.sampled(point.id)
+        if found is None or found.stopped is None or found.rounds != rounds:
+            self.look(point, rounds)
+
+    # -- inside ---------------------------------------------------------------------------------------------
+    def _budget(self, point: LoadPoint, rounds: int) -> str | None:
+        if rounds >= self.load.max_rounds:
+            return f"max_rounds ({self.load.max_rounds}) reached"
+        per_round = self.per_round(point)
+        if self.load.max_requests is not None and (rounds + 1) * per_round > self.load.max_requests:
+            return (f"max_requests ({self.load.max_requests}) reached: another round would send "
+                    f"{(rounds + 1) * per_round} per configuration")
+        began = self._began.get(point.id)
+        if self.load.max_seconds is not None and began is not None and \
+                time.monotonic() - began >= self.load.max_seconds:
+            return f"max_seconds ({self.load.max_seconds:g}) reached"
+        return None
+
+    def _stop(self, entry: PointSampling, how: str, why: str) -> str:
+        entry.stopped, entry.why = how, why  # type: ignore[assignment]
+        return why
+
+    def _rounds_run(self, point: LoadPoint) -> int:
+        """Rounds every configuration measured at the point (the fewest any of them has)."""
+        plan = self.summary.plan
+        counts = [len(res.repeats(point.id)) for c in plan.configs if plan.runs(c, point.id)
+                  if (res := self.summary.config(c.id)) is not None and res.server_error is None]
+        return min(counts, default=0)
+
+    def _entry(self, point: LoadPoint, rounds: int, confidence: float,
+               records: Sequence[RequestRecord]) -> PointSampling:
+        found = self.summary.sampled(point.id)
+        sent = Counter(r.config_id for r in records if r.point_id == point.id and not r.warmup)
+        requests = max(sent.values(), default=0)
+        if found is None:
+            found = PointSampling(point_id=point.id, precision=self.load.precision or "fixed", rounds=rounds,
+                                  requests=requests, confidence=confidence)
+            self.summary.sampling.append(found)
+        found.rounds, found.requests, found.confidence = rounds, requests, confidence
+        return found

@@ -1,0 +1,121 @@
+"""Sequential sampling (analysis/sequential.py, rounds.py): rounds until every decision at a point is settled,
+with the error spent over the looks so that stopping early does not inflate it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_recommend import latency, sweep
+
+from specmeter.analysis.headtohead import Side, head_to_head
+from specmeter.analysis.sequential import ALPHA, confidence_after, look_confidence, looks
+from specmeter.config import ConcurrencyPoint, LoadSpec
+from specmeter.errors import InputError
+from specmeter.rounds import Rounds
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import ConfigResult, PointResult
+from specmeter.schemas.sd import SDSummary
+
+K2, K4 = "draft_model-k2", "draft_model-k4"
+C1 = ConcurrencyPoint(concurrency=1)
+
+
+def test_the_looks_spend_exactly_alpha_little_early_most_late() -> None:
+    for planned in (1, 2, 3, 5, 8):
+        spent = [1.0 - look_confidence(j, planned) for j in range(1, planned + 1)]
+        assert sum(spent) == pytest.approx(ALPHA)
+        assert spent == sorted(spent)  # early looks spend least: what stops early is clear beyond doubt
+    with pytest.raises(ValueError):
+        look_confidence(4, 3)
+    load = LoadSpec(precision="adaptive", min_rounds=2, max_rounds=4)
+    assert looks(load) == 3
+    assert confidence_after(2, load) > confidence_after(3, load) > confidence_after(4, load) > 0.95
+    assert confidence_after(3, LoadSpec(precision="fixed")) == 0.95
+
+
+def test_adaptive_needs_interleave_and_no_repeats() -> None:
+    load = LoadSpec(precision="adaptive")
+    with pytest.raises(InputError, match="interleave"):
+        load.with_precision(interleave=False, repeats=1, default="adaptive")
+    with pytest.raises(InputError, match="repeats"):
+        load.with_precision(interleave=True, repeats=3, default="adaptive")
+    assert LoadSpec().with_precision(interleave=True, repeats=1, default="adaptive").precision == "adaptive"
+    assert LoadSpec().with_precision(interleave=True, repeats=2, default="adaptive").precision == "fixed"
+    assert LoadSpec().with_precision(interleave=False, repeats=1, default="adaptive").precision == "fixed"
+    with pytest.raises(ValueError, match="min_rounds"):
+        LoadSpec(min_rounds=5, max_rounds=4)
+
+
+def adaptive(rows: dict[str, dict[str, list[tuple[float, float, float]]]], **load: object) -> Rounds:
+    summary, records = sweep(rows, {"c1": 1.0})
+    summary.plan.load = summary.plan.load.model_copy(update={"precision": "adaptive", **load})
+    summary.plan.interleave = True
+    return Rounds(summary, lambda: records, lambda p: 20)
+
+
+def test_a_point_stops_once_settled_and_never_before_min_rounds() -> None:
+    clear = {K2: {"c1": [(1.3, 1.28, 1.32)] * 4}, K4: {"c1": [(1.6, 1.58, 1.62)] * 4}}
+    rounds = adaptive(clear)
+    assert rounds.start(C1, 0) and rounds.start(C1, 1)  # one lucky round is never enough to stop
+    assert not rounds.start(C1, 2)  # after min_rounds (2) every decision is clear: stop
+    entry = rounds.summary.sampled("c1")
+    assert entry is not None and entry.stopped == "settled" and entry.rounds == 2
+    assert entry.confidence == confidence_after(2, rounds.load) and entry.looks[-1].open == []
+    assert not rounds.start(C1, 3)  # and it stays stopped
+
+
+def test_a_point_that_cannot_settle_runs_to_its_budget_and_says_what_is_open() -> None:
+    close = {K2: {"c1": [(1.30, 1.10, 1.50)] * 4}, K4: {"c1": [(1.31, 1.11, 1.51)] * 4}}
+    rounds = adaptive(close)
+    assert all(rounds.start(C1, r) for r in range(4))  # looks after 2 and 3 rounds: still open, go on
+    rounds.finish(C1)
+    entry = rounds.summary.sampled("c1")
+    assert entry is not None and entry.stopped == "budget" and "max_rounds" in entry.why
+    assert entry.looks[-1].open and K4 in entry.why
+    capped = adaptive(close, max_requests=50)  # 20 requests a round: a third round would pass 50
+    assert capped.start(C1, 2) is False and "max_requests" in capped.summary.sampling[0].why
+
+
+def _side(cid: str, rounds: list[np.ndarray], tokens: int = 100) -> Side:
+    recs = [RequestRecord(config_id=cid, point_id="c1", repeat=r, conversation_id=f"q{i}", ok=True,
+                          ttft_s=0.01, e2e_s=float(x), output_tokens=tokens)
+            for r, e2e in enumerate(rounds) for i, x in enumerate(e2e)]
+    res = ConfigResult(config_id=cid, role="candidate", spec_label=cid, points=[
+        PointResult(point_id="c1", repeat=r, latency=latency(float(e2e.sum()), tokens * len(e2e)),
+                    sd=SDSummary(available=False)) for r, e2e in enumerate(rounds)])
+    return Side.of(res, recs, "c1")
+
+
+def _sequential_outcome(rng: np.random.Generator, ratio: float, load: LoadSpec, n: int = 12) -> str:
+    """One simulated point: the challenger truly `ratio` times the incumbent's throughput; per-request hardness
+    shared by both sides, 10% noise each. Looks as the runner does; the outcome it stops on."""
+    a_rounds: list[np.ndarray] = []
+    b_rounds: list[np.ndarray] = []
+    outcome = "unsettled"
+    for r in range(load.max_rounds):
+        hard = rng.lognormal(0.0, 0.5, n)
+        a_rounds.append(hard / ratio * (1 + rng.normal(0, 0.1, n)).clip(0.5))
+        b_rounds.append(hard * (1 + rng.normal(0, 0.1, n)).clip(0.5))
+        done = r + 1
+        if done < load.min_rounds:
+            continue
+        h2h = head_to_head(_side("a", a_rounds), _side("b", b_rounds), "c1", "output_throughput", min_gain=0.01,
+                           confidence=confidence_after(done, load))
+        outcome = h2h.outcome
+        if outcome != "unsettled":
+            break
+    return outcome
+
+
+@pytest.mark.parametrize(("ratio", "wrong"), [(1.01, {"beats", "does_not_beat"}), (1.0, {"beats"}),
+                                              (1.08, {"does_not_beat"})])
+def test_the_wrong_decision_rate_under_optional_stopping_is_at_most_five_percent(ratio: float, wrong: set[str]) -> None:
+    """At exactly 1 + min gain every settled outcome is wrong; below it only "beats", above it only "does not
+    beat". Looking after every round must not push the rate of wrong decisions past the nominal 5%."""
+    rng = np.random.default_rng(7)
+    load = LoadSpec(precision="adaptive", min_rounds=2, max_rounds=4)
+    outcomes = [_sequential_outcome(rng, ratio, load) for _ in range(150)]
+    rate = sum(o in wrong for o in outcomes) / len(outcomes)
+    assert rate <= ALPHA
+    if ratio == 1.08:  # a real difference of 8% settles (the rule has power, it is not just cautious)
+        assert outcomes.count("beats") / len(outcomes) > 0.6
