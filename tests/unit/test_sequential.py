@@ -3,18 +3,23 @@ with the error spent over the looks so that stopping early does not inflate it."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+from faultserver import FaultServer, attach_pair, conversations, run_plan
 from test_recommend import latency, sweep
 
 from specmeter.analysis.headtohead import Side, head_to_head
 from specmeter.analysis.sequential import ALPHA, confidence_after, look_confidence, looks
 from specmeter.config import ConcurrencyPoint, LoadSpec
 from specmeter.errors import InputError
+from specmeter.plans.run import BASELINE
 from specmeter.rounds import Rounds
 from specmeter.schemas.records import RequestRecord
-from specmeter.schemas.results import ConfigResult, PointResult
+from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 from specmeter.schemas.sd import SDSummary
+from specmeter.store import RunStore, load_summary
 
 K2, K4 = "draft_model-k2", "draft_model-k4"
 C1 = ConcurrencyPoint(concurrency=1)
@@ -119,3 +124,38 @@ def test_the_wrong_decision_rate_under_optional_stopping_is_at_most_five_percent
     assert rate <= ALPHA
     if ratio == 1.08:  # a real difference of 8% settles (the rule has power, it is not just cautious)
         assert outcomes.count("beats") / len(outcomes) > 0.6
+
+
+def _adaptive_pair(tmp_path: Path, sd_chunk_s: float, base_chunk_s: float, **load: object) -> RunSummary:
+    convs = conversations([f"Question {i}: explain caching." for i in range(6)])
+    with FaultServer(output_tokens=12, slow_chunk_s=sd_chunk_s, default_fault="slow") as sd, \
+            FaultServer(output_tokens=12, slow_chunk_s=base_chunk_s, default_fault="slow", seed=1) as base:
+        ex = attach_pair(sd.url, base.url, convs, interleave=True, concurrency=[2], precision="adaptive",
+                         max_rounds=3, **load)
+        summary, error, _ = run_plan(ex, tmp_path / "run")
+    assert error is None, repr(error)
+    return summary
+
+
+def test_the_runner_stops_a_clear_point_after_min_rounds(tmp_path: Path) -> None:
+    summary = _adaptive_pair(tmp_path, 0.004, 0.03)  # speculation four times faster per chunk: clear at once
+    (entry,) = summary.sampling
+    assert (entry.precision, entry.stopped, entry.rounds) == ("adaptive", "settled", 2)
+    records = [r for r in RunStore(tmp_path / "run").read_records() if not r.warmup]
+    assert {r.repeat for r in records} == {0, 1}
+    assert entry.requests == len([r for r in records if r.config_id == "ngram-k4"]) == 2 * 8  # 4 x N a round
+    (choice,) = summary.analysis.choices
+    assert choice.best_config_id == "ngram-k4" and choice.settled
+    assert load_summary(tmp_path / "run").sampling == summary.sampling
+
+
+def test_the_runner_runs_an_undecided_point_to_its_budget(tmp_path: Path) -> None:
+    summary = _adaptive_pair(tmp_path, 0.01, 0.01)  # the same speed: 1% either way is never settled... or settles
+    (entry,) = summary.sampling                      # as "does not beat" once the interval is under 1.01
+    assert entry.stopped in ("settled", "budget") and 2 <= entry.rounds <= 3
+    if entry.stopped == "budget":
+        assert entry.rounds == 3 and "max_rounds" in entry.why and entry.looks[-1].open
+    else:
+        (choice,) = summary.analysis.choices
+        assert choice.best_config_id == BASELINE  # settled only as "speculation does not beat the baseline"
+    assert [lk.rounds for lk in entry.looks] == list(range(2, entry.rounds + 1))
