@@ -252,6 +252,8 @@ def sweep(
     verify: Annotated[bool, typer.Option("--verify", help="Then recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
     objective: Annotated[str, typer.Option(help="With --verify: what the recommendation maximises: throughput, tpot or goodput.")] = "throughput",
     slo: Annotated[str | None, typer.Option(help="With --verify and --objective goodput: e.g. ttft_ms=500,tpot_ms=50.")] = None,
+    rounds: Annotated[int, typer.Option(min=1, help="With --verify: the most verification rounds (a table verification contradicts is corrected and verified again).")] = 2,
+    min_gain: Annotated[float | None, typer.Option(help="A larger K (or costlier drafter) must beat a smaller one head to head by more than this fraction (default 0.01).")] = None,
 ) -> None:
     """Every speculative config at every load point against the baseline: which drafter and which K, at
     which load, and where speculation stops paying. Takes a sweep file, or the shorthand
@@ -271,7 +273,8 @@ def sweep(
     else:
         sw = _sweep_from_flags(model, spec or [], k, concurrency, request_rate, dataset, dataset_path, num_prompts,
                                max_tokens, dtype, engine_env)
-    updates = {key: v for key, v in (("repeats", repeats), ("interleave", interleave)) if v is not None}
+    updates = {key: v for key, v in (("repeats", repeats), ("interleave", interleave),
+                                     ("min_gain", _min_gain(min_gain))) if v is not None}
     sw = SweepSpec.model_validate({**sw.model_dump(by_alias=False), **updates}) if updates else sw
     if verify:  # refused before the sweep, not after it
         check_verifiable(sw.engine.kind, "--verify")
@@ -294,7 +297,8 @@ def sweep(
     limits = _slo(slo)
     with ServerPool() as pool:
         _execute(ex, run_dir, json_out, pool)
-        _recommend_and_verify(run_dir, goal, limits, None, json_out, pool, api_key=ex.api_key, off_is_an_answer=True)
+        _recommend_and_verify(run_dir, goal, limits, None, json_out, pool, api_key=ex.api_key, off_is_an_answer=True,
+                              rounds=rounds)
 
 
 def _sweep_from_flags(model: str | None, specs: list[str], k: str | None, concurrency: str | None,
@@ -414,7 +418,7 @@ def _read_json(path: Path) -> Any:
 
 
 def _recommendation(run_dir: Path, objective: Objective, slo: SLO | None, max_num_seqs: int | None,
-                    json_out: bool) -> Recommendation:
+                    json_out: bool, min_gain: float | None = None) -> Recommendation:
     """Recommend from a run directory, render it for the engine the sweep ran, write recommendation.json beside
     it, and show it."""
     from specmeter.analysis.recommend import recommend
@@ -424,7 +428,7 @@ def _recommendation(run_dir: Path, objective: Objective, slo: SLO | None, max_nu
     summary = load_summary(run_dir)
     records = latest_records(RunStore(run_dir).read_records())
     rec = render(recommend(summary, records, objective=objective, slo=slo, max_num_seqs=max_num_seqs,
-                           source_run=str(run_dir)), sweep_engine(summary.plan))
+                           source_run=str(run_dir), min_gain=min_gain), sweep_engine(summary.plan))
     atomic_write_text(run_dir / "recommendation.json", rec.model_dump_json(indent=2) + "\n")
     if json_out:
         sys.stdout.write(rec.model_dump_json(indent=2) + "\n")
@@ -437,31 +441,37 @@ def _recommend_and_verify(run_dir: Path, objective: Objective, slo: SLO | None, 
                           json_out: bool, pool: ServerPool | None, *, api_key: str | None = None,
                           endpoint: str | None = None, repeats: int | None = None,
                           verify_dir: Path | None = None, given: Path | None = None,
-                          off_is_an_answer: bool = False) -> None:
-    """Recommend (or read a recommendation) and run its dynamic config. With `off_is_an_answer` (the demo,
+                          off_is_an_answer: bool = False, rounds: int = 1, min_gain: float | None = None) -> None:
+    """Recommend (or read a recommendation), run its dynamic config, and correct it where verification
+    disagrees, verifying the correction while `rounds` remain. With `off_is_an_answer` (the demo,
     `sweep --verify`), a recommendation to serve without speculation ends the command there: it is the
     sweep's answer, not an error; `specmeter verify` asked for a config to run and says there is none."""
-    from specmeter.plans.verify import verify_execution
+    from specmeter.report.console import render_recommendation
+    from specmeter.workflows.verify import VerifyLoop
 
     if given is None:
-        rec = _recommendation(run_dir, objective, slo, max_num_seqs, json_out)
+        rec = _recommendation(run_dir, objective, slo, max_num_seqs, json_out, min_gain)
     else:
         rec = build_model(Recommendation, _read_json(given), str(given))
     if off_is_an_answer and (rec.best is None or rec.best.spec is None):
         err_console.print("[yellow]nothing to verify: no K clearly beats the baseline at any measured point, so the "
-                          "answer is to serve without speculation; more repeats (--repeats) or longer outputs "
+                          "answer is to serve without speculation; more rounds (load.max_rounds) or longer outputs "
                           "narrow the intervals if the speedups looked close[/]")
         _write_page(run_dir, json_out)  # the sweep's page now shows the recommendation
         return
-    ex = verify_execution(run_dir, load_summary(run_dir), rec, endpoint=endpoint, repeats=repeats, api_key=api_key,
-                          command=["specmeter", *redact_argv(sys.argv[1:])])
-    target = verify_dir or run_dir / new_run_id("verify")
-    target.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(target / "recommendation.json", rec.model_dump_json(indent=2) + "\n")
+    say = err_console if json_out else console
+    loop = VerifyLoop(run_dir=run_dir, execute=lambda ex, target: _execute(ex, target, json_out, pool),
+                      say=lambda line: say.print(f"[bold]{line}[/]", highlight=False),
+                      first_dir=verify_dir or run_dir / new_run_id("verify"), pool=pool, endpoint=endpoint,
+                      repeats=repeats, api_key=api_key, command=["specmeter", *redact_argv(sys.argv[1:])])
     try:
-        _execute(ex, target, json_out, pool)
+        final = loop.run(rec, rounds)
     finally:  # the sweep's page now shows the recommendation and what of the verification finished
         _write_page(run_dir, json_out)
+    if json_out:
+        sys.stdout.write(final.model_dump_json(indent=2) + "\n")
+    else:
+        render_recommendation(final, console, final=True)
 
 
 @app.command("recommend")
@@ -470,12 +480,14 @@ def recommend_cmd(
     objective: Annotated[str, typer.Option(help="What to maximise: throughput (TPOT at request-rate points), tpot, or goodput (needs --slo).")] = "throughput",
     slo: Annotated[str | None, typer.Option(help="Goodput's per-request bounds, e.g. ttft_ms=500,tpot_ms=50 (also e2e_ms).")] = None,
     max_num_seqs: Annotated[int | None, typer.Option(help="The engine's max_num_seqs, where the last range ends (default: from the run).")] = None,
+    min_gain: Annotated[float | None, typer.Option(help="A larger K (or costlier drafter) must beat a smaller one head to head by more than this fraction (default: the sweep's, 0.01).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print recommendation.json instead of tables.")] = False,
 ) -> None:
-    """From a sweep: the best K per engine batch-size range as a ready vLLM dynamic-SD
-    --speculative-config, the static K for engines without dynamic SD, and the evidence behind every range.
-    Writes recommendation.json into the run directory."""
-    _recommendation(run_dir, _objective(objective), _slo(slo), max_num_seqs, json_out)
+    """From a sweep: the best K per engine batch-size range, decided head to head on the requests every
+    configuration ran, rendered for the engine the sweep ran (vLLM: a dynamic-SD --speculative-config), the
+    static K for engines without dynamic SD, and the evidence behind every range. Writes recommendation.json
+    into the run directory."""
+    _recommendation(run_dir, _objective(objective), _slo(slo), max_num_seqs, json_out, _min_gain(min_gain))
     _write_page(run_dir, json_out)
 
 
@@ -485,7 +497,10 @@ def verify_cmd(
     objective: Annotated[str, typer.Option(help="What the recommendation maximises: throughput, tpot or goodput.")] = "throughput",
     slo: Annotated[str | None, typer.Option(help="Goodput's per-request bounds, e.g. ttft_ms=500,tpot_ms=50.")] = None,
     max_num_seqs: Annotated[int | None, typer.Option(help="The engine's max_num_seqs (default: from the run).")] = None,
-    repeats: Annotated[int | None, typer.Option(help="Repeats per point (default: the sweep's).")] = None,
+    min_gain: Annotated[float | None, typer.Option(help="What a larger K must win by, head to head (default: the sweep's, 0.01).")] = None,
+    repeats: Annotated[int | None, typer.Option(help="Fixed rounds per point (default: adaptive, until the point's decisions settle).")] = None,
+    until_stable: Annotated[bool, typer.Option("--until-stable", help="Where verification corrects the table, verify the corrected table too, until one holds or --rounds run out.")] = False,
+    rounds: Annotated[int, typer.Option(min=1, help="With --until-stable: the most verification rounds.")] = 2,
     endpoint: Annotated[str | None, typer.Option(help="Attach: a server already running the recommended config.")] = None,
     api_key: Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}).")] = None,
     recommendation: Annotated[Path | None, typer.Option(help="Verify this recommendation.json (e.g. one you edited) instead of recommending again.")] = None,
@@ -493,11 +508,19 @@ def verify_cmd(
     json_out: Annotated[bool, typer.Option("--json", help="Print the summaries as JSON instead of tables.")] = False,
 ) -> None:
     """Launch the recommended dynamic config and run the sweep's load points again, interleaved with the
-    baseline and each point's best static config: throughput and TPOT against both, with intervals, and a
-    check in the engine's per-step stats that it drafted the K the table names for the batch it ran."""
+    baseline and each point's best static config: throughput and TPOT against all, head to head, and a check
+    in the engine's per-step stats that it drafted the K the table names for the batch it ran. Where a static
+    K other than the table's beats it there, writes a corrected recommendation from the pooled evidence (the
+    contradicted one kept as recommendation-r<n>.json); --until-stable verifies the correction too."""
     _recommend_and_verify(run_dir, _objective(objective), _slo(slo), max_num_seqs, json_out, None,
                           api_key=_api_key(api_key), endpoint=endpoint, repeats=repeats, verify_dir=out,
-                          given=recommendation)
+                          given=recommendation, rounds=rounds if until_stable else 1, min_gain=_min_gain(min_gain))
+
+
+def _min_gain(value: float | None) -> float | None:
+    if value is not None and not 0.0 <= value < 1.0:
+        raise InputError(f"--min-gain {value}: give a fraction in [0, 1), e.g. 0.01 for 1%")
+    return value
 
 
 @app.command()
@@ -506,21 +529,28 @@ def demo(
     k: Annotated[str, typer.Option("-k", "--num-speculative-tokens", help="Draft lengths K to sweep, e.g. 2,4.")] = "2,4",
     num_prompts: Annotated[int, typer.Option(help="Conversations per point from the sample workload.")] = 12,
     max_tokens: Annotated[int, typer.Option(help="Output cap per request.")] = 96,
-    repeats: Annotated[int, typer.Option(help="Repeats of every point, in the sweep and in the verification.")] = 1,
+    repeats: Annotated[int | None, typer.Option(help="Fixed rounds of every point, in the sweep and the verification (default: adaptive, each point until its decisions settle).")] = None,
+    max_rounds: Annotated[int, typer.Option(min=2, help="Adaptive: the most rounds of a point.")] = 4,
+    rounds: Annotated[int, typer.Option(min=1, help="The most verification rounds: a table verification contradicts is corrected and verified again.")] = 2,
+    min_gain: Annotated[float, typer.Option(help="A larger K must beat a smaller one head to head by more than this fraction.")] = 0.01,
     out: Annotated[Path, typer.Option(help="Directory that receives the run directory.")] = Path("runs"),
 ) -> None:
     """The embedded default: vLLM CPU with the project's tiny target/draft pair. Sweeps the baseline and the
-    draft model at each K (servers up together, alternating at each point), recommends a K per batch size,
-    then runs that dynamic config against the baseline and the best static K on the same servers."""
+    draft model at each K (servers up together, alternating at each point, in rounds until the decisions
+    settle), recommends a K per batch size decided head to head, runs that dynamic config against the
+    baseline and the best static K on the same servers, and corrects the table where verification
+    contradicts it."""
     from specmeter.plans.demo import demo_plan
 
-    ex = demo_plan(_levels(concurrency), num_prompts, _levels(k), max_tokens, repeats)
+    ex = demo_plan(_levels(concurrency), num_prompts, _levels(k), max_tokens, repeats or 1,
+                   precision="fixed" if repeats else "adaptive", max_rounds=max_rounds,
+                   min_gain=_min_gain(min_gain) or 0.0)
     ex.command = ["specmeter", *sys.argv[1:]]
     run_dir = out / new_run_id("demo")
     with ServerPool() as pool:
         _execute(ex, run_dir, json_out=False, pool=pool)
         _recommend_and_verify(run_dir, "throughput", None, None, False, pool, verify_dir=run_dir / "verify",
-                              off_is_an_answer=True)
+                              off_is_an_answer=True, rounds=rounds)
 
 
 data_app = typer.Typer(help="Prepare benchmark datasets (run once, with network, before benchmarking).",

@@ -66,11 +66,20 @@ def load_run(run_dir: Path) -> RunData:
         except ValueError as exc:
             raise InputError(f"{rec_path}: not a recommendation ({exc.__class__.__name__}); delete it or run "
                              f"`specmeter recommend {run_dir}` again") from exc
-    return RunData(run_dir, summary, recommendation, _verification(run_dir))
+    named = recommendation.verified_in if recommendation is not None else None
+    return RunData(run_dir, summary, recommendation, _verification(run_dir, named))
 
 
-def _verification(run_dir: Path) -> RunData | None:
-    """The latest verification of this run: `verify/` (the demo, sweep --verify) or `<id>-verify/`."""
-    found = sorted(d for d in run_dir.iterdir() if d.is_dir() and (d.name == VERIFY_DIR or d.name.endswith(
-        "-" + VERIFY_DIR)) and (d / SUMMARY).exists())
+def _verification(run_dir: Path, named: str | None) -> RunData | None:
+    """The verification of the recommendation (the one it names), else the latest: `verify/` (the demo,
+    sweep --verify) or `<id>-verify/`, and `-r<n>` after them for the rounds that verified a correction."""
+    if named is not None and (run_dir / named / SUMMARY).exists():
+        return load_run(run_dir / named)
+    found = sorted((d for d in run_dir.iterdir() if d.is_dir() and _is_verification(d.name)
+                    and (d / SUMMARY).exists()), key=lambda d: d.stat().st_mtime)
     return load_run(found[-1]) if found else None
+
+
+def _is_verification(name: str) -> bool:
+    base = name.rsplit("-r", 1)[0] if name.rsplit("-r", 1)[-1].isdigit() else name
+    return base == VERIFY_DIR or base.endswith("-" + VERIFY_DIR)

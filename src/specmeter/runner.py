@@ -157,6 +157,12 @@ class ServerPool:
         found = self._up.get(self._key(config))
         return found if found is not None and found.alive() else None
 
+    def stop(self, config: PlannedConfig) -> None:
+        """Stop the server running `config` now (one no later plan needs, to free its memory)."""
+        found = self._up.pop(self._key(config), None)
+        if found is not None:
+            found.stop()
+
     def start(self, config: PlannedConfig, proc: LaunchedServer) -> None:
         """Start `proc` (stopped when the pool closes, even if it never gets ready) and keep it for reuse."""
         self._stack.callback(proc.stop)

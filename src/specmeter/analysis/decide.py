@@ -9,12 +9,13 @@ from typing import Literal
 
 from specmeter.analysis.choice import Contender, choose
 from specmeter.analysis.crossover import find_crossover
+from specmeter.analysis.headline import decision_confidence, headline, headline_metric
 from specmeter.analysis.headtohead import Arena
 from specmeter.analysis.lossless import lossless_check
 from specmeter.analysis.speedup import compute_speedups
 from specmeter.analysis.verify import verification
 from specmeter.config import SpecMethod
-from specmeter.schemas.analysis import Crossover, Metric, PointChoice, Ratio, Speedup
+from specmeter.schemas.analysis import Crossover, PointChoice, Ratio, Speedup
 from specmeter.schemas.plan import Role
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import Analysis, LosslessCheck, RunSummary
@@ -25,19 +26,6 @@ FORCED_LENGTH_NOTE = (
     "`vllm bench serve` sends only ignore_eos, which gives different text and so different acceptance on "
     "the same prompts: compare acceptance only between runs that force lengths the same way"
 )
-
-
-def decision_confidence(summary: RunSummary, point_id: str) -> float:
-    """The confidence a point's decisions are read at: 95%, unless a sequential design stopped there at a look
-    that had spent less alpha (see analysis.sequential)."""
-    sampled = summary.sampled(point_id)
-    return sampled.confidence if sampled is not None else 0.95
-
-
-def headline(speedup: Speedup, axis: str) -> Ratio:
-    """The ratio decisions use: output throughput under closed-loop concurrency; at a request rate the
-    throughput is the offered rate on both sides (while the server keeps up), so TPOT decides there."""
-    return speedup.output_throughput if axis == "concurrency" else speedup.tpot
 
 
 def verdict(ratio: Ratio) -> Literal["pays", "slows", "unclear"] | None:
@@ -83,11 +71,6 @@ def crossovers(summary: RunSummary, speedups: Sequence[Speedup]) -> list[Crossov
                                           [r.value for _, r in found], [r.ci95_low for _, r in found],
                                           [r.ci95_high for _, r in found]))
     return out
-
-
-def headline_metric(axis: str) -> Metric:
-    """The metric decisions read at a point of this axis (see `headline`)."""
-    return "output_throughput" if axis == "concurrency" else "tpot"
 
 
 def choices(summary: RunSummary, speedups: Sequence[Speedup], records: Sequence[RequestRecord]) -> list[PointChoice]:

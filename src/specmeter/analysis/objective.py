@@ -14,7 +14,7 @@ from statistics import NormalDist
 import numpy as np
 
 from specmeter.analysis.choice import Contender, choose
-from specmeter.analysis.decide import decision_confidence, headline_metric
+from specmeter.analysis.headline import decision_confidence, headline_metric
 from specmeter.analysis.headtohead import Arena, Side, decision_bounds, outcome_of
 from specmeter.analysis.paired import fill_repeats, paired_bootstrap_ci
 from specmeter.config import ConcurrencyPoint, RatePoint, SpecMethod

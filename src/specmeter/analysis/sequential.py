@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specmeter.analysis.choice import Contender, choose
-from specmeter.analysis.decide import headline_metric
 from specmeter.analysis.families import families
+from specmeter.analysis.headline import headline_metric
 from specmeter.analysis.headtohead import Arena
 from specmeter.config import LoadSpec, SpecMethod
 from specmeter.schemas.analysis import HeadToHead

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from specmeter.analysis.headline import decision_confidence, headline_metric
+from specmeter.analysis.headtohead import Arena
 from specmeter.analysis.speedup import point_speedup
 from specmeter.config import dynamic_k_at
 from specmeter.schemas.analysis import DraftedCheck, Speedup, VerifyPoint
@@ -41,13 +43,38 @@ def verification(summary: RunSummary, records: Sequence[RequestRecord],
             static_res = summary.config(static_id) if static_id else None
             if static_id and static_res is not None and static_res.repeats(point.id):
                 vs_static = point_speedup(config, plan.config(static_id), res, static_res, point.id, records)
-            out.append(VerifyPoint(
+            vp = VerifyPoint(
                 point_id=point.id, config_id=config.id, static_id=static_id,
                 vs_baseline=next((s for s in speedups if s.config_id == config.id and s.point_id == point.id), None),
                 vs_static=vs_static,
                 drafted=drafted_check(config, point.id, reps, records),
-            ))
+            )
+            if vs_static is not None and static_id is not None:
+                _challenge(vp, summary, records, plan.config(static_id).k)
+            out.append(vp)
     return out
+
+
+def _challenge(vp: VerifyPoint, summary: RunSummary, records: Sequence[RequestRecord], static_k: int) -> None:
+    """Does the best static K beat the table head to head where the engine ran? Only a static K other than the
+    table's there says the table is wrong; the table's own K winning measures the dynamic mode's overhead."""
+    point = summary.plan.point(vp.point_id)
+    arena = Arena.of(summary.configs, records, vp.point_id, headline_metric(point.axis),
+                     min_gain=summary.plan.min_gain, confidence=decision_confidence(summary, vp.point_id))
+    vp.static_k, vp.challenge = static_k, arena.duel(vp.static_id or "", vp.config_id)
+    table_k = vp.drafted.expected_k
+    if vp.challenge.outcome != "beats":
+        vp.note = f"the table holds here: {vp.challenge.summary()}"
+    elif table_k is None:
+        vp.note = (f"{vp.challenge.summary()}, but the engine's batch was not recorded, so the table's K there is "
+                   "unknown")
+    elif static_k == table_k:
+        vp.note = (f"{vp.challenge.summary()}: the same K as the table's (K={table_k}), so this is the cost of "
+                   "the dynamic mode, not a wrong K")
+    else:
+        vp.disagrees = True
+        at = f"batch {vp.drafted.engine_batch:.1f}" if vp.drafted.engine_batch is not None else "this point"
+        vp.note = f"the table is wrong at {at}: K={static_k} beats its K={table_k} ({vp.challenge.summary()})"
 
 
 def drafted_check(config: PlannedConfig, point_id: str, results: Sequence[PointResult],

@@ -112,6 +112,8 @@ class SweepSpec(StrictModel):
     repeats: int = Field(default=1, ge=1)
     interleave: bool = False
     seed: int | None = Field(default=None, description="Sets load.seed: sampling, selection and arrivals.")
+    min_gain: float = Field(default=0.01, ge=0.0, lt=1.0, description="A costlier configuration must beat a "
+                            "cheaper one head to head by more than this fraction to be chosen.")
 
     @model_validator(mode="after")
     def _servable(self) -> SweepSpec:
@@ -154,7 +156,7 @@ class SweepSpec(StrictModel):
     def plan(self, workload: WorkloadSelection) -> Plan:
         load = self.effective_load().with_precision(interleave=self.interleave, repeats=self.repeats,
                                                     default="adaptive")
-        return Plan(kind="sweep", configs=self.configs(), load=load, repeats=self.repeats,
+        return Plan(kind="sweep", configs=self.configs(), load=load, repeats=self.repeats, min_gain=self.min_gain,
                     interleave=self.interleave, workload=workload)
 
 

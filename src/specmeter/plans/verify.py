@@ -57,8 +57,12 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
                              "specmeter never stores, so it cannot be relaunched; run the sweep again")
     engine = base.engine if endpoint is None else base.engine.model_copy(update={"endpoint": endpoint})
     dynamic = PlannedConfig(id=VERIFY_ID, role=Role.verification, spec=drafter.spec, engine=engine, server=VERIFY_ID)
-    return Plan(kind="verify", configs=[base, *statics, dynamic], load=plan.load,
-                repeats=repeats or plan.repeats, interleave=True, workload=plan.workload, best_static=against)
+    reps = repeats or plan.repeats
+    # Adaptive unless repeats were asked for: a verified point runs until its judgement of the table settles.
+    load = plan.load.model_copy(update={"precision": None}).with_precision(interleave=True, repeats=reps,
+                                                                          default="adaptive")
+    return Plan(kind="verify", configs=[base, *statics, dynamic], load=load, repeats=reps, interleave=True,
+                workload=plan.workload, best_static=against, min_gain=rec.min_gain)
 
 
 def verify_execution(source_dir: Path, source: RunSummary, rec: Recommendation, *, endpoint: str | None = None,

@@ -38,9 +38,15 @@ def render(summary: RunSummary, console: Console | None = None) -> None:
     print_tables(summary_tables(summary), notes(summary), console or Console())
 
 
-def render_recommendation(rec: Recommendation, console: Console) -> None:
+def render_recommendation(rec: Recommendation, console: Console, *, final: bool = False) -> None:
+    """The evidence tables, then what to deploy; `final`: the answer a verification loop ended on, whose
+    evidence was shown already, so only its heading and what to deploy."""
     assert rec.best is not None  # recommend() refuses a run with nothing to recommend
-    console.print(Group(Text(heading(rec), style="bold"), *[to_rich(evidence_table(rec, d)) for d in rec.drafters]))
+    if final:
+        console.print(Text(f"The answer: {heading(rec)}", style="bold"))
+    else:
+        console.print(Group(Text(heading(rec), style="bold"),
+                            *[to_rich(evidence_table(rec, d)) for d in rec.drafters]))
     for line in deploy_lines(rec):
         style = "dim" if line.dim else ("green" if line.config else "bold") if line.emphasis else ""
         console.print(Text(line.text, style=style), soft_wrap=True)

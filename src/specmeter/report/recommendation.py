@@ -72,11 +72,23 @@ def _deploy(cfg: DeployConfig, *, emphasis: bool = False, what: str | None = Non
     return out
 
 
+def status(rec: Recommendation) -> str:
+    """Where this table stands: verified and held, contradicted, or not run; and what it corrected."""
+    where = f" ({rec.verified_in})" if rec.verified_in else ""
+    state = {"held": f"verified: the table held at every verified point{where}",
+             "disagreed": f"verified: a static K beat this table{where}; see the corrected recommendation",
+             "not run": "not verified yet (`specmeter verify` runs it)"}[rec.verification]
+    if rec.round > 1:
+        state = (f"corrected in round {rec.round} from {rec.corrects} ({'; '.join(rec.changes) or 'no change'}); "
+                 + state)
+    return f"status: {state}"
+
+
 def deploy_lines(rec: Recommendation) -> list[Line]:
     """Per drafter, best first: the table, the config to launch on the engine the sweep ran (the table where the
     engine takes one, else the static K), the static fallback, then the notes."""
     best = rec.best
-    out: list[Line] = []
+    out: list[Line] = [Line(status(rec), emphasis=True)]
     for d in rec.drafters:
         tag = "best" if d is best else "alternative"
         out.append(Line(f"{tag}: {d.drafter}"

@@ -146,3 +146,9 @@ class VerifyPoint(BaseModel):
     vs_baseline: Speedup | None
     vs_static: Speedup | None = Field(description="Dynamic over the best static (> 1: the dynamic config wins).")
     drafted: DraftedCheck
+    static_k: int | None = Field(default=None, description="The K of the best static configuration.")
+    challenge: HeadToHead | None = Field(default=None, description="The best static against the dynamic table, "
+                                         "head to head (beats: the static wins by more than the minimum gain).")
+    disagrees: bool = Field(default=False, description="A static K other than the table's beat the table at the "
+                            "batch the engine ran: the table is wrong there.")
+    note: str = ""

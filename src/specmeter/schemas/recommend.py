@@ -141,6 +141,13 @@ class Recommendation(BaseModel):
     max_num_seqs_source: str
     drafters: list[DrafterRecommendation]
     notes: list[str] = Field(default_factory=list)
+    round: int = Field(default=1, ge=1, description="1: from the sweep; n > 1: corrected after n - 1 verifications.")
+    verification: Literal["not run", "held", "disagreed"] = Field(
+        default="not run", description="held: no static K beat the table at any verified point; disagreed: one did.")
+    verified_in: str | None = Field(default=None, description="The verification run directory, relative to the "
+                                    "sweep's.")
+    corrects: str | None = Field(default=None, description="The file of the table this one corrects.")
+    changes: list[str] = Field(default_factory=list, description="What the correction changed, and why.")
 
     @property
     def best(self) -> DrafterRecommendation | None:

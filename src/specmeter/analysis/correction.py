@@ -1,0 +1,95 @@
+"""A table that verification contradicted, corrected from the pooled evidence of the sweep and every
+verification round.
+
+Verification runs each point's best static K beside the dynamic table, on the same requests. Where that
+static K beats the table head to head and it is not the table's K at the batch the engine ran, the sweep's
+choice there was wrong. The correction then decides again on all the evidence: the sweep's requests, and each
+verification's, where the dynamic server counts as the static configuration of the K it drafted at that point
+(the engine's per-step stats confirmed it followed the table; its dynamic mode's small overhead counts against
+that K, never for it). Verification repeats are kept apart from the sweep's, so pairing stays within a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specmeter.analysis.recommend import recommend
+from specmeter.schemas.plan import Role
+from specmeter.schemas.recommend import KRange, Recommendation
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import RunSummary
+
+# Verification round i's repeats are numbered from i x this in the pooled evidence.
+REPEAT_OFFSET = 1000
+Evidence = tuple[RunSummary, Sequence[RequestRecord]]
+
+
+def pooled(sweep: Evidence, verifications: Sequence[Evidence], candidates: Sequence[str]) -> Evidence:
+    """The sweep with every verification round's measurements added as more repeats of the same configurations;
+    the dynamic server's at a point go to the candidate (of `candidates`, the drafter's) with the K it drafted."""
+    summary = sweep[0].model_copy(deep=True)
+    records = list(sweep[1])
+    ks = {c.k: c.id for c in summary.plan.configs if c.id in candidates}
+    for i, (verify, verify_records) in enumerate(verifications, start=1):
+        offset = i * REPEAT_OFFSET
+        drafted = {vp.point_id: ks.get(vp.drafted.expected_k or 0) for vp in verify.analysis.verification
+                   if vp.drafted.followed}
+        roles = {c.id: c.role for c in verify.plan.configs}
+        for res in verify.configs:
+            for p in res.points:
+                target = drafted.get(p.point_id) if roles.get(res.config_id) is Role.verification else res.config_id
+                into = summary.config(target) if target is not None else None
+                if into is None:
+                    continue
+                into.points.append(p.model_copy(update={"repeat": p.repeat + offset}))
+                records += [r.model_copy(update={"config_id": into.config_id, "repeat": r.repeat + offset})
+                            for r in verify_records if r.config_id == res.config_id and r.point_id == p.point_id]
+    return summary, records
+
+
+def disagreements(verify: RunSummary) -> list[str]:
+    """One line per verified point where a static K other than the table's beat it."""
+    return [vp.note for vp in verify.analysis.verification if vp.disagrees]
+
+
+def correct(sweep: Evidence, verifications: Sequence[Evidence], previous: Recommendation,
+            previous_file: str) -> Recommendation:
+    """The recommendation decided again on the pooled evidence, with what changed against `previous`."""
+    best = previous.best
+    candidates = best.candidates if best is not None else []
+    summary, records = pooled(sweep, verifications, candidates)
+    rec = recommend(summary, records, objective=previous.objective, slo=previous.slo,
+                    max_num_seqs=previous.max_num_seqs, source_run=previous.source_run, min_gain=previous.min_gain)
+    rec.round, rec.corrects = previous.round + 1, previous_file
+    before = best.ranges if best is not None else []
+    after = rec.best.ranges if rec.best is not None else []
+    reasons = [line for v, _ in verifications[-1:] for line in disagreements(v)]
+    rec.changes = [*changes(before, after), *(f"because {r}" for r in reasons)]
+    return rec
+
+
+def same_table(a: Recommendation, b: Recommendation) -> bool:
+    ra = [r.entry for r in a.best.ranges] if a.best is not None else []
+    rb = [r.entry for r in b.best.ranges] if b.best is not None else []
+    return ra == rb
+
+
+def changes(before: Sequence[KRange], after: Sequence[KRange]) -> list[str]:
+    """The batch sizes whose K differs, as ranges: 'batch 1-2: K 2 -> 4'."""
+    def k_at(ranges: Sequence[KRange], b: int) -> int | None:
+        return next((r.k for r in ranges if r.start <= b <= r.end), None)
+
+    top = max([r.end for r in [*before, *after]], default=0)
+    out: list[str] = []
+    start = None
+    for b in range(1, top + 2):
+        differs = b <= top and k_at(before, b) != k_at(after, b)
+        if differs and start is None:
+            start = b
+        if start is not None and (not differs or k_at(before, b) != k_at(before, start)
+                                  or k_at(after, b) != k_at(after, start)):
+            end = b - 1
+            span = str(start) if start == end else f"{start}-{end}"
+            out.append(f"batch {span}: K {k_at(before, start)} -> {k_at(after, start)}")
+            start = b if differs else None
+    return out

@@ -1,0 +1,96 @@
+"""Recommend, verify, and correct until the table holds: the run-directory choreography of the deploy answer.
+
+Round 1 verifies the recommendation the sweep gave. Where a static K other than the table's beats it head to
+head at the batch the engine ran, the table is corrected from the pooled evidence (analysis.correction), the
+contradicted table is kept beside it as recommendation-r<n>.json, and, while rounds remain, the corrected table
+is verified in its turn (verify-r<n>/). recommendation.json always holds the latest answer and says whether it
+held; the report's first screen shows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from specmeter.analysis.correction import correct, disagreements, same_table
+from specmeter.engines.deploy import render, sweep_engine
+from specmeter.plans.verify import verify_execution
+from specmeter.runner import Execution, ServerPool
+from specmeter.schemas.recommend import Recommendation
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import RunSummary
+from specmeter.store import RunStore, atomic_write_text, latest_records, load_summary
+
+RECOMMENDATION = "recommendation.json"
+
+
+@dataclass
+class VerifyLoop:
+    """What the loop needs from its caller: how to execute a plan into a directory, and where to say things."""
+
+    run_dir: Path
+    execute: Callable[[Execution, Path], None]
+    say: Callable[[str], None]
+    first_dir: Path
+    pool: ServerPool | None = None
+    endpoint: str | None = None
+    repeats: int | None = None
+    api_key: str | None = None
+    command: list[str] | None = None
+
+    def run(self, rec: Recommendation, rounds: int) -> Recommendation:
+        """Verify `rec`, correct it where verification disagrees, and verify the correction, at most `rounds`
+        times; returns the final answer (also written to recommendation.json)."""
+        sweep = load_summary(self.run_dir)
+        evidence = (sweep, _records(self.run_dir))
+        verified: list[tuple[RunSummary, list[RequestRecord]]] = []
+        for i in range(1, rounds + 1):
+            target = self.first_dir if i == 1 else self.first_dir.with_name(f"{self.first_dir.name}-r{i}")
+            target.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(target / RECOMMENDATION, rec.model_dump_json(indent=2) + "\n")
+            ex = verify_execution(self.run_dir, sweep, rec, endpoint=self.endpoint, repeats=self.repeats,
+                                  api_key=self.api_key, command=self.command)
+            try:
+                self.execute(ex, target)
+            finally:  # a corrected table runs on a server of its own: free this one's memory first
+                if self.pool is not None:
+                    self.pool.stop(ex.plan.configs[-1])
+            verify = load_summary(target)
+            verified.append((verify, _records(target)))
+            rec.verified_in = str(target.relative_to(self.run_dir)) if target.is_relative_to(self.run_dir) \
+                else str(target)
+            wrong = disagreements(verify)
+            rec.verification = "disagreed" if wrong else "held"
+            if not wrong:
+                self._write(rec)
+                self.say(f"verification round {i}: the table held at every verified point")
+                return rec
+            for line in wrong:
+                self.say(f"verification round {i}: {line}")
+            archived = f"recommendation-r{rec.round}.json"
+            corrected = render(correct(evidence, verified, rec, archived), sweep_engine(sweep.plan))
+            if same_table(corrected, rec):
+                self._write(rec)
+                self.say("the pooled evidence of sweep and verification keeps the table: the static K's win there "
+                         "is not clear once all the requests are counted")
+                return rec
+            atomic_write_text(self.run_dir / archived, rec.model_dump_json(indent=2) + "\n")
+            rec = corrected
+            self._write(rec)
+            self.say(f"corrected table (round {rec.round}): {'; '.join(rec.changes[:1])}; written to "
+                     f"{self.run_dir / RECOMMENDATION}, the contradicted one kept as {archived}")
+            if self.endpoint is not None:
+                self.say("the verified server was attached (--endpoint): relaunch it with the corrected config and "
+                         "verify again")
+                return rec
+        self.say(f"the rounds ran out ({rounds}) before a table held: the corrected table is not verified; "
+                 f"`specmeter verify {self.run_dir} --until-stable` runs it")
+        return rec
+
+    def _write(self, rec: Recommendation) -> None:
+        atomic_write_text(self.run_dir / RECOMMENDATION, rec.model_dump_json(indent=2) + "\n")
+
+
+def _records(run_dir: Path) -> list[RequestRecord]:
+    return latest_records(RunStore(run_dir).read_records())
