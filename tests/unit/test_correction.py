@@ -1,0 +1,115 @@
+"""Verification that corrects the table (analysis/verify.py's challenge, analysis/correction.py): a static K
+that beats the table head to head at the batch the engine ran rewrites it from the pooled evidence."""
+
+from __future__ import annotations
+
+from test_recommend import REQUESTS, TOKENS, latency, requests, spec, sweep
+
+from specmeter.analysis.correction import REPEAT_OFFSET, changes, correct, disagreements, pooled, same_table
+from specmeter.analysis.decide import analyze
+from specmeter.analysis.recommend import recommend
+from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from specmeter.plans.run import BASELINE
+from specmeter.plans.verify import VERIFY_ID
+from specmeter.schemas.metrics import RunningBatch
+from specmeter.schemas.plan import Plan, PlannedConfig, Role, WorkloadSelection
+from specmeter.schemas.recommend import KRange
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
+from specmeter.schemas.sd import SDSummary
+
+K2, K4 = "draft_model-k2", "draft_model-k4"
+# The sweep could not tell K = 4 from K = 2 at batch 1 (3% ahead, within its noise): the table says 2.
+UNSURE = {K2: {"c1": (1.50, 1.45, 1.55)}, K4: {"c1": (1.545, 1.495, 1.595)}}
+
+
+def verification(table: list[tuple[int, int, int]], dynamic: float, static: float, static_id: str = K4,
+                 drafted_k: int = 2) -> tuple[RunSummary, list[RequestRecord]]:
+    """A verify run at c1 (engine batch 1): baseline, one static, and the dynamic table, which drafted
+    `drafted_k` on every step; `dynamic` and `static` are their speedups over the baseline."""
+    engine = EngineSpec(model="models/demo-target", max_num_seqs=64)
+    table_spec = SpecConfig.model_validate({**spec(max(k for *_, k in table)).model_dump(),
+                                            "num_speculative_tokens_per_batch_size": table})
+    configs = [PlannedConfig(id=BASELINE, role=Role.baseline, spec=SpecConfig(), engine=engine, server=BASELINE),
+               PlannedConfig(id=static_id, role=Role.candidate, spec=spec(int(static_id[-1])), engine=engine,
+                             server=static_id),
+               PlannedConfig(id=VERIFY_ID, role=Role.verification, spec=table_spec, engine=engine, server=VERIFY_ID)]
+    plan = Plan(kind="verify", configs=configs, load=LoadSpec(concurrency=[1]), interleave=True,
+                workload=WorkloadSelection(dataset="sample"), best_static={"c1": static_id})
+    records: list[RequestRecord] = []
+    results = []
+    for cid, value in ((BASELINE, 1.0), (static_id, static), (VERIFY_ID, dynamic)):
+        recs = requests(cid, "c1", 0, (value, value - 0.01, value + 0.01), 1)
+        if cid == VERIFY_ID:
+            steps = (TOKENS - 1) // (drafted_k + 1)
+            for r in recs:
+                r.sd_raw = {"per_step_drafted": [drafted_k] * steps, "per_step_accepted": [drafted_k] * steps}
+                r.output_tokens = steps * (drafted_k + 1) + 1
+        records += recs
+        results.append(ConfigResult(config_id=cid, role=next(c.role for c in configs if c.id == cid), spec_label=cid,
+                                    points=[PointResult(point_id="c1", latency=latency(
+                                        sum(r.e2e_s or 0.0 for r in recs), TOKENS * REQUESTS),
+                                        sd=SDSummary(available=False), running_batch=RunningBatch(
+                                            gauge="vllm:num_requests_running", interval_s=0.25, samples=40,
+                                            mean=1.0, steady_mean=1.0, max=1.0))]))
+    summary = RunSummary(specmeter_version="0", created_utc="2026-01-01T00:00:00Z", status="complete", plan=plan,
+                         configs=results)
+    summary.analysis = analyze(summary, records)
+    return summary, records
+
+
+def test_a_static_k_that_beats_the_table_at_its_batch_is_a_disagreement() -> None:
+    summary, _ = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.50, static=1.65)
+    (vp,) = summary.analysis.verification
+    assert vp.drafted.followed and vp.drafted.expected_k == 2
+    assert vp.challenge is not None and vp.challenge.outcome == "beats" and vp.static_k == 4
+    assert vp.disagrees and "K=4 beats its K=2" in vp.note
+    assert disagreements(summary) == [vp.note]
+
+
+def test_the_tables_own_k_winning_is_the_dynamic_modes_cost_not_a_wrong_table() -> None:
+    summary, _ = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.40, static=1.55, static_id=K2)
+    (vp,) = summary.analysis.verification
+    assert vp.challenge is not None and vp.challenge.outcome == "beats"
+    assert not vp.disagrees and "cost of the dynamic mode" in vp.note
+
+
+def test_a_table_that_holds_is_no_disagreement() -> None:
+    summary, _ = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.55, static=1.55)
+    (vp,) = summary.analysis.verification
+    assert vp.challenge is not None and vp.challenge.outcome == "does_not_beat" and not vp.disagrees
+
+
+def test_pooled_evidence_counts_the_dynamic_server_as_the_k_it_drafted() -> None:
+    sweep_run = sweep(UNSURE, {"c1": 1.0})
+    verify_run = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.45, static=1.65)
+    summary, records = pooled(sweep_run, [verify_run], [K2, K4])
+    k2 = summary.config(K2)
+    assert k2 is not None and sorted(p.repeat for p in k2.points) == [0, REPEAT_OFFSET]
+    moved = [r for r in records if r.config_id == K2 and r.repeat == REPEAT_OFFSET]
+    assert len(moved) == REQUESTS and not any(r.config_id == VERIFY_ID for r in records)
+    assert sweep_run[0].config(K2) is not None and len(sweep_run[0].config(K2).points) == 1  # type: ignore[union-attr]
+    not_followed = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.45, static=1.65, drafted_k=4)
+    summary, _ = pooled(sweep_run, [not_followed], [K2, K4])
+    assert [p.repeat for p in summary.config(K2).points] == [0]  # type: ignore[union-attr]
+
+
+def test_the_correction_decides_again_on_the_pooled_evidence_and_says_what_changed() -> None:
+    sweep_run = sweep(UNSURE, {"c1": 1.0})
+    first = recommend(*sweep_run)
+    assert first.best is not None and first.best.ranges[0].k == 2  # the sweep alone cannot tell
+    verify_run = verification([r.entry for r in first.best.ranges], dynamic=1.50, static=1.62)  # type: ignore[misc]
+    corrected = correct(sweep_run, [verify_run], first, "recommendation-r1.json")
+    assert corrected.best is not None and corrected.best.ranges[0].k == 4
+    assert corrected.round == 2 and corrected.corrects == "recommendation-r1.json"
+    assert corrected.changes[0].startswith("batch 1") and "K 2 -> 4" in corrected.changes[0]
+    assert any("because the table is wrong" in c for c in corrected.changes)
+    assert not same_table(corrected, first) and same_table(first, first)
+
+
+def test_changes_name_each_stretch_of_batch_sizes_whose_k_moved() -> None:
+    before = [KRange(start=1, end=16, k=2, bases=["measured"]), KRange(start=17, end=64, k=0, bases=["measured"])]
+    after = [KRange(start=1, end=2, k=4, bases=["measured"]), KRange(start=3, end=30, k=2, bases=["measured"]),
+             KRange(start=31, end=64, k=0, bases=["unmeasured"])]
+    assert changes(before, after) == ["batch 1-2: K 2 -> 4", "batch 17-30: K 0 -> 2"]
+    assert changes(before, before) == []
