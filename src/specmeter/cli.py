@@ -6,6 +6,7 @@ import inspect
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, get_type_hints
@@ -462,8 +463,8 @@ def _recommend_and_verify(run_dir: Path, objective: Objective, slo: SLO | None, 
     say = err_console if json_out else console
     loop = VerifyLoop(run_dir=run_dir, execute=lambda ex, target: _execute(ex, target, json_out, pool),
                       say=lambda line: say.print(f"[bold]{line}[/]", highlight=False),
-                      first_dir=verify_dir or run_dir / new_run_id("verify"), pool=pool, endpoint=endpoint,
-                      repeats=repeats, api_key=api_key, command=["specmeter", *redact_argv(sys.argv[1:])])
+                      first_dir=verify_dir or run_dir / new_run_id("verify"), pool=pool,
+                      serve=None if endpoint is None else _attached(endpoint, rec), repeats=repeats, api_key=api_key, command=["specmeter", *redact_argv(sys.argv[1:])])
     try:
         final = loop.run(rec, rounds)
     finally:  # the sweep's page now shows the recommendation and what of the verification finished
@@ -472,6 +473,12 @@ def _recommend_and_verify(run_dir: Path, objective: Objective, slo: SLO | None, 
         sys.stdout.write(final.model_dump_json(indent=2) + "\n")
     else:
         render_recommendation(final, console, final=True)
+
+
+def _attached(endpoint: str, rec: Recommendation) -> Callable[[SpecConfig], str | None]:
+    """--endpoint runs the table given; a corrected table has no server until the user starts one."""
+    first = rec.best.spec if rec.best is not None else None
+    return lambda spec: endpoint if spec == first else None
 
 
 @app.command("recommend")

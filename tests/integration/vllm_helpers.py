@@ -37,6 +37,12 @@ class ServerPool:
             self._servers[key] = LaunchedServer(VLLMLauncher(), demo_engine(), spec, log).start()
         return self._servers[key]
 
+    def stop(self, spec: SpecConfig) -> None:
+        """Stop one server now (a test's own configuration, to keep the session's memory in bounds)."""
+        server = self._servers.pop(spec.model_dump_json(), None)
+        if server is not None:
+            server.stop()
+
     def stop_all(self) -> None:
         for server in self._servers.values():
             server.stop()

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from rich.console import Console
 
 from specmeter.report.console import print_tables
-from specmeter.report.tables import VERDICTS, Grid, Note, fmt, grid, ms, ratio_text
+from specmeter.report.grid import VERDICTS, Grid, Note, fmt, grid, ms, ratio_text
 from specmeter.schemas.analysis import Speedup
 from specmeter.schemas.compare import ComparedConfig, RunComparison, RunEntry
 

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from specmeter import __version__
+from specmeter.report.grid import VERDICTS, Grid, Note
 from specmeter.report.outputs import Output
 from specmeter.report.recommendation import deploy_lines, evidence_table, heading
-from specmeter.report.tables import VERDICTS, Grid, Note, notes, summary_tables
+from specmeter.report.tables import notes, summary_tables
 from specmeter.run_data import RunData
 from specmeter.store import atomic_write_text
 

@@ -7,7 +7,7 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from specmeter.report.tables import Grid, grid
+from specmeter.report.grid import Grid, grid
 from specmeter.schemas.recommend import DeployConfig, DrafterRecommendation, Recommendation, Score, Segment
 
 BASIS = {"measured": "measured", "interpolated": "interpolated", "below_measured": "below the smallest measured",

@@ -4,82 +4,22 @@ stored decisions of analysis: every output (console, HTML) draws the same tables
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Literal
 
 from specmeter.metrics.sd import sum_counts
-from specmeter.schemas.analysis import Ratio, Speedup
+from specmeter.report.decisions import (
+    decision_table,
+    head_to_head_table,
+    sampling_table,
+    verification_table,
+)
+from specmeter.report.grid import VERDICTS, Grid, Note, fmt, grid, ms, point_label, ratio_text
+from specmeter.schemas.analysis import Speedup
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 from specmeter.schemas.sd import SDCounts
-
-Align = Literal["left", "right"]
-
-
-@dataclass
-class Column:
-    name: str
-    align: Align = "left"
-    wrap: bool = True
-
-
-@dataclass
-class Grid:
-    """One table: cells are display text (a newline is a line break inside the cell); `sections` holds the row
-    indices where a new group of rows begins (drawn as a rule)."""
-
-    title: str
-    columns: list[Column]
-    rows: list[list[str]] = field(default_factory=list)
-    sections: list[int] = field(default_factory=list)
-
-    def add_row(self, *cells: str) -> None:
-        assert len(cells) == len(self.columns), (self.title, cells)
-        self.rows.append(list(cells))
-
-    def add_section(self) -> None:
-        self.sections.append(len(self.rows))
-
-    @property
-    def row_count(self) -> int:
-        return len(self.rows)
-
-
-@dataclass(frozen=True)
-class Note:
-    """A line under the tables; `warn` marks what can make a number wrong or incomplete."""
-
-    text: str
-    warn: bool = False
-
-
-def grid(title: str, names: tuple[str, ...] | list[str], left: set[str] | None = None, right: set[str] | None = None,
-         no_wrap: set[str] | None = None) -> Grid:
-    """A grid whose columns are right-aligned when named in `right`, or when not named in `left`."""
-    def align(n: str) -> Align:
-        if right is not None:
-            return "right" if n in right else "left"
-        return "left" if left is None or n in left else "right"
-    return Grid(title, [Column(n, align(n), n not in (no_wrap or set())) for n in names])
-
-
-VERDICTS = {"pays": "SD pays", "slows": "SD slows serving", "unclear": "no clear difference"}
-
-
-def fmt(value: float | None, fmt: str = "{:.2f}", scale: float = 1.0) -> str:
-    return "-" if value is None else fmt.format(value * scale)
-
-
-def ms(value: float | None) -> str:
-    return fmt(value, "{:.1f}", 1000.0)
 
 
 def _rates(values: list[float]) -> str:
     return " ".join(f"{v:.2f}" for v in values) if values else "-"
-
-
-def _point(summary: RunSummary, point_id: str) -> str:
-    found = summary.plan.load.point(point_id)
-    return found.label() if found is not None else point_id
 
 
 def _rows(summary: RunSummary) -> Iterator[tuple[ConfigResult, PointResult]]:
@@ -143,7 +83,8 @@ def category_table(summary: RunSummary) -> Grid | None:
         cb = pr.categories
         if cb is None:
             continue
-        t = grid(f"Acceptance per category ({config.config_id}, {_point(summary, pr.point_id)}, per-request stats)",
+        where = point_label(summary, pr.point_id)
+        t = grid(f"Acceptance per category ({config.config_id}, {where}, per-request stats)",
                  ("category", "requests", "AL steps", "AL req-mean", "AR", "per-position a_i", "conditional c_i"),
                  left={"category", "per-position a_i", "conditional c_i"})
         for row in cb.categories:
@@ -165,7 +106,8 @@ def throughput_table(summary: RunSummary) -> Grid:
     for config, pr in _rows(summary):
         la, st, rb = pr.latency, pr.steady, pr.running_batch
         t.add_row(
-            config.config_id, _point(summary, pr.point_id) + _repeat(summary, pr), f"{la.num_ok}/{la.num_requests}",
+            config.config_id, point_label(summary, pr.point_id) + _repeat(summary, pr),
+            f"{la.num_ok}/{la.num_requests}",
             fmt(la.output_tokens_per_s, "{:.1f}"), fmt(st.output_tokens_per_s if st else None, "{:.1f}"),
             fmt(st.share if st else None, "{:.0%}"), fmt(rb.steady_mean if rb and rb.steady_mean is not None
                                                         else rb.mean if rb else None, "{:.1f}"),
@@ -181,22 +123,11 @@ def latency_table(summary: RunSummary) -> Grid:
     for config, pr in _rows(summary):
         la = pr.latency
         t.add_row(
-            config.config_id, _point(summary, pr.point_id) + _repeat(summary, pr), ms(la.ttft_s.p50),
+            config.config_id, point_label(summary, pr.point_id) + _repeat(summary, pr), ms(la.ttft_s.p50),
             ms(la.ttft_s.p99), ms(la.tpot_s.mean), ms(la.tpot_s.p50), ms(la.tpot_s.p99),
             ms(la.inter_chunk_s.p50), ms(la.itl_per_token_s.p50), ms(la.e2e_s.p50), ms(la.e2e_s.p99),
         )
     return t
-
-
-def ratio_text(r: Ratio) -> str:
-    if r.value is None:
-        return "-"
-    text = f"{r.value:.2f}x"
-    if r.ci95_low is not None and r.ci95_high is not None:
-        text += f" [{r.ci95_low:.2f}, {r.ci95_high:.2f}]"
-    if r.median is not None and r.mad is not None:
-        text += f" med {r.median:.2f} ±{r.mad:.2f}"
-    return text
 
 
 def _apart(summary: RunSummary, s: Speedup) -> str:
@@ -223,63 +154,8 @@ def speedup_table(summary: RunSummary) -> Grid | None:
             verdict += " (on TPOT)"
         if not s.same_work:
             verdict += " (unequal work!)"
-        t.add_row(s.config_id, _point(summary, s.point_id), ratio_text(s.output_throughput), ratio_text(s.tpot),
+        t.add_row(s.config_id, point_label(summary, s.point_id), ratio_text(s.output_throughput), ratio_text(s.tpot),
                   ratio_text(s.ttft), ratio_text(s.e2e), _apart(summary, s), verdict)
-    return t
-
-
-def decision_table(summary: RunSummary) -> Grid | None:
-    a = summary.analysis
-    if not a.crossovers and not a.choices:
-        return None
-    t = grid("Where speculation stops paying, and what to run at each point", ("what", "answer"))
-    for c in a.crossovers:
-        t.add_row(f"crossover {c.config_id} ({c.axis})", c.note)
-    if a.crossovers and a.choices:
-        t.add_section()
-    for ch in a.choices:
-        why = "head to head below" if ch.evidence else ch.reason  # runs of 0.1 kept only the reason
-        t.add_row(f"best at {_point(summary, ch.point_id)}", f"{ch.best_config_id} (K={ch.best_k}): {why}")
-    return t
-
-
-def head_to_head_table(summary: RunSummary) -> Grid | None:
-    """The comparisons behind each choice: from the cheapest up, each against the choice so far."""
-    rows = [(ch, h) for ch in summary.analysis.choices for h in ch.evidence]
-    if not rows:
-        return None
-    t = grid("Head to head: each costlier configuration against the choice so far, on the requests both ran "
-             "(it replaces the choice only when the whole interval clears 1 + min gain)",
-             ("point", "challenger", "against", "ratio [interval]", "needs", "outcome", "chosen"),
-             left={"point", "challenger", "against", "outcome", "chosen"})
-    for ch, h in rows:
-        ratio = fmt(h.ratio.value, "{:.3f}x")
-        if h.low is not None and h.high is not None:
-            ratio += f" [{h.low:.3f}, {h.high:.3f}]"
-        t.add_row(_point(summary, ch.point_id), h.config_id, h.against, ratio, f"> {h.threshold:.2f}",
-                  h.outcome.replace("_", " "), ch.best_config_id if h is ch.evidence[-1] else "")
-    return t
-
-
-def verification_table(summary: RunSummary) -> Grid | None:
-    rows = summary.analysis.verification
-    if not rows:
-        return None
-    t = grid("The dynamic config, run: against the baseline and the sweep's best static config at each point "
-             "(same requests, interleaved)",
-             ("point", "engine batch", "table K", "drafted K (steps)", "followed", "vs baseline tok/s",
-              "vs baseline TPOT", "best static", "vs static tok/s", "vs static TPOT"),
-             left={"point", "drafted K (steps)", "followed", "best static"}, no_wrap={"best static"})
-    for v in rows:
-        d = v.drafted
-        drafted = " ".join(f"K{k}:{n}" for k, n in d.drafted.items()) or "-"
-        followed = "-" if d.followed is None else ("yes" if d.followed else "NO: " + d.note)
-        base, static = v.vs_baseline, v.vs_static
-        expected = "-" if d.expected_k is None else str(d.expected_k)
-        t.add_row(_point(summary, v.point_id), fmt(d.engine_batch, "{:.1f}"), expected, drafted,
-                  followed, ratio_text(base.output_throughput) if base else "-", ratio_text(base.tpot) if base else "-",
-                  v.static_id or "-", ratio_text(static.output_throughput) if static else "-",
-                  ratio_text(static.tpot) if static else "-")
     return t
 
 
@@ -318,7 +194,7 @@ def workload_bias_table(summary: RunSummary) -> Grid | None:
         a, b = pr.sd.headline, rp.sd.headline
         s_real, s_rnd = speed.get((real.id, pr.point_id)), speed.get((rnd.id, pr.point_id))
         bias = f"{(s_rnd / s_real - 1) * 100:+.0f}%" if s_real and s_rnd else "-"
-        t.add_row(_point(summary, pr.point_id), fmt(a.acceptance_length if a else None),
+        t.add_row(point_label(summary, pr.point_id), fmt(a.acceptance_length if a else None),
                   fmt(b.acceptance_length if b else None), fmt(pr.latency.output_tokens_per_s, "{:.1f}"),
                   fmt(rp.latency.output_tokens_per_s, "{:.1f}"), fmt(s_real, "{:.2f}x"), fmt(s_rnd, "{:.2f}x"), bias)
     return t
@@ -342,7 +218,7 @@ def notes(summary: RunSummary) -> list[Note]:
             first_stall[config.config_id] = pr
     for config, pr in _rows(summary):
         sd = pr.sd
-        where = f"{config.config_id} @ {_point(summary, pr.point_id)}{_repeat(summary, pr)}"
+        where = f"{config.config_id} @ {point_label(summary, pr.point_id)}{_repeat(summary, pr)}"
         if config.role.value != "baseline":
             missing.update(sd.not_available)
         if first_stall.get(config.config_id) is pr:
@@ -369,7 +245,8 @@ def notes(summary: RunSummary) -> list[Note]:
         out.append(Note(f"{what}: not available from this engine ({why})"))
     for s in summary.analysis.speedups:
         if s.note:
-            out.append(Note(f"speedup {s.config_id} @ {_point(summary, s.point_id)}: {s.note}", warn=not s.same_work))
+            where = point_label(summary, s.point_id)
+            out.append(Note(f"speedup {s.config_id} @ {where}: {s.note}", warn=not s.same_work))
     for c in summary.analysis.lossless:
         if c.matched < c.compared:
             out.append(Note(f"lossless check: {c.compared - c.matched} of {c.compared} outputs of {c.config_id} differ "
@@ -385,6 +262,6 @@ def summary_tables(summary: RunSummary) -> list[Grid]:
     """The run's tables in reading order: what ran, acceptance, speed, the verdicts, the checks."""
     tables = (plan_table(summary), sd_table(summary), category_table(summary), throughput_table(summary),
               latency_table(summary), speedup_table(summary), decision_table(summary), head_to_head_table(summary),
-              verification_table(summary),
+              sampling_table(summary), verification_table(summary),
               lossless_table(summary), workload_bias_table(summary))
     return [t for t in tables if t is not None]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specmeter.analysis.correction import correct, disagreements, same_table
+from specmeter.config import SpecConfig
 from specmeter.engines.deploy import render, sweep_engine
 from specmeter.plans.verify import verify_execution
 from specmeter.runner import Execution, ServerPool
@@ -34,7 +35,8 @@ class VerifyLoop:
     say: Callable[[str], None]
     first_dir: Path
     pool: ServerPool | None = None
-    endpoint: str | None = None
+    # Attach mode: the endpoint of a server already running a table (None: specmeter launches the table).
+    serve: Callable[[SpecConfig], str | None] | None = None
     repeats: int | None = None
     api_key: str | None = None
     command: list[str] | None = None
@@ -49,7 +51,13 @@ class VerifyLoop:
             target = self.first_dir if i == 1 else self.first_dir.with_name(f"{self.first_dir.name}-r{i}")
             target.mkdir(parents=True, exist_ok=True)
             atomic_write_text(target / RECOMMENDATION, rec.model_dump_json(indent=2) + "\n")
-            ex = verify_execution(self.run_dir, sweep, rec, endpoint=self.endpoint, repeats=self.repeats,
+            table = rec.best.spec if rec.best is not None else None
+            endpoint = self.serve(table) if self.serve is not None and table is not None else None
+            if i > 1 and self.serve is not None and endpoint is None:
+                self.say("the verified server was attached (--endpoint): relaunch it with the corrected config and "
+                         "verify again")
+                return rec
+            ex = verify_execution(self.run_dir, sweep, rec, endpoint=endpoint, repeats=self.repeats,
                                   api_key=self.api_key, command=self.command)
             try:
                 self.execute(ex, target)
@@ -80,10 +88,6 @@ class VerifyLoop:
             self._write(rec)
             self.say(f"corrected table (round {rec.round}): {'; '.join(rec.changes[:1])}; written to "
                      f"{self.run_dir / RECOMMENDATION}, the contradicted one kept as {archived}")
-            if self.endpoint is not None:
-                self.say("the verified server was attached (--endpoint): relaunch it with the corrected config and "
-                         "verify again")
-                return rec
         self.say(f"the rounds ran out ({rounds}) before a table held: the corrected table is not verified; "
                  f"`specmeter verify {self.run_dir} --until-stable` runs it")
         return rec
