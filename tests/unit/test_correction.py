@@ -24,9 +24,9 @@ UNSURE = {K2: {"c1": (1.50, 1.45, 1.55)}, K4: {"c1": (1.545, 1.495, 1.595)}}
 
 
 def verification(table: list[tuple[int, int, int]], dynamic: float, static: float, static_id: str = K4,
-                 drafted_k: int = 2) -> tuple[RunSummary, list[RequestRecord]]:
-    """A verify run at c1 (engine batch 1): baseline, one static, and the dynamic table, which drafted
-    `drafted_k` on every step; `dynamic` and `static` are their speedups over the baseline."""
+                 drafted_k: int = 2, batch: float = 1.0) -> tuple[RunSummary, list[RequestRecord]]:
+    """A verify run at one point (engine batch `batch`): baseline, one static, and the dynamic table, which
+    drafted `drafted_k` on every step; `dynamic` and `static` are their speedups over the baseline."""
     engine = EngineSpec(model="models/demo-target", max_num_seqs=64)
     table_spec = SpecConfig.model_validate({**spec(max(k for *_, k in table)).model_dump(),
                                             "num_speculative_tokens_per_batch_size": table})
@@ -41,17 +41,18 @@ def verification(table: list[tuple[int, int, int]], dynamic: float, static: floa
     for cid, value in ((BASELINE, 1.0), (static_id, static), (VERIFY_ID, dynamic)):
         recs = requests(cid, "c1", 0, (value, value - 0.01, value + 0.01), 1)
         if cid == VERIFY_ID:
-            steps = (TOKENS - 1) // (drafted_k + 1)
+            steps = (TOKENS - 1) // (drafted_k + 1) if drafted_k else 0  # K = 0 steps are counted from tokens
             for r in recs:
                 r.sd_raw = {"per_step_drafted": [drafted_k] * steps, "per_step_accepted": [drafted_k] * steps}
-                r.output_tokens = steps * (drafted_k + 1) + 1
+                if drafted_k:
+                    r.output_tokens = steps * (drafted_k + 1) + 1
         records += recs
         results.append(ConfigResult(config_id=cid, role=next(c.role for c in configs if c.id == cid), spec_label=cid,
                                     points=[PointResult(point_id="c1", latency=latency(
                                         sum(r.e2e_s or 0.0 for r in recs), TOKENS * REQUESTS),
                                         sd=SDSummary(available=False), running_batch=RunningBatch(
                                             gauge="vllm:num_requests_running", interval_s=0.25, samples=40,
-                                            mean=1.0, steady_mean=1.0, max=1.0))]))
+                                            mean=batch, steady_mean=batch, max=batch))]))
     summary = RunSummary(specmeter_version="0", created_utc="2026-01-01T00:00:00Z", status="complete", plan=plan,
                          configs=results)
     summary.analysis = analyze(summary, records)
@@ -70,8 +71,20 @@ def test_a_static_k_that_beats_the_table_at_its_batch_is_a_disagreement() -> Non
 def test_the_tables_own_k_winning_is_the_dynamic_modes_cost_not_a_wrong_table() -> None:
     summary, _ = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.40, static=1.55, static_id=K2)
     (vp,) = summary.analysis.verification
-    assert vp.challenge is not None and vp.challenge.outcome == "beats"
-    assert not vp.disagrees and "cost of the dynamic mode" in vp.note
+    assert vp.challenge is None and not vp.disagrees and "dynamic mode's overhead" in vp.note
+
+
+def test_a_k0_range_is_wrong_only_where_a_static_k_beats_serving_without_speculation() -> None:
+    """K = 0 in a dynamic table still runs the drafter: a static K beating that says nothing a table can fix;
+    only one beating the baseline does."""
+    table = [(1, 8, 2), (9, 64, 0)]
+    summary, _ = verification(table, dynamic=0.89, static=0.95, static_id=K2, drafted_k=0, batch=13.0)
+    (vp,) = summary.analysis.verification
+    assert vp.drafted.expected_k == 0
+    assert vp.challenge is not None and vp.challenge.against == BASELINE and not vp.disagrees
+    summary, _ = verification(table, dynamic=0.89, static=1.20, static_id=K2, drafted_k=0, batch=13.0)
+    (vp,) = summary.analysis.verification
+    assert vp.disagrees and vp.challenge is not None and vp.challenge.against == BASELINE
 
 
 def test_a_table_that_holds_is_no_disagreement() -> None:

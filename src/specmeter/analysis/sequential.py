@@ -20,9 +20,10 @@ from specmeter.analysis.choice import Contender, choose
 from specmeter.analysis.families import families
 from specmeter.analysis.headline import headline_metric
 from specmeter.analysis.headtohead import Arena
+from specmeter.analysis.verify import drafted_check, table_challenge
 from specmeter.config import LoadSpec, SpecMethod
 from specmeter.schemas.analysis import HeadToHead
-from specmeter.schemas.plan import Plan, Role
+from specmeter.schemas.plan import Role
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 
@@ -67,7 +68,7 @@ def point_decisions(summary: RunSummary, records: Sequence[RequestRecord], point
     if base is None or base.id not in arena.sides:
         return []
     if plan.kind == "verify":
-        return verify_decisions(plan, arena, point_id)
+        return verify_decisions(summary, records, arena, point_id)
     out: dict[tuple[str, str], HeadToHead] = {}
     measured = [c for c in plan.configs if c.role is Role.candidate and c.workload == "main" and c.id in arena.sides]
     for group in [measured, *families(measured, [])]:
@@ -80,17 +81,19 @@ def point_decisions(summary: RunSummary, records: Sequence[RequestRecord], point
     return list(out.values())
 
 
-def verify_decisions(plan: Plan, arena: Arena, point_id: str) -> list[HeadToHead]:
-    """The dynamic table against the baseline, and the point's best static K against the table."""
+def verify_decisions(summary: RunSummary, records: Sequence[RequestRecord], arena: Arena,
+                     point_id: str) -> list[HeadToHead]:
+    """The dynamic table against the baseline, and whether the best static K beats what the table runs at the
+    batch the engine ran (analysis.verify.table_challenge)."""
+    plan = summary.plan
     dynamic = next((c for c in plan.configs if c.role is Role.verification and c.id in arena.sides), None)
     base = next(c for c in plan.configs if c.role is Role.baseline)
-    if dynamic is None:
+    res = summary.config(dynamic.id) if dynamic is not None else None
+    if dynamic is None or res is None:
         return []
-    out = [arena.duel(dynamic.id, base.id)]
-    static_id = plan.best_static.get(point_id)
-    if static_id is not None and static_id in arena.sides:
-        out.append(arena.duel(static_id, dynamic.id))
-    return out
+    table_k = drafted_check(dynamic, point_id, res.repeats(point_id), records).expected_k
+    challenge = table_challenge(plan, arena, point_id, table_k)
+    return [arena.duel(dynamic.id, base.id), *([challenge] if challenge is not None else [])]
 
 
 def settled(decisions: Sequence[HeadToHead]) -> bool:

@@ -16,8 +16,8 @@ from specmeter.analysis.headline import decision_confidence, headline_metric
 from specmeter.analysis.headtohead import Arena
 from specmeter.analysis.speedup import point_speedup
 from specmeter.config import dynamic_k_at
-from specmeter.schemas.analysis import DraftedCheck, Speedup, VerifyPoint
-from specmeter.schemas.plan import PlannedConfig, Role
+from specmeter.schemas.analysis import DraftedCheck, HeadToHead, Speedup, VerifyPoint
+from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import PointResult, RunSummary
 
@@ -55,22 +55,41 @@ def verification(summary: RunSummary, records: Sequence[RequestRecord],
     return out
 
 
+def table_challenge(plan: Plan, arena: Arena, point_id: str, table_k: int | None) -> HeadToHead | None:
+    """The duel that says whether the table is wrong at a point: the best static K against what the table runs
+    there. Against the dynamic server where the table drafts a K; against the baseline where it drafts none (a
+    K = 0 range still pays the drafter's pass, so beating it says nothing a table can act on: only a static K
+    that beats serving without speculation does). None where the best static is the table's own K: the two
+    differ only by the dynamic mode's overhead, not by a K."""
+    static_id = plan.best_static.get(point_id)
+    dynamic = next((c for c in plan.configs if c.role is Role.verification), None)
+    base = next((c for c in plan.configs if c.role is Role.baseline), None)
+    if static_id is None or dynamic is None or base is None or static_id not in arena.sides:
+        return None
+    if plan.config(static_id).k == table_k:
+        return None
+    against = base.id if table_k == 0 else dynamic.id
+    return arena.duel(static_id, against) if against in arena.sides else None
+
+
 def _challenge(vp: VerifyPoint, summary: RunSummary, records: Sequence[RequestRecord], static_k: int) -> None:
-    """Does the best static K beat the table head to head where the engine ran? Only a static K other than the
-    table's there says the table is wrong; the table's own K winning measures the dynamic mode's overhead."""
-    point = summary.plan.point(vp.point_id)
+    """Is the table wrong where the engine ran? Notes what the best static K did against it either way."""
+    plan = summary.plan
+    point = plan.point(vp.point_id)
     arena = Arena.of(summary.configs, records, vp.point_id, headline_metric(point.axis),
-                     min_gain=summary.plan.min_gain, confidence=decision_confidence(summary, vp.point_id))
-    vp.static_k, vp.challenge = static_k, arena.duel(vp.static_id or "", vp.config_id)
+                     min_gain=plan.min_gain, confidence=decision_confidence(summary, vp.point_id))
     table_k = vp.drafted.expected_k
-    if vp.challenge.outcome != "beats":
+    vp.static_k = static_k
+    vp.challenge = table_challenge(plan, arena, vp.point_id, table_k)
+    if vp.challenge is None:
+        same = arena.duel(vp.static_id or "", vp.config_id)
+        vp.note = (f"the best static is the table's own K (K={static_k}): {same.summary()}; a difference is the "
+                   "dynamic mode's overhead, not a wrong K")
+    elif vp.challenge.outcome != "beats":
         vp.note = f"the table holds here: {vp.challenge.summary()}"
     elif table_k is None:
         vp.note = (f"{vp.challenge.summary()}, but the engine's batch was not recorded, so the table's K there is "
                    "unknown")
-    elif static_k == table_k:
-        vp.note = (f"{vp.challenge.summary()}: the same K as the table's (K={table_k}), so this is the cost of "
-                   "the dynamic mode, not a wrong K")
     else:
         vp.disagrees = True
         at = f"batch {vp.drafted.engine_batch:.1f}" if vp.drafted.engine_batch is not None else "this point"

@@ -77,6 +77,8 @@ def status(rec: Recommendation) -> str:
     where = f" ({rec.verified_in})" if rec.verified_in else ""
     state = {"held": f"verified: the table held at every verified point{where}",
              "disagreed": f"verified: a static K beat this table{where}; see the corrected recommendation",
+             "kept": f"verified: a static K beat this table at a point{where}, yet decided again on the pooled "
+                     "evidence of sweep and verification the table stands",
              "not run": "not verified yet (`specmeter verify` runs it)"}[rec.verification]
     if rec.round > 1:
         state = (f"corrected in round {rec.round} from {rec.corrects} ({'; '.join(rec.changes) or 'no change'}); "

@@ -142,8 +142,10 @@ class Recommendation(BaseModel):
     drafters: list[DrafterRecommendation]
     notes: list[str] = Field(default_factory=list)
     round: int = Field(default=1, ge=1, description="1: from the sweep; n > 1: corrected after n - 1 verifications.")
-    verification: Literal["not run", "held", "disagreed"] = Field(
-        default="not run", description="held: no static K beat the table at any verified point; disagreed: one did.")
+    verification: Literal["not run", "held", "disagreed", "kept"] = Field(
+        default="not run", description="held: no static K beat the table at any verified point; disagreed: one "
+        "did, and a corrected table follows; kept: one did, but decided again on the pooled evidence of sweep and "
+        "verification the table stands.")
     verified_in: str | None = Field(default=None, description="The verification run directory, relative to the "
                                     "sweep's.")
     corrects: str | None = Field(default=None, description="The file of the table this one corrects.")

@@ -79,9 +79,9 @@ class VerifyLoop:
             archived = f"recommendation-r{rec.round}.json"
             corrected = render(correct(evidence, verified, rec, archived), sweep_engine(sweep.plan))
             if same_table(corrected, rec):
+                rec.verification = "kept"
                 self._write(rec)
-                self.say("the pooled evidence of sweep and verification keeps the table: the static K's win there "
-                         "is not clear once all the requests are counted")
+                self.say("decided again on the pooled evidence of sweep and verification, the table stands")
                 return rec
             atomic_write_text(self.run_dir / archived, rec.model_dump_json(indent=2) + "\n")
             rec = corrected
