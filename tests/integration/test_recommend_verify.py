@@ -48,7 +48,7 @@ def sweep_dir(pool: ServerPool, models: Path, tmp_path_factory: pytest.TempPathF
         "engine": {"model": str(models / "demo-target")},
         "baseline_endpoint": pool.get(SpecConfig()).base_url,
         "candidates": candidates,
-        "load": {"concurrency": [1, 6], "max_tokens": 32, "temperature": 0, "warmup": 1},
+        "load": {"concurrency": [1, 6], "max_tokens": 32, "temperature": 0, "warmup": 1, "max_rounds": 3},
         "interleave": True,
     }
     out = tmp_path_factory.mktemp("rec")

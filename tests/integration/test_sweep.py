@@ -45,8 +45,10 @@ def sweep_file(pool: ServerPool, models: Path, tmp_path_factory: pytest.TempPath
         "engine": {"model": str(models / "demo-target")},
         "baseline_endpoint": pool.get(SpecConfig()).base_url,
         "candidates": candidates,
+        # The fixed design: one pass a point, so the kill below lands mid-sweep (adaptive rounds are tested in
+        # test_verify_corrects.py).
         "load": {"concurrency": [CONCURRENCY], "request_rate": [RATE], "max_concurrency": 4, "max_tokens": 24,
-                 "temperature": 0, "warmup": 1},
+                 "temperature": 0, "warmup": 1, "precision": "fixed"},
         "interleave": True,
     }
     path = tmp_path_factory.mktemp("sweep") / "sweep.yaml"

@@ -37,7 +37,8 @@ def sweep_dir(pool: ServerPool, models: Path, tmp_path_factory: pytest.TempPathF
         "baseline_endpoint": pool.get(SpecConfig()).base_url,
         "candidates": [{**k2.model_dump(mode="json", exclude_none=True, exclude={"extra"}),
                         "endpoint": pool.get(k2).base_url}],
-        "load": {"concurrency": [1], "max_tokens": 32, "temperature": 0, "warmup": 1, "max_rounds": 3},
+        # 96 tokens as in the demo: over the first ~32 the tiny pair accepts too little for K = 2 to pay.
+        "load": {"concurrency": [1], "max_tokens": 96, "temperature": 0, "warmup": 1, "max_rounds": 3},
         "interleave": True,
     }
     out = tmp_path_factory.mktemp("loop")
@@ -86,7 +87,7 @@ def test_verify_corrects_a_wrong_table_and_the_correction_holds(pool: ServerPool
     said: list[str] = []
     final = VerifyLoop(run_dir=sweep_dir, execute=run, say=said.append, first_dir=sweep_dir / "verify",
                        serve=serve).run(wrong, rounds=2)
-    assert tables[0] == wrong_spec and len(tables) == 2
+    assert tables[0] == wrong_spec and len(tables) == 2, said
 
     first = load_summary(sweep_dir / "verify")
     (vp,) = first.analysis.verification

@@ -61,17 +61,23 @@ def correct(sweep: Evidence, verifications: Sequence[Evidence], previous: Recomm
     rec = recommend(summary, records, objective=previous.objective, slo=previous.slo,
                     max_num_seqs=previous.max_num_seqs, source_run=previous.source_run, min_gain=previous.min_gain)
     rec.round, rec.corrects = previous.round + 1, previous_file
-    before = best.ranges if best is not None else []
-    after = rec.best.ranges if rec.best is not None else []
     reasons = [line for v, _ in verifications[-1:] for line in disagreements(v)]
-    rec.changes = [*changes(before, after), *(f"because {r}" for r in reasons)]
+    rec.changes = [*changes(table(previous), table(rec)), *(f"because {r}" for r in reasons)]
     return rec
 
 
+def table(rec: Recommendation) -> list[KRange]:
+    """The table the best drafter deploys, as its config says (what verify ran, even where a user edited it):
+    drafting off everywhere when there is none."""
+    spec = rec.best.spec if rec.best is not None else None
+    entries = spec.num_speculative_tokens_per_batch_size if spec is not None else None
+    if not entries:
+        return [KRange(start=1, end=rec.max_num_seqs, k=0, bases=[])]
+    return [KRange(start=start, end=end, k=k, bases=[]) for start, end, k in entries]
+
+
 def same_table(a: Recommendation, b: Recommendation) -> bool:
-    ra = [r.entry for r in a.best.ranges] if a.best is not None else []
-    rb = [r.entry for r in b.best.ranges] if b.best is not None else []
-    return ra == rb
+    return [r.entry for r in table(a)] == [r.entry for r in table(b)]
 
 
 def changes(before: Sequence[KRange], after: Sequence[KRange]) -> list[str]:

@@ -20,7 +20,7 @@ from specmeter.analysis.choice import Contender, choose
 from specmeter.analysis.families import families
 from specmeter.analysis.headline import headline_metric
 from specmeter.analysis.headtohead import Arena
-from specmeter.analysis.verify import drafted_check, table_challenge
+from specmeter.analysis.verify import at_point, drafted_check, table_challenge
 from specmeter.config import LoadSpec, SpecMethod
 from specmeter.schemas.analysis import HeadToHead
 from specmeter.schemas.plan import Role
@@ -91,7 +91,7 @@ def verify_decisions(summary: RunSummary, records: Sequence[RequestRecord], aren
     res = summary.config(dynamic.id) if dynamic is not None else None
     if dynamic is None or res is None:
         return []
-    table_k = drafted_check(dynamic, point_id, res.repeats(point_id), records).expected_k
+    table_k = drafted_check(dynamic, point_id, at_point(summary, point_id), records).expected_k
     challenge = table_challenge(plan, arena, point_id, table_k)
     return [arena.duel(dynamic.id, base.id), *([challenge] if challenge is not None else [])]
 

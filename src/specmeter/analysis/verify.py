@@ -47,7 +47,7 @@ def verification(summary: RunSummary, records: Sequence[RequestRecord],
                 point_id=point.id, config_id=config.id, static_id=static_id,
                 vs_baseline=next((s for s in speedups if s.config_id == config.id and s.point_id == point.id), None),
                 vs_static=vs_static,
-                drafted=drafted_check(config, point.id, reps, records),
+                drafted=drafted_check(config, point.id, at_point(summary, point.id), records),
             )
             if vs_static is not None and static_id is not None:
                 _challenge(vp, summary, records, plan.config(static_id).k)
@@ -96,8 +96,16 @@ def _challenge(vp: VerifyPoint, summary: RunSummary, records: Sequence[RequestRe
         vp.note = f"the table is wrong at {at}: K={static_k} beats its K={table_k} ({vp.challenge.summary()})"
 
 
+def at_point(summary: RunSummary, point_id: str) -> list[PointResult]:
+    """Every configuration's results at a point: they ran the same requests at the same load, so the engine
+    batch is read over all of them (as the recommendation keys its table), not from one server's gauge, which
+    read far below the client's concurrency on a busy machine."""
+    return [p for res in summary.configs for p in res.repeats(point_id)]
+
+
 def drafted_check(config: PlannedConfig, point_id: str, results: Sequence[PointResult],
                   records: Sequence[RequestRecord]) -> DraftedCheck:
+    """`results`: the point's results whose running batch gives the batch the table is read at."""
     table = config.spec.num_speculative_tokens_per_batch_size
     k_max = config.spec.k
     batches = [p.running_batch.steady_mean if p.running_batch.steady_mean is not None else p.running_batch.mean

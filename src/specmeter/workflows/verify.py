@@ -88,6 +88,10 @@ class VerifyLoop:
             self._write(rec)
             self.say(f"corrected table (round {rec.round}): {'; '.join(rec.changes[:1])}; written to "
                      f"{self.run_dir / RECOMMENDATION}, the contradicted one kept as {archived}")
+            if rec.best is None or rec.best.spec is None:
+                self.say("the corrected answer drafts nothing at any batch size (serve without speculation): there "
+                         "is no table left to verify")
+                return rec
         self.say(f"the rounds ran out ({rounds}) before a table held: the corrected table is not verified; "
                  f"`specmeter verify {self.run_dir} --until-stable` runs it")
         return rec
