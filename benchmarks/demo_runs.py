@@ -4,9 +4,10 @@ One run's intervals cover the spread between its requests, not the drift between
 shared machine, so the README states each speedup as the median and the range over several demo runs
 (each on a clean clone), never one run's number. This reads finished demo run directories and prints,
 in Markdown: per configuration and point, the throughput speedup over the baseline (median [min, max]
-over runs) and the acceptance length; the recommended table of each run; per point, the verified dynamic
-config against the baseline and against the best static config, and whether the engine followed it;
-and each run's wall time (first request to last result, server starts included).
+over runs) and the acceptance length; the rounds and requests each point took (sequential sampling); what
+the verification loop did in each run (each table verified, whether it held, what a correction changed);
+per point, the verified dynamic config against the baseline and against the best static config, and whether
+the engine followed it; and each run's wall time to its final answer (server starts included).
 
 Run: for i in 1 2 3; do git clone -q . /tmp/demo$i && (cd /tmp/demo$i && scripts/demo.sh); done
      .venv/bin/python benchmarks/demo_runs.py /tmp/demo*/runs/*-demo
@@ -31,11 +32,37 @@ def spread(values: Sequence[float]) -> str:
     return f"{statistics.median(values):.2f}x [{min(values):.2f}, {max(values):.2f}]"
 
 
+def verifications(run_dir: Path) -> list[Path]:
+    """The run's verification rounds in order: verify/, verify-r2/, ..."""
+    found = [d for d in run_dir.iterdir() if d.is_dir() and d.name.startswith("verify")
+             and (d / "summary.json").exists()]
+    return sorted(found, key=lambda d: int(d.name.rsplit("-r", 1)[1]) if "-r" in d.name else 1)
+
+
 def minutes(run_dir: Path, summary: RunSummary) -> float:
-    """Start of the sweep to the last write of the verification's results."""
-    last = max((run_dir / "verify" / "summary.json", run_dir / "summary.json"), key=lambda f: f.exists())
+    """Start of the sweep to the final answer: the last write of recommendation.json or of a summary."""
+    files = [run_dir / "summary.json", run_dir / "recommendation.json", *(d / "summary.json"
+                                                                          for d in verifications(run_dir))]
+    last = max(f.stat().st_mtime for f in files if f.exists())
     start = datetime.fromisoformat(summary.created_utc.replace("Z", "+00:00")).timestamp()
-    return (last.stat().st_mtime - start) / 60
+    return (last - start) / 60
+
+
+def loop_lines(run_dir: Path) -> list[str]:
+    """What the verification loop did: each table it verified, and how that went."""
+    out = []
+    for i, d in enumerate(verifications(run_dir), start=1):
+        rec = Recommendation.model_validate_json((d / "recommendation.json").read_text(encoding="utf-8"))
+        best = rec.best
+        table = best.spec.num_speculative_tokens_per_batch_size if best and best.spec else None
+        verdicts = [v.note for v in load_summary(d).analysis.verification if v.disagrees]
+        out.append(f"round {i}: {table} -> " + ("; ".join(verdicts) if verdicts else "held"))
+    final = run_dir / "recommendation.json"
+    if final.exists():
+        rec = Recommendation.model_validate_json(final.read_text(encoding="utf-8"))
+        out.append(f"final: round {rec.round}, {rec.verification}" + (f" ({'; '.join(rec.changes[:2])})"
+                                                                       if rec.changes else ""))
+    return out
 
 
 def main() -> None:
@@ -43,8 +70,8 @@ def main() -> None:
     ap.add_argument("runs", nargs="+", type=Path, help="demo run directories (runs/<id>-demo)")
     args = ap.parse_args()
     sweeps = [load_summary(d) for d in args.runs]
-    verifies = [load_summary(d / "verify") if (d / "verify" / "summary.json").exists() else None
-                for d in args.runs]
+    # The verification of each run's final table (the last round).
+    verifies = [load_summary(found[-1]) if (found := verifications(d)) else None for d in args.runs]
     plan = sweeps[0].plan
     print(f"{len(sweeps)} runs: {', '.join(str(d) for d in args.runs)}\n")
 
@@ -61,14 +88,16 @@ def main() -> None:
         al = f" ({statistics.median(als):.2f})" if als else ""
         print(f"| {config.id}{al} | " + " | ".join(cells) + " |")
 
-    print("\nrecommended tables:")
-    for d in args.runs:
-        path = d / "recommendation.json"
-        if path.exists():
-            best = Recommendation.model_validate_json(path.read_text(encoding="utf-8")).best
-            table = best.spec.num_speculative_tokens_per_batch_size if best and best.spec else None
-            print(f"  {d.name}: {table or 'speculation off everywhere'}")
+    print("\nrounds / requests per configuration at each point (sequential sampling):")
+    for d, s in zip(args.runs, sweeps):
+        print(f"  {d.name}: " + ", ".join(f"{x.point_id} {x.rounds} / {x.requests} ({x.stopped})"
+                                          for x in s.sampling))
 
+    print("\nthe verification loop:")
+    for d in args.runs:
+        print(f"  {d.name}: " + " | ".join(loop_lines(d)))
+
+    print("\nthe final table, verified (last round):")
     print("\n| point | dynamic vs baseline | dynamic vs best static | engine followed the table |")
     print("|---|---|---|---|")
     for p in plan.points:
@@ -79,7 +108,8 @@ def main() -> None:
         print(f"| {p.label()} | {spread(vs_base)} | {spread(vs_static)} | {followed} of {len(rows)} runs |")
 
     walls = [minutes(d, s) for d, s in zip(args.runs, sweeps)]
-    print(f"\nwall time, sweep + recommend + verify: {statistics.median(walls):.1f} min "
+    print(f"\nwall time to the final answer (sweep, recommend, every verification round): "
+          f"{statistics.median(walls):.1f} min "
               f"[{min(walls):.1f}, {max(walls):.1f}] (server starts included, setup not)")
 
 

@@ -1,0 +1,124 @@
+"""Sequential sampling against the fixed design, on the same data: the requests it saves, and any decision
+that differs.
+
+A fixed-precision sweep runs every point `max_rounds` rounds and decides on all of them at 95%. The adaptive
+design runs the same rounds in the same order but looks after round `min_rounds` and each round after, at the
+confidence its alpha spending allows, and stops a point once every decision there is settled. Replaying the
+adaptive rule on the fixed sweep's own rounds measures exactly what it saves (no drift between two runs to
+muddy the ratio): per point, the rounds, requests and measured wall time each design used, and the choice
+each made there (best configuration at the point, and the recommended table).
+
+Run (about 12 minutes here; or give --run-dir of a fixed sweep with repeats = max_rounds):
+    .venv/bin/python benchmarks/sequential_sampling.py --out runs/bench-sequential
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from specmeter.analysis.decide import analyze
+from specmeter.analysis.recommend import recommend
+from specmeter.analysis.sequential import confidence_after, point_decisions, settled
+from specmeter.config import LoadSpec
+from specmeter.plans.demo import demo_plan
+from specmeter.runner import execute
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import PointSampling, RunSummary
+from specmeter.store import RunStore, latest_records, load_summary
+
+
+def truncated(summary: RunSummary, records: list[RequestRecord], rounds: int, point_id: str
+              ) -> tuple[RunSummary, list[RequestRecord]]:
+    """The run as it stood after `rounds` rounds of one point (other points whole)."""
+    s = summary.model_copy(deep=True)
+    for res in s.configs:
+        res.points = [p for p in res.points if p.point_id != point_id or p.repeat < rounds]
+    kept = [r for r in records if r.point_id != point_id or r.repeat < rounds]
+    return s, kept
+
+
+def replay(summary: RunSummary, records: list[RequestRecord], load: LoadSpec) -> dict[str, tuple[int, bool]]:
+    """Per point, the rounds the adaptive rule would have run on this data, and whether it settled there."""
+    out: dict[str, tuple[int, bool]] = {}
+    for point in summary.plan.points:
+        out[point.id] = (load.max_rounds, False)
+        for r in range(load.min_rounds, load.max_rounds + 1):
+            s, recs = truncated(summary, records, r, point.id)
+            if settled(point_decisions(s, recs, point.id, confidence_after(r, load))):
+                out[point.id] = (r, True)
+                break
+    return out
+
+
+def adaptive_run(summary: RunSummary, records: list[RequestRecord], load: LoadSpec,
+                 stop: dict[str, tuple[int, bool]]) -> tuple[RunSummary, list[RequestRecord]]:
+    """The fixed run cut where the adaptive rule stops each point, analysed as the adaptive design would."""
+    s = summary.model_copy(deep=True)
+    s.plan.load = load
+    for res in s.configs:
+        res.points = [p for p in res.points if p.repeat < stop[p.point_id][0]]
+    kept = [r for r in records if r.repeat < stop[r.point_id][0]]
+    s.sampling = [PointSampling(point_id=p, precision="adaptive", rounds=n, requests=0,
+                                stopped="settled" if done else "budget", confidence=confidence_after(n, load))
+                  for p, (n, done) in stop.items()]
+    s.analysis = analyze(s, kept)
+    return s, kept
+
+
+def usage(summary: RunSummary, records: list[RequestRecord], point_id: str) -> tuple[int, float]:
+    """Requests sent (warmups excluded) and measured seconds at a point, every configuration together."""
+    n = sum(1 for r in records if r.point_id == point_id and not r.warmup)
+    wall = sum(p.latency.wall_s for res in summary.configs for p in res.repeats(point_id))
+    return n, wall
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run-dir", type=Path, help="a finished fixed sweep (interleaved, repeats = max rounds)")
+    ap.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="specmeter-seq-")))
+    ap.add_argument("--min-rounds", type=int, default=2)
+    ap.add_argument("--max-rounds", type=int, default=4)
+    args = ap.parse_args()
+    run_dir = args.run_dir
+    if run_dir is None:  # the demo's sweep (its pair, K 2 and 4, concurrency 1/4/16), in the fixed design
+        run_dir = args.out / "fixed"
+        ex = demo_plan([1, 4, 16], 12, [2, 4], 96, args.max_rounds, precision="fixed")
+        execute(ex, RunStore(run_dir))
+    fixed = load_summary(run_dir)
+    records = latest_records(RunStore(run_dir).read_records())
+    load = fixed.plan.load.model_copy(update={"precision": "adaptive", "min_rounds": args.min_rounds,
+                                             "max_rounds": args.max_rounds})
+    stop = replay(fixed, records, load)
+    adaptive, kept = adaptive_run(fixed, records, load, stop)
+    fixed_choice = {c.point_id: c.best_config_id for c in fixed.analysis.choices}
+    adaptive_choice = {c.point_id: c.best_config_id for c in adaptive.analysis.choices}
+
+    print(f"run: {run_dir} (the fixed design's rounds at every point; adaptive: looks after rounds "
+          f"{args.min_rounds}..{args.max_rounds})\n")
+    print("| point | fixed: rounds / requests / seconds | adaptive: rounds / requests / seconds | fixed choice | "
+          "adaptive choice |")
+    print("|---|---|---|---|---|")
+    totals = [0, 0.0, 0, 0.0]
+    for point in fixed.plan.points:
+        fn, fw = usage(fixed, records, point.id)
+        an, aw = usage(adaptive, kept, point.id)
+        totals = [totals[0] + fn, totals[1] + fw, totals[2] + an, totals[3] + aw]
+        same = "" if fixed_choice.get(point.id) == adaptive_choice.get(point.id) else " (differs)"
+        rounds, done = stop[point.id]
+        ran = len({r.repeat for r in records if r.point_id == point.id})
+        print(f"| {point.label()} | {ran} / {fn} / {fw:.0f} | {rounds}{'' if done else ' (unsettled)'}"
+              f" / {an} / {aw:.0f} | "
+              f"{fixed_choice.get(point.id, '-')} | {adaptive_choice.get(point.id, '-')}{same} |")
+    print(f"| all | {totals[0]} requests, {totals[1]:.0f} s | {totals[2]} requests ({totals[2] / totals[0]:.2f}x), "
+          f"{totals[3]:.0f} s ({totals[3] / totals[1]:.2f}x) | | |")
+    t_fixed = recommend(fixed, records).best
+    t_adaptive = recommend(adaptive, kept).best
+    print(f"\nrecommended table: fixed {[r.entry for r in t_fixed.ranges] if t_fixed else '-'}; "
+          f"adaptive {[r.entry for r in t_adaptive.ranges] if t_adaptive else '-'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
