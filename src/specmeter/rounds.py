@@ -30,10 +30,6 @@ class Rounds:
         self._began: dict[str, float] = {}
         self._went_on: dict[tuple[str, int], bool] = {}  # (point, rounds) -> the look there said go on
 
-    def planned(self) -> int:
-        """Rounds the schedule holds per point: the most an adaptive point may run."""
-        return self.load.max_rounds if self.adaptive else self.summary.plan.repeats
-
     def start(self, point: LoadPoint, round_: int) -> bool:
         """Whether to run round `round_` (0-based) of the point: always for a fixed design; for an adaptive one,
         not once the point has stopped, looking again from min_rounds on."""
