@@ -58,8 +58,9 @@ def correct(sweep: Evidence, verifications: Sequence[Evidence], previous: Recomm
     best = previous.best
     candidates = best.candidates if best is not None else []
     summary, records = pooled(sweep, verifications, candidates)
-    rec = recommend(summary, records, objective=previous.objective, slo=previous.slo,
-                    max_num_seqs=previous.max_num_seqs, source_run=previous.source_run, min_gain=previous.min_gain)
+    given = previous.max_num_seqs if previous.max_num_seqs_source.startswith("given") else None
+    rec = recommend(summary, records, objective=previous.objective, slo=previous.slo, max_num_seqs=given,
+                    source_run=previous.source_run, min_gain=previous.min_gain)
     rec.round, rec.corrects = previous.round + 1, previous_file
     reasons = [line for v, _ in verifications[-1:] for line in disagreements(v)]
     rec.changes = [*changes(table(previous), table(rec)), *(f"because {r}" for r in reasons)]
