@@ -103,12 +103,13 @@ def _answer(run: RunData) -> str:
         items.append(f'<li>{_e(sp.config_id)} at {_e(labels.get(sp.point_id, sp.point_id))}: {on} {_e(ratio)} '
                      f'<span class="{_e(v)}">{_e(VERDICTS[v])}</span></li>')
     items += [f"<li>{_e(c.note)}</li>" for c in s.analysis.crossovers]
-    items += [f"<li>best at {_e(labels.get(c.point_id, c.point_id))}: <b>{_e(c.best_config_id)}</b> "
-              f"(K={c.best_k})</li>" for c in s.analysis.choices]
-    parts = ['<div class="answer">']
-    parts.append(f"<ul>{''.join(items)}</ul>" if items else
-                 '<p class="muted">No speedup was computed (no baseline in this run).</p>')
     rec = run.recommendation
+    corrected = rec is not None and rec.round > 1
+    after = " before verification corrected the table" if corrected else ""
+    items += [f"<li>{'the sweep chose' if corrected else 'best'} at {_e(labels.get(c.point_id, c.point_id))}: "
+              f"<b>{_e(c.best_config_id)}</b> (K={c.best_k}){after}</li>" for c in s.analysis.choices]
+    parts = ['<div class="answer">']
+    # The final answer first: the table that held (or where the loop stopped), then what the sweep measured.
     if rec is not None and rec.best is not None:
         parts.append(f"<h3>What to deploy</h3><p class=\"muted\">{_e(heading(rec))}</p>")
         for line in deploy_lines(rec):
@@ -119,6 +120,9 @@ def _answer(run: RunData) -> str:
                 parts.append(f'<div class="{"muted" if line.dim else ""}"><{weight}>{_e(label)}</{weight}></div>')
             if line.config is not None:
                 parts.append(f'<pre class="config">{_e(line.config)}</pre>')
+        parts.append("<h3>What the sweep measured</h3>")
+    parts.append(f"<ul>{''.join(items)}</ul>" if items else
+                 '<p class="muted">No speedup was computed (no baseline in this run).</p>')
     parts.append("</div>")
     return "".join(parts)
 
