@@ -19,8 +19,9 @@ from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 from specmeter.schemas.sd import SDSummary
 
 K2, K4 = "draft_model-k2", "draft_model-k4"
-# The sweep could not tell K = 4 from K = 2 at batch 1 (3% ahead, within its noise): the table says 2.
-UNSURE = {K2: {"c1": (1.50, 1.45, 1.55)}, K4: {"c1": (1.545, 1.495, 1.595)}}
+# Two rounds of the sweep could not tell K = 4 from K = 2 at batch 1 (3% ahead, within its noise): the table
+# says 2.
+UNSURE = {K2: {"c1": [(1.50, 1.45, 1.55)] * 2}, K4: {"c1": [(1.545, 1.495, 1.595)] * 2}}
 
 
 def verification(table: list[tuple[int, int, int]], dynamic: float, static: float, static_id: str = K4,
@@ -98,13 +99,13 @@ def test_pooled_evidence_counts_the_dynamic_server_as_the_k_it_drafted() -> None
     verify_run = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.45, static=1.65)
     summary, records = pooled(sweep_run, [verify_run], [K2, K4])
     k2 = summary.config(K2)
-    assert k2 is not None and sorted(p.repeat for p in k2.points) == [0, REPEAT_OFFSET]
+    assert k2 is not None and sorted(p.repeat for p in k2.points) == [0, 1, REPEAT_OFFSET]
     moved = [r for r in records if r.config_id == K2 and r.repeat == REPEAT_OFFSET]
     assert len(moved) == REQUESTS and not any(r.config_id == VERIFY_ID for r in records)
-    assert sweep_run[0].config(K2) is not None and len(sweep_run[0].config(K2).points) == 1  # type: ignore[union-attr]
+    assert sweep_run[0].config(K2) is not None and len(sweep_run[0].config(K2).points) == 2  # type: ignore[union-attr]
     not_followed = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.45, static=1.65, drafted_k=4)
     summary, _ = pooled(sweep_run, [not_followed], [K2, K4])
-    assert [p.repeat for p in summary.config(K2).points] == [0]  # type: ignore[union-attr]
+    assert [p.repeat for p in summary.config(K2).points] == [0, 1]  # type: ignore[union-attr]
 
 
 def test_the_correction_decides_again_on_the_pooled_evidence_and_says_what_changed() -> None:

@@ -9,8 +9,10 @@ pairing unit is (repeat, request), and the spread of the ratio across repeats is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -126,12 +128,16 @@ def outcome_of(low: float | None, high: float | None, threshold: float) -> Outco
 
 
 def decision_bounds(ratio: Ratio) -> tuple[float | None, float | None]:
-    """The paired interval widened to the repeats' median +- 1.4826 x MAD (when there are repeats): drift
-    between repeats, which one run's interval over requests does not see, counts as doubt."""
+    """The paired interval, widened to cover where the repeats' centre lies: drift between repeats (which one
+    run's interval over requests does not see) counts as doubt. The repeats' spread enters as the standard error
+    of their median (1.4826 x MAD / sqrt(repeats), at the interval's confidence), so more rounds narrow it, as
+    sequential sampling needs, while two rounds that disagree keep the interval wide."""
     low, high = ratio.ci95_low, ratio.ci95_high
-    if ratio.median is None or ratio.mad is None:
+    n = len(ratio.repeat_values)
+    if ratio.median is None or ratio.mad is None or n < 2:
         return low, high
-    spread = MAD_TO_SIGMA * ratio.mad
+    z = NormalDist().inv_cdf(0.5 + ratio.confidence / 2)
+    spread = z * MAD_TO_SIGMA * ratio.mad / math.sqrt(n)
     r_low, r_high = ratio.median - spread, ratio.median + spread
     return (r_low if low is None else min(low, r_low)), (r_high if high is None else max(high, r_high))
 
