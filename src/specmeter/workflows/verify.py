@@ -92,8 +92,8 @@ class VerifyLoop:
                 self.say("the corrected answer drafts nothing at any batch size (serve without speculation): there "
                          "is no table left to verify")
                 return rec
-        self.say(f"the rounds ran out ({rounds}) before a table held: the corrected table is not verified; "
-                 f"`specmeter verify {self.run_dir} --until-stable` runs it")
+        self.say(f"the rounds ran out ({rounds}) before a table held: the corrected table is not verified yet; "
+                 f"`specmeter verify {self.run_dir} --recommendation {self.run_dir / RECOMMENDATION}` runs it")
         return rec
 
     def _write(self, rec: Recommendation) -> None:
