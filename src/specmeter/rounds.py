@@ -36,14 +36,18 @@ class Rounds:
         self._began.setdefault(point.id, time.monotonic())
         if not self.adaptive:
             return True
-        found = self.summary.sampled(point.id)
-        if found is not None and found.stopped in ("settled", "budget") and found.rounds <= round_:
-            return False  # stopped (settled or out of budget) after fewer rounds
+        if self.stopped_before(point, round_):
+            return False
         if round_ < self.load.min_rounds:
             return True
         if (point.id, round_) not in self._went_on:  # one look per round, not one per configuration
             self._went_on[(point.id, round_)] = self.look(point, round_) is None
         return self._went_on[(point.id, round_)]
+
+    def stopped_before(self, point: LoadPoint, round_: int) -> bool:
+        """The point stopped (settled or out of budget) with fewer rounds than this one: a resume skips it."""
+        found = self.summary.sampled(point.id)
+        return found is not None and found.stopped in ("settled", "budget") and found.rounds <= round_
 
     def look(self, point: LoadPoint, rounds: int) -> str | None:
         """Look at the point after `rounds` rounds; the reason to stop there, or None to go on."""

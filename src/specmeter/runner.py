@@ -333,10 +333,10 @@ class _Run:
 
     # -- the whole plan ----------------------------------------------------------------------------------
     def run_block(self, block: Block) -> None:
-        pending = [c for c in block.cells if not self.done(c)]
+        rounds = Rounds(self.summary, lambda: latest_records(self.store.read_records()), self._per_round)
+        pending = [c for c in block.cells if not self.done(c) and not rounds.stopped_before(c.point, c.repeat)]
         if not pending:
             return  # finished before a resume: no server needed
-        rounds = Rounds(self.summary, lambda: latest_records(self.store.read_records()), self._per_round)
         needed = {c.config.server for c in pending}
         with ExitStack() as stack:
             # Without a pool from the caller, the block's servers stop when the block ends.

@@ -67,6 +67,9 @@ def test_a_point_stops_once_settled_and_never_before_min_rounds() -> None:
     assert entry is not None and entry.stopped == "settled" and entry.rounds == 2
     assert entry.confidence == confidence_after(2, rounds.load) and entry.looks[-1].open == []
     assert not rounds.start(C1, 3)  # and it stays stopped
+    # A resume reads the same from the stored summary: the rounds past the stop are not pending.
+    again = Rounds(rounds.summary, rounds.records, rounds.per_round)
+    assert again.stopped_before(C1, 2) and again.stopped_before(C1, 3) and not again.stopped_before(C1, 1)
 
 
 def test_a_point_that_cannot_settle_runs_to_its_budget_and_says_what_is_open() -> None:
