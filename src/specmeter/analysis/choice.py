@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from specmeter.config import SpecMethod
 from specmeter.schemas.analysis import HeadToHead, PointChoice
+from specmeter.schemas.plan import PlannedConfig
 
 # What a drafter costs per step, cheapest first: lookup drafters run no model; MTP heads and EAGLE heads are
 # small; a separate draft model costs the most. Breaks ties between configurations with the same K.
@@ -39,6 +40,13 @@ class Contender:
     @classmethod
     def of(cls, config_id: str, k: int, method: SpecMethod, value: float | None, order: int = 0) -> Contender:
         return cls(config_id, k, value, (k, DRAFTER_COST[method], order))
+
+
+def contenders(base_id: str, candidates: Sequence[tuple[PlannedConfig, float | None]],
+               base_value: float = 1.0) -> list[Contender]:
+    """The baseline (K = 0) and each candidate with its value, in the order given (which breaks cost ties)."""
+    return [Contender.of(base_id, 0, SpecMethod.none, base_value),
+            *(Contender.of(c.id, c.k, c.spec.method, value, i) for i, (c, value) in enumerate(candidates))]
 
 
 def choose(point_id: str, contenders: Sequence[Contender], duel: Duel, *, min_gain: float) -> PointChoice:

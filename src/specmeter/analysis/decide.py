@@ -7,14 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from specmeter.analysis.choice import Contender, choose
+from specmeter.analysis.choice import choose, contenders
 from specmeter.analysis.crossover import find_crossover
 from specmeter.analysis.headline import decision_confidence, headline, headline_metric
 from specmeter.analysis.headtohead import Arena
 from specmeter.analysis.lossless import lossless_check
 from specmeter.analysis.speedup import compute_speedups
 from specmeter.analysis.verify import verification
-from specmeter.config import SpecMethod
 from specmeter.schemas.analysis import Crossover, PointChoice, Ratio, Speedup
 from specmeter.schemas.plan import Role
 from specmeter.schemas.records import RequestRecord
@@ -77,20 +76,17 @@ def choices(summary: RunSummary, speedups: Sequence[Speedup], records: Sequence[
     """Per point of the main workload: every candidate and the baseline, head to head from the cheapest."""
     plan = summary.plan
     out: list[PointChoice] = []
-    base = next((c for c in plan.configs if c.role is Role.baseline and c.workload == "main"), None)
+    base = plan.main_baseline
     if base is None:
         return out
     for point in plan.points:
-        contenders = [Contender.of(base.id, 0, SpecMethod.none, 1.0)]
-        for i, config in enumerate(plan.configs):
-            s = _lookup(speedups, config.id, point.id)
-            if config.role is Role.candidate and config.workload == "main" and s is not None:
-                contenders.append(Contender.of(config.id, config.k, config.spec.method,
-                                               headline(s, point.axis).value, i))
-        if len(contenders) > 1:
+        measured = [(c, headline(s, point.axis).value) for c in plan.configs
+                    if c.role is Role.candidate and c.workload == "main"
+                    and (s := _lookup(speedups, c.id, point.id)) is not None]
+        if measured:
             arena = Arena.of(summary.configs, records, point.id, headline_metric(point.axis),
                              min_gain=plan.min_gain, confidence=decision_confidence(summary, point.id))
-            out.append(choose(point.id, contenders, arena.duel, min_gain=plan.min_gain))
+            out.append(choose(point.id, contenders(base.id, measured), arena.duel, min_gain=plan.min_gain))
     return out
 
 

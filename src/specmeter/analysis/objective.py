@@ -13,11 +13,11 @@ from statistics import NormalDist
 
 import numpy as np
 
-from specmeter.analysis.choice import Contender, choose
+from specmeter.analysis.choice import choose, contenders
 from specmeter.analysis.headline import decision_confidence, headline_metric
 from specmeter.analysis.headtohead import Arena, Side, decision_bounds, outcome_of
 from specmeter.analysis.paired import fill_repeats, paired_bootstrap_ci
-from specmeter.config import ConcurrencyPoint, RatePoint, SpecMethod
+from specmeter.config import ConcurrencyPoint, RatePoint
 from specmeter.schemas.analysis import HeadToHead, Metric, PointChoice, Ratio
 from specmeter.schemas.plan import PlannedConfig
 from specmeter.schemas.recommend import SLO, Objective, Score
@@ -77,9 +77,8 @@ class Scorer:
         scored = [(c, s) for c in family if (s := self.score(c, point)) is not None and s.value is not None]
         if base is None or base.value is None or not scored:
             return None
-        contenders = [Contender.of(self.base.id, 0, SpecMethod.none, base.value)]
-        contenders += [Contender.of(c.id, c.k, c.spec.method, s.value, i) for i, (c, s) in enumerate(scored)]
-        choice = choose(point.id, contenders, self.arena(point).duel, min_gain=self.min_gain)
+        walk = contenders(self.base.id, [(c, s.value) for c, s in scored], base.value)
+        choice = choose(point.id, walk, self.arena(point).duel, min_gain=self.min_gain)
         return choice, [base, *(s for _, s in scored)]
 
     def static(self, family: Sequence[PlannedConfig], points: Sequence[LoadPoint]
@@ -91,9 +90,8 @@ class Scorer:
                          if challenger in (a := self.arena(p)).sides and incumbent in a.sides]
             return pooled(per_point, challenger, incumbent, self.metric(points[0]), self.min_gain)
 
-        contenders = [Contender.of(self.base.id, 0, SpecMethod.none, 1.0)]
-        contenders += [Contender.of(c.id, c.k, c.spec.method, 1.0, i) for i, c in enumerate(family)]
-        choice = choose(ALL_POINTS, contenders, duel, min_gain=self.min_gain)
+        choice = choose(ALL_POINTS, contenders(self.base.id, [(c, 1.0) for c in family]), duel,
+                        min_gain=self.min_gain)
         if choice.best_config_id == self.base.id:
             return 0, None, f"no static K beats the baseline over the measured points: {choice.reason}", \
                 choice.evidence

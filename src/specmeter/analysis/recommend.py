@@ -27,7 +27,7 @@ from specmeter.analysis.objective import Scorer
 from specmeter.config import ConcurrencyPoint, RatePoint, SpecConfig
 from specmeter.errors import InputError
 from specmeter.schemas.analysis import PointChoice
-from specmeter.schemas.plan import PlannedConfig, Role
+from specmeter.schemas.plan import PlannedConfig
 from specmeter.schemas.recommend import (
     SLO,
     DrafterRecommendation,
@@ -88,7 +88,7 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
     if objective != "goodput" and slo is not None:
         raise InputError(f"--slo applies to --objective goodput, not {objective}; add --objective goodput")
     plan = summary.plan
-    base = next((c for c in plan.configs if c.role is Role.baseline and c.workload == "main"), None)
+    base = plan.main_baseline
     if base is None or summary.config(base.id) is None:
         raise InputError(f"{source_run or 'this run'} has no speculation-off baseline: a recommendation compares "
                          "every K against it; run a sweep (it always includes the baseline)")

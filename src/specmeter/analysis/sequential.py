@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specmeter.analysis.choice import Contender, choose
+from specmeter.analysis.choice import choose, contenders
 from specmeter.analysis.families import families
 from specmeter.analysis.headline import headline_metric
 from specmeter.analysis.headtohead import Arena
 from specmeter.analysis.verify import at_point, drafted_check, table_challenge
-from specmeter.config import LoadSpec, SpecMethod
+from specmeter.config import LoadSpec
 from specmeter.schemas.analysis import HeadToHead
 from specmeter.schemas.plan import Role
 from specmeter.schemas.records import RequestRecord
@@ -64,7 +64,7 @@ def point_decisions(summary: RunSummary, records: Sequence[RequestRecord], point
     point = plan.point(point_id)
     metric = headline_metric(point.axis)
     arena = Arena.of(summary.configs, records, point_id, metric, min_gain=plan.min_gain, confidence=confidence)
-    base = next((c for c in plan.configs if c.role is Role.baseline and c.workload == "main"), None)
+    base = plan.main_baseline
     if base is None or base.id not in arena.sides:
         return []
     if plan.kind == "verify":
@@ -74,9 +74,8 @@ def point_decisions(summary: RunSummary, records: Sequence[RequestRecord], point
     for group in [measured, *families(measured, [])]:
         if not group:
             continue
-        contenders = [Contender.of(base.id, 0, SpecMethod.none, 1.0)]
-        contenders += [Contender.of(c.id, c.k, c.spec.method, 1.0, i) for i, c in enumerate(group)]
-        for h in choose(point_id, contenders, arena.duel, min_gain=plan.min_gain).evidence:
+        walk = contenders(base.id, [(c, 1.0) for c in group])
+        for h in choose(point_id, walk, arena.duel, min_gain=plan.min_gain).evidence:
             out[(h.config_id, h.against)] = h
     return list(out.values())
 
@@ -87,9 +86,8 @@ def verify_decisions(summary: RunSummary, records: Sequence[RequestRecord], aren
     batch the engine ran (analysis.verify.table_challenge)."""
     plan = summary.plan
     dynamic = next((c for c in plan.configs if c.role is Role.verification and c.id in arena.sides), None)
-    base = next(c for c in plan.configs if c.role is Role.baseline)
-    res = summary.config(dynamic.id) if dynamic is not None else None
-    if dynamic is None or res is None:
+    base = plan.main_baseline
+    if dynamic is None or base is None:
         return []
     table_k = drafted_check(dynamic, point_id, at_point(summary, point_id), records).expected_k
     challenge = table_challenge(plan, arena, point_id, table_k)

@@ -63,7 +63,7 @@ def table_challenge(plan: Plan, arena: Arena, point_id: str, table_k: int | None
     differ only by the dynamic mode's overhead, not by a K."""
     static_id = plan.best_static.get(point_id)
     dynamic = next((c for c in plan.configs if c.role is Role.verification), None)
-    base = next((c for c in plan.configs if c.role is Role.baseline), None)
+    base = plan.main_baseline
     if static_id is None or dynamic is None or base is None or static_id not in arena.sides:
         return None
     if plan.config(static_id).k == table_k:

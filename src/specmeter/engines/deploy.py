@@ -4,13 +4,13 @@ as that engine's launch flags, by the engine's own launcher (analysis decides, n
 from __future__ import annotations
 
 from specmeter.engines.registry import get_engine
-from specmeter.schemas.plan import Plan, Role
+from specmeter.schemas.plan import Plan
 from specmeter.schemas.recommend import Recommendation
 
 
 def sweep_engine(plan: Plan) -> str:
     """The engine kind the sweep's baseline ran (the configuration every recommendation compares against)."""
-    base = next((c for c in plan.configs if c.role is Role.baseline and c.workload == "main"), None)
+    base = plan.main_baseline
     return (base.engine.kind if base is not None else None) or "vllm"
 
 

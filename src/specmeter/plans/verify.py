@@ -39,7 +39,9 @@ def check_verifiable(kind: str | None, where: str) -> None:
 def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint: str | None = None,
                 repeats: int | None = None) -> Plan:
     plan = source.plan
-    base = next(c for c in plan.configs if c.role is Role.baseline and c.workload == "main")
+    base = plan.main_baseline
+    if base is None:
+        raise InputError(f"{where}: the sweep has no speculation-off baseline to verify the table against")
     check_verifiable(base.engine.kind, where)
     drafter = rec.best
     if drafter is None or drafter.spec is None:

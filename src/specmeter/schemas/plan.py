@@ -139,6 +139,11 @@ class Plan(BaseModel):
     def load_for(self, config: PlannedConfig) -> LoadSpec:
         return config.load or self.load
 
+    @property
+    def main_baseline(self) -> PlannedConfig | None:
+        """The speculation-off configuration on the main workload: what every decision compares against."""
+        return next((c for c in self.configs if c.role is Role.baseline and c.workload == "main"), None)
+
     def baseline_for(self, config: PlannedConfig) -> PlannedConfig | None:
         """The speculation-off configuration on the same workload (None: no speedup for this one)."""
         return next((c for c in self.configs if c.role is Role.baseline and c.workload == config.workload
