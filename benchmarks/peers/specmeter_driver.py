@@ -41,7 +41,7 @@ async def drive(url: str, model: str, requests: int, point: ConcurrencyPoint | R
     load = LoadSpec(api=api, max_tokens=max_tokens, warmup=0, temperature=0.0, max_error_rate=1.0,  # type: ignore[arg-type]
                     client_processes=client_processes, event_loop=event_loop)
     adapter = VLLMStats()
-    async with OpenAIClient(url, adapter, extra_body=adapter.request_extensions(load.temperature),
+    async with OpenAIClient(url, extra_body=adapter.request_extensions(load.temperature),
                             raw_http=raw_http) as client:
         return await run_point(client, point, convs, load, model, PointKey("bench", point.id), lambda r: None)
 

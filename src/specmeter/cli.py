@@ -27,10 +27,10 @@ from specmeter.errors import InputError, RunIncomplete, SpecmeterError
 from specmeter.redact import redact_argv
 from specmeter.report.console import ConsoleOutput, render
 from specmeter.report.progress import RichReporter
-from specmeter.run_data import load_run
+from specmeter.run_data import load_run, run_records
 from specmeter.runner import Execution, ServerPool, execute
 from specmeter.schemas.recommend import SLO, Objective, Recommendation
-from specmeter.store import RunStore, atomic_write_text, latest_records, load_summary, new_run_id
+from specmeter.store import RunStore, atomic_write_text, load_summary, new_run_id
 
 app = typer.Typer(
     name="specmeter",
@@ -427,7 +427,7 @@ def _recommendation(run_dir: Path, objective: Objective, slo: SLO | None, max_nu
     from specmeter.report.console import render_recommendation
 
     summary = load_summary(run_dir)
-    records = latest_records(RunStore(run_dir).read_records())
+    records = run_records(RunStore(run_dir), summary.plan)
     rec = render(recommend(summary, records, objective=objective, slo=slo, max_num_seqs=max_num_seqs,
                            source_run=str(run_dir), min_gain=min_gain), sweep_engine(summary.plan))
     atomic_write_text(run_dir / "recommendation.json", rec.model_dump_json(indent=2) + "\n")

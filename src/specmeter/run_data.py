@@ -1,5 +1,5 @@
 """A finished (or interrupted) run as every output reads it: the summary, the stored recommendation and
-verification beside it, and the request records, read from the run directory and never recomputed."""
+verification beside it, and the request records (parsed as the metrics read them), from the run directory."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from specmeter.engines.registry import plan_stats
 from specmeter.errors import InputError
+from specmeter.metrics.requests import parse_records
+from specmeter.schemas.plan import Plan
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
@@ -30,8 +33,8 @@ class RunData:
 
     @cached_property
     def records(self) -> list[RequestRecord]:
-        """The run's request records, one per request (the last written, as a resume leaves them)."""
-        return latest_records(RunStore(self.run_dir).read_records())
+        """The run's request records, one per request (the last written, as a resume leaves them), parsed."""
+        return run_records(RunStore(self.run_dir), self.summary.plan)
 
     @property
     def engine_version(self) -> str | None:
@@ -53,6 +56,12 @@ class RunData:
             parts.append(f"target {self.target_hash[:10]}")
         parts.append(s.created_utc[:16].replace("T", " ") + " UTC")
         return " · ".join(parts)
+
+
+def run_records(store: RunStore, plan: Plan) -> list[RequestRecord]:
+    """A run's records, one per request (the last written), with the per-request SD stats parsed by the engine
+    of the configuration that served each."""
+    return parse_records(latest_records(store.read_records()), plan_stats(plan))
 
 
 def load_run(run_dir: Path) -> RunData:

@@ -34,21 +34,19 @@ from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, InputEr
 from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
 from specmeter.load.eventloop import EventLoop
-from specmeter.load.feed import FeedPoller
-from specmeter.load.gauge import GaugeSampler
 from specmeter.load.strategies import PointKey, count_requests, point_conversations, run_point
-from specmeter.metrics.categories import category_breakdown
-from specmeter.metrics.latency import summarize_latency
-from specmeter.metrics.prometheus import Snapshot, parse_exposition
-from specmeter.metrics.running import summarize_running
-from specmeter.metrics.sd_summary import summarize_sd
-from specmeter.metrics.steady import steady_state
 from specmeter.redact import redact_argv
 from specmeter.rounds import Rounds
+from specmeter.run_data import run_records
+from specmeter.schemas.capture import Attempt, PointCapture
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 from specmeter.store import RunStore, environment_info, latest_records, model_fingerprint
+from specmeter.summarize import summarize_point
+from specmeter.telemetry.feed import FeedPoller
+from specmeter.telemetry.gauge import GaugeSampler
+from specmeter.telemetry.scrape import scrape
 
 LoadPoint = ConcurrencyPoint | RatePoint
 
@@ -267,16 +265,22 @@ class _Run:
 
     # -- one cell ----------------------------------------------------------------------------------------
     async def measure(self, cell: Cell, server: _Server) -> PointResult:
+        """Send the cell's requests and capture the engine's telemetry around and through them; the result is
+        summarized from what was captured (summarize.py), merged with earlier attempts at the point (resume)."""
         config, point, repeat = cell.config, cell.point, cell.repeat
         load = self.plan.load_for(config)
         stats = server.engine.stats
-        assert server.base_url is not None
+        assert server.base_url is not None and config.engine.kind is not None
         convs = point_conversations(self.conversations(config), point, load)
-        key = PointKey(config.id, point.id, repeat)
         prior = [r for r in self.ex.prior_records
                  if (r.config_id, r.point_id, r.repeat) == (config.id, point.id, repeat) and not r.warmup]
+        capture = (self.store.read_capture(config.id, point.id, repeat)
+                   or PointCapture(config_id=config.id, point_id=point.id, repeat=repeat))
+        index = max([len(capture.attempts), *(r.attempt + 1 for r in prior)])
+        key = PointKey(config.id, point.id, repeat, attempt=index)
         skip = completed_conversations(prior, convs)
-        async with OpenAIClient(server.base_url, stats, api_key=self.ex.api_key, timeout_s=load.request_timeout_s,
+        async with OpenAIClient(server.base_url, keep_connections=stats.keeps_connections, api_key=self.ex.api_key,
+                                timeout_s=load.request_timeout_s,
                                 extra_body=stats.request_extensions(load.temperature)) as client:
             if server.model is None:
                 server.model = await _served_model(client, config.engine)
@@ -286,38 +290,27 @@ class _Run:
                         for c in convs[: load.warmup]]
                 await run_point(client, ConcurrencyPoint(concurrency=len(warm)), warm, load, server.model, key,
                                 on_record, warmup=True)
-            before, err_before = await _snapshot(client, stats.metrics_path)
+            t0 = time.perf_counter()
+            attempt = Attempt(index=index, engine=config.engine.kind, metrics_path=stats.metrics_path,
+                              started_s=t0 - self.t0, before=await scrape(client.get_text, stats.metrics_path, t0))
+            capture.attempts.append(attempt)
+            self.store.write_capture(capture)  # a killed run still leaves the attempt's clock and first scrape
             self.reporter.point_start(config, point, repeat, count_requests(convs) - count_requests(
                 [c for c in convs if c.id in skip]))
-            started = time.perf_counter() - self.t0
             gauge = stats.running_gauge
-            sampler = GaugeSampler(client, gauge, time.perf_counter(), path=stats.metrics_path) if gauge else None
+            sampler = GaugeSampler(client.get_text, gauge, t0, path=stats.metrics_path) if gauge else None
             # Statistics the server clears on every read: drained on entry, read through the point and after it.
             feed = stats.iteration_feed()
-            poller = FeedPoller(client, feed) if feed is not None else None
+            poller = FeedPoller(client.get_text, feed.path, t0) if feed is not None else None
             async with sampler or contextlib.nullcontext(), poller or contextlib.nullcontext():
                 traffic = await run_point(client, point, convs, load, server.model, key, on_record, skip=skip)
-            after, err_after = await _snapshot(client, stats.metrics_path)
-        sd = summarize_sd(stats, before, after, traffic.records, scrape_error=err_before or err_after,
-                          expect_sd=config.role is Role.candidate, feed=feed)
-        records, wall = traffic.records, traffic.wall_s
-        if prior:
-            records = latest_records([*prior, *traffic.records])
-            wall += max((r.end_s or r.start_s for r in prior), default=0.0)
-            if sd.available:
-                sd = summarize_sd(stats, None, None, records, expect_sd=config.role is Role.candidate)
-                sd.counters_invalid_reason = (
-                    "point finished by --resume on a new server: counter deltas cover only the resumed "
-                    "requests, so per-request stats are used"
-                )
-        steady = steady_state(records, point, wall) if not prior else None
-        return PointResult(
-            point_id=point.id, repeat=repeat, started_s=started, latency=summarize_latency(records, wall),
-            steady=steady,
-            running_batch=summarize_running(sampler.name, sampler.samples, sampler.interval_s, steady)
-            if sampler is not None else None,
-            sd=sd, categories=category_breakdown(records), resumed=bool(prior),
-        )
+            attempt.after = await scrape(client.get_text, stats.metrics_path, t0)
+        attempt.wall_s = traffic.wall_s
+        attempt.running = sampler.captured if sampler is not None else None
+        attempt.feed = poller.reads if poller is not None else None
+        self.store.write_capture(capture)
+        return summarize_point(capture, [*prior, *traffic.records], point, stats,
+                               expect_sd=config.role is Role.candidate)
 
     def _on_record(self, server: _Server) -> Callable[[RequestRecord], None]:
         def on_record(record: RequestRecord) -> None:
@@ -333,7 +326,7 @@ class _Run:
 
     # -- the whole plan ----------------------------------------------------------------------------------
     def run_block(self, block: Block) -> None:
-        rounds = Rounds(self.summary, lambda: latest_records(self.store.read_records()), self._per_round)
+        rounds = Rounds(self.summary, lambda: run_records(self.store, self.plan), self._per_round)
         pending = [c for c in block.cells if not self.done(c) and not rounds.stopped_before(c.point, c.repeat)]
         if not pending:
             return  # finished before a resume: no server needed
@@ -397,7 +390,7 @@ def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None,
         run.reporter.plan_start(ex.plan, run.total_requests())
         for block in schedule(ex.plan):
             run.run_block(block)
-        summary.analysis = analyze(summary, latest_records(store.read_records()))
+        summary.analysis = analyze(summary, run_records(store, summary.plan))
         failed = run.failed_servers()
         if failed:
             _mark_incomplete(summary, "server(s) failed to start: " + "; ".join(failed))
@@ -426,19 +419,6 @@ def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None,
         run.save()
         store.close()
     return summary
-
-
-async def _snapshot(client: OpenAIClient, path: str) -> tuple[Snapshot | None, str | None]:
-    """The server's Prometheus metrics (at `path`), or (None, why not). A server without them, or whose
-    metrics are garbage, still gets measured: SD then comes from per-request stats, and the reason is recorded."""
-    try:
-        text = await client.get_text(path)
-    except Exception as exc:
-        return None, f"{path} could not be read ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
-    try:
-        return parse_exposition(text, taken_at=time.monotonic()), None
-    except EngineError as exc:
-        return None, str(exc)
 
 
 async def _served_model(client: OpenAIClient, engine: EngineSpec) -> str:

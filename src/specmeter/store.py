@@ -3,6 +3,7 @@
 Layout of runs/<id>/:
   summary.json      versioned RunSummary with the whole plan (rewritten atomically after every point)
   requests.jsonl    one RequestRecord per line, flushed as each request finishes
+  captures/<config>/<point>-r<repeat>.json  the raw telemetry of each point (PointCapture): results derive from it
   server-<server>.log the output of each launched server (one per server id of the plan)
 """
 
@@ -21,11 +22,13 @@ from typing import IO, Any
 from specmeter import __version__
 from specmeter.errors import InputError
 from specmeter.installed import installed_version
+from specmeter.schemas.capture import PointCapture
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import SCHEMA_VERSION, RunSummary
 
 SUMMARY = "summary.json"
 REQUESTS = "requests.jsonl"
+CAPTURES = "captures"
 
 
 def new_run_id(label: str) -> str:
@@ -61,6 +64,25 @@ class RunStore:
 
     def server_log(self, server: str) -> Path:
         return self.root / f"server-{server}.log"
+
+    def capture_path(self, config_id: str, point_id: str, repeat: int) -> Path:
+        return self.root / CAPTURES / config_id / f"{point_id}-r{repeat}.json"
+
+    def write_capture(self, capture: PointCapture) -> None:
+        path = self.capture_path(capture.config_id, capture.point_id, capture.repeat)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, capture.model_dump_json() + "\n")
+
+    def read_capture(self, config_id: str, point_id: str, repeat: int) -> PointCapture | None:
+        """The stored capture of a point, or None (not measured yet, or a run of specmeter 0.1.0)."""
+        path = self.capture_path(config_id, point_id, repeat)
+        if not path.exists():
+            return None
+        try:
+            return PointCapture.model_validate_json(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise InputError(f"{path}: not a point capture ({exc.__class__.__name__}); the run directory is "
+                             "damaged: restore the file, or measure the run again") from exc
 
     def append(self, record: RequestRecord) -> None:
         if self._requests is None:

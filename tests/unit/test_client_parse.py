@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import StreamError
 from specmeter.load.client import OpenAIClient, RequestSpec, StreamResult, _chunk_tokens, parse_sse_line
+from specmeter.metrics.requests import with_sd
 from specmeter.schemas.records import RequestRecord
 from standin import serve_post
 
@@ -97,7 +98,9 @@ def test_real_stream_tokens_per_chunk() -> None:
 def test_real_stream_finish_fills_the_record() -> None:
     out = parse_all(stream_lines())
     record = new_record()
-    OpenAIClient("http://127.0.0.1:1", VLLMStats())._finish(record, out, t_send=0.0)
+    OpenAIClient("http://127.0.0.1:1")._finish(record, out, t_send=0.0)
+    assert record.final_payload is not None and record.sd is None  # the client keeps it; the engine's stats parse it
+    record = with_sd(record, VLLMStats())
     assert record.ok and record.error_kind is None
     assert record.output_tokens == 24
     assert record.prompt_tokens == events()[-1]["usage"]["prompt_tokens"]
@@ -288,7 +291,7 @@ async def stub_server(body: bytes, status: int = 200) -> Any:
 def run_send(body: bytes, status: int = 200) -> tuple[RequestRecord, str]:
     async def go() -> tuple[RequestRecord, str]:
         async with stub_server(body, status) as base:
-            async with OpenAIClient(base, VLLMStats(), timeout_s=10) as client:
+            async with OpenAIClient(base, timeout_s=10) as client:
                 record = new_record()
                 text = await client.send(RequestSpec("/v1/chat/completions", {"stream": True}), record, 0.0)
                 return record, text
@@ -302,7 +305,8 @@ def test_send_replays_real_stream() -> None:
     assert record.http_status == 200
     assert record.output_tokens == 24
     assert record.chunk_tokens is not None and sum(record.chunk_tokens) == 24
-    assert record.sd is not None and record.sd.num_steps == len(record.chunk_tokens) - 1
+    sd = with_sd(record, VLLMStats()).sd
+    assert sd is not None and sd.num_steps == len(record.chunk_tokens) - 1
     assert record.ttft_s is not None and record.e2e_s is not None and 0 <= record.ttft_s <= record.e2e_s
     assert text == record.output_text
 

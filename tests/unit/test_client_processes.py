@@ -36,6 +36,7 @@ from specmeter.load.strategies import (
     run_point,
     split_slots,
 )
+from specmeter.metrics.requests import with_sd
 from specmeter.schemas.records import RequestRecord
 
 pytestmark = pytest.mark.timeout(120)
@@ -151,7 +152,7 @@ def drive(url: str, point: ConcurrencyPoint | RatePoint, convs: list[Conversatio
     delivered: list[RequestRecord] = []
 
     async def go() -> PointTraffic:
-        async with OpenAIClient(url, VLLMStats(), timeout_s=30) as client:
+        async with OpenAIClient(url, timeout_s=30) as client:
             todo = point_conversations(convs, point, spec) if cycle else convs
             return await run_point(client, point, todo, spec, "m", PointKey("cfg", point.id), delivered.append)
 
@@ -233,7 +234,7 @@ def test_resume_and_duration_split_like_one_process(server: StubServer) -> None:
     delivered: list[RequestRecord] = []
 
     async def resumed() -> PointTraffic:
-        async with OpenAIClient(server.url, VLLMStats(), timeout_s=30) as client:
+        async with OpenAIClient(server.url, timeout_s=30) as client:
             return await run_point(client, point, convs, spec, "m", PointKey("cfg", point.id), delivered.append,
                                    skip=skip)
 
@@ -315,7 +316,7 @@ def test_error_rate_counts_every_process_and_keeps_the_records(server: StubServe
     point = ConcurrencyPoint(concurrency=4)
 
     async def go() -> None:
-        async with OpenAIClient(server.url, VLLMStats(), timeout_s=30) as client:
+        async with OpenAIClient(server.url, timeout_s=30) as client:
             await run_point(client, point, convs, spec, "m", PointKey("cfg", point.id), delivered.append)
 
     with pytest.raises(ErrorRateExceeded):
@@ -343,7 +344,7 @@ def _run_until(url: str, action: Any, records_before: int = 3) -> tuple[BaseExce
     convs = workload(400)
 
     async def go() -> BaseException | None:
-        async with OpenAIClient(url, VLLMStats(), timeout_s=30) as client:
+        async with OpenAIClient(url, timeout_s=30) as client:
             task = asyncio.create_task(run_point(client, point, convs, spec, "m", PointKey("cfg", point.id),
                                                  delivered.append))
             while len(delivered) < records_before and not task.done():
@@ -400,21 +401,6 @@ def test_a_process_stopped_by_its_own_sigterm_fails_the_point() -> None:
     assert _children() == []
 
 
-def test_a_point_that_cannot_be_split_says_so(server: StubServer) -> None:
-    class LocalStats(VLLMStats):  # defined in a function: cannot be pickled for a client process
-        pass
-
-    spec = LoadSpec(warmup=0, client_processes=2)
-    point = ConcurrencyPoint(concurrency=2)
-
-    async def go() -> None:
-        async with OpenAIClient(server.url, LocalStats(), timeout_s=30) as client:
-            await run_point(client, point, workload(4), spec, "m", PointKey("cfg", point.id), lambda r: None)
-
-    with pytest.raises(SpecmeterError, match="cannot be split over client processes"):
-        asyncio.run(go())
-
-
 def test_a_run_through_the_runner_with_client_processes(tmp_path: Any) -> None:
     """The whole pipeline (runner, store, summary) with a point split over 2 processes: every request stored
     once, the point's numbers computed from them, SD stats read from each record."""
@@ -428,7 +414,7 @@ def test_a_run_through_the_runner_with_client_processes(tmp_path: Any) -> None:
         max_running = srv.max_running
     assert error is None, repr(error)
     assert summary.status == "complete"
-    records = [r for r in RunStore(tmp_path / "run").read_records() if not r.warmup]
+    records = [with_sd(r, VLLMStats()) for r in RunStore(tmp_path / "run").read_records() if not r.warmup]
     assert len(records) == point_requests(convs, 4) == len({r.key for r in records})
     assert all(r.ok and r.sd is not None for r in records)
     assert max_running <= 4

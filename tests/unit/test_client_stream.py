@@ -21,7 +21,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from faultserver import FaultServer, fault_server  # noqa: F401 - pytest fixture
-from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import StreamError
 from specmeter.load import client as client_mod
 from specmeter.load.client import (
@@ -338,7 +337,7 @@ def test_send_over_torn_writes_matches_one_write() -> None:
             return resp
 
         async with (serve_post("/v1/chat/completions", handler) as base,
-                    OpenAIClient(base, VLLMStats(), timeout_s=10) as client):
+                    OpenAIClient(base, timeout_s=10) as client):
             record = RequestRecord(config_id="x", point_id="c1", conversation_id="c0")
             await client.send(RequestSpec("/v1/chat/completions", {"stream": True}), record, 0.0)
             return record

@@ -8,7 +8,6 @@ expectation is exact.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,8 @@ from faultserver import (
     point_requests,
     run_plan,
 )
-
+from specmeter.engines.registry import plan_stats
+from specmeter.metrics.requests import parse_records
 from specmeter.store import RunStore
 
 pytestmark = pytest.mark.timeout(30)
@@ -45,7 +45,7 @@ def _run(server: FaultServer, root: Path, **load):  # type: ignore[no-untyped-de
     assert error is None, repr(error)
     assert summary.status == "complete"
     assert not server.problems, server.problems
-    return summary, RunStore(root).read_records()
+    return summary, parse_records(RunStore(root).read_records(), plan_stats(summary.plan))
 
 
 def _sd(summary):  # type: ignore[no-untyped-def]

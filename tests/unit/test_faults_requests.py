@@ -7,7 +7,6 @@ fault server (tests/faultserver.py). A fault never escapes as an exception.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -23,9 +22,9 @@ from faultserver import (
     point_requests,
     run_plan,
 )
-
 from specmeter.engines.vllm import VLLMStats
 from specmeter.load.client import OpenAIClient, RequestSpec
+from specmeter.metrics.requests import with_sd
 from specmeter.schemas.records import RequestRecord
 from specmeter.store import RunStore
 
@@ -67,7 +66,7 @@ def _request(text: str, api: str, max_tokens: int = 32) -> RequestSpec:
 
 def _send(url: str, text: str, api: str, timeout_s: float = 1.0) -> tuple[RequestRecord, str]:
     async def go() -> tuple[RequestRecord, str]:
-        async with OpenAIClient(url, VLLMStats(), timeout_s=timeout_s) as client:
+        async with OpenAIClient(url, timeout_s=timeout_s) as client:
             rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id="x")
             text_out = await client.send(_request(text, api), rec, 0.0)
             return rec, text_out
@@ -114,7 +113,8 @@ def test_client_clean_and_slow_requests_succeed(fault_server: FaultServer, fault
     rec, text = _send(fault_server.url, f"Hello. FAULT:{fault}", api)
     assert rec.ok and rec.error_kind is None, rec.error
     assert rec.output_tokens == 24 and text.split()[0] == "w0"
-    assert rec.sd is not None and rec.sd.num_steps > 0
+    sd = with_sd(rec, VLLMStats()).sd
+    assert sd is not None and sd.num_steps > 0
     assert rec.chunk_tokens is not None and sum(rec.chunk_tokens) == rec.output_tokens
     assert rec.ttft_s is not None and rec.ttft_s <= rec.e2e_s
 

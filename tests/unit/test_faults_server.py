@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -22,18 +20,18 @@ from faultserver import (
     fault_server,  # noqa: F401 - pytest fixture
     sd_stats,
 )
-
 from specmeter.engines.vllm import REQUESTS_DONE, VLLMStats
 from specmeter.load.client import OpenAIClient, RequestSpec
+from specmeter.metrics.requests import with_sd
 from specmeter.schemas.records import RequestRecord
-from specmeter.metrics.prometheus import counter_delta, parse_exposition
+from specmeter.telemetry.prometheus import counter_delta, parse_exposition
 
 pytestmark = pytest.mark.timeout(30)
 ADAPTER = VLLMStats()
 
 
 def _get(url: str) -> tuple[int, str]:
-    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - 127.0.0.1 only
+    with urllib.request.urlopen(url, timeout=5) as resp:
         return resp.status, resp.read().decode()
 
 
@@ -49,7 +47,7 @@ def _body(text: str, chat: bool = True, max_tokens: int = 32) -> dict:
 
 async def _send_many(url: str, texts: list[str], chat: bool = True) -> list[RequestRecord]:
     out = []
-    async with OpenAIClient(url, ADAPTER, timeout_s=5) as client:
+    async with OpenAIClient(url, timeout_s=5) as client:
         for t in texts:
             rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id=t)
             await client.send(RequestSpec("/v1/chat/completions" if chat else "/v1/completions", _body(t, chat)), rec, 0.0)
@@ -76,7 +74,7 @@ def test_health_models_and_metrics_parse(fault_server: FaultServer) -> None:
 def test_counters_advance_by_exactly_the_per_request_stats(chat: bool, num_engines: int) -> None:
     with FaultServer(num_engines=num_engines, prior_requests=3) as server:
         before = parse_exposition(server.scrape())
-        records = asyncio.run(_send_many(server.url, [f"question {i}" for i in range(5)], chat))
+        records = [with_sd(r, ADAPTER) for r in asyncio.run(_send_many(server.url, [f"question {i}" for i in range(5)], chat))]
         after = parse_exposition(server.scrape())
     assert all(r.ok for r in records), [r.error for r in records]
     delta = counter_delta(before, after, ADAPTER.sd_counter_names)
@@ -125,7 +123,7 @@ def test_foreign_and_lying_modes() -> None:
     with FaultServer(foreign_per_request=2) as server:
         server.lie_extra_accepted = 1
         before = parse_exposition(server.scrape())
-        records = asyncio.run(_send_many(server.url, ["x", "y"]))
+        records = [with_sd(r, ADAPTER) for r in asyncio.run(_send_many(server.url, ["x", "y"]))]
         after = parse_exposition(server.scrape())
     assert sum(after.series(REQUESTS_DONE).values()) - sum(before.series(REQUESTS_DONE).values()) == 6
     told = sum(r.sd.num_accepted_tokens for r in records if r.sd)
@@ -137,12 +135,12 @@ def test_fault_selection_by_marker_header_and_schedule(fault_server: FaultServer
 
     async def go() -> list[RequestRecord]:
         recs = []
-        async with OpenAIClient(fault_server.url, ADAPTER, timeout_s=5) as client:
+        async with OpenAIClient(fault_server.url, timeout_s=5) as client:
             for i, text in enumerate(["plain", "plain again", "please FAULT:http_429 now"]):
                 rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id=str(i))
                 await client.send(RequestSpec("/v1/chat/completions", _body(text)), rec, 0.0)
                 recs.append(rec)
-        async with OpenAIClient(fault_server.url, ADAPTER, timeout_s=5) as client:
+        async with OpenAIClient(fault_server.url, timeout_s=5) as client:
             client._session.headers["X-Fault"] = "http_400"  # type: ignore[union-attr]
             rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id="h")
             await client.send(RequestSpec("/v1/chat/completions", _body("plain")), rec, 0.0)
@@ -173,7 +171,7 @@ RUNNING = "vllm:num_requests_running"
 
 def test_running_gauge_counts_the_requests_being_streamed() -> None:
     """vllm:num_requests_running is what specmeter samples during a point: it must be real."""
-    from specmeter.metrics.prometheus import gauge_sum
+    from specmeter.telemetry.prometheus import gauge_sum
 
     with FaultServer(num_engines=2, output_tokens=40, slow_chunk_s=0.05, default_fault="slow") as server:
         assert gauge_sum(server.scrape(), RUNNING) == 0.0
@@ -187,7 +185,7 @@ def test_running_gauge_counts_the_requests_being_streamed() -> None:
                     await asyncio.sleep(0.05)
 
             watcher = asyncio.create_task(watch())
-            async with OpenAIClient(server.url, ADAPTER, timeout_s=10) as client:
+            async with OpenAIClient(server.url, timeout_s=10) as client:
                 recs = [RequestRecord(config_id="ngram-k4", point_id="c3", conversation_id=str(i)) for i in range(3)]
                 await asyncio.gather(*(client.send(RequestSpec("/v1/chat/completions", _body(f"q {i}")), r, 0.0)
                                        for i, r in enumerate(recs)))
@@ -209,7 +207,7 @@ def test_token_ids_are_returned_when_asked_and_deterministic(fault_server: Fault
         if ask:
             body["return_token_ids"] = True
         rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id=text)
-        async with OpenAIClient(fault_server.url, ADAPTER, timeout_s=5) as client:
+        async with OpenAIClient(fault_server.url, timeout_s=5) as client:
             await client.send(RequestSpec("/v1/chat/completions" if chat else "/v1/completions", body), rec, 0.0)
         return rec
 

@@ -20,6 +20,7 @@ from specmeter.engines.llamacpp import LlamaCppStats
 from specmeter.engines.vllm import VLLMStats
 from specmeter.load.client import OpenAIClient, RequestSpec
 from specmeter.load.http_stream import ConnectionPool, Response, _Connection
+from specmeter.metrics.requests import with_sd
 from specmeter.schemas.records import RequestRecord
 
 pytestmark = pytest.mark.timeout(60)
@@ -231,7 +232,8 @@ def new_record(i: int = 0) -> RequestRecord:
 async def send_n(url: str, n: int, adapter: Any = None, timeout_s: float = 10, raw: bool = True,
                  key: str | None = None) -> list[RequestRecord]:
     out = []
-    async with OpenAIClient(url, adapter or VLLMStats(), api_key=key, timeout_s=timeout_s, raw_http=raw) as client:
+    keep = adapter is None or adapter.keeps_connections
+    async with OpenAIClient(url, keep_connections=keep, api_key=key, timeout_s=timeout_s, raw_http=raw) as client:
         for i in range(n):
             rec = new_record(i)
             await client.send(RequestSpec("/v1/chat/completions", {"stream": True, "i": i}), rec, 0.0)
@@ -252,7 +254,7 @@ def test_stream_over_keep_alive_reuses_one_connection() -> None:
 
     recs, s = asyncio.run(go())
     assert all(r.ok for r in recs), [r.error for r in recs]
-    assert recs[0].output_tokens == 24 and recs[0].http_status == 200 and recs[0].sd is not None
+    assert recs[0].output_tokens == 24 and recs[0].http_status == 200 and recs[0].final_payload is not None
     assert s.connections == 1 and [c for c, _, _ in s.requests] == [1, 1, 1]
     head = s.requests[0][1]
     assert head.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
@@ -287,7 +289,7 @@ def test_a_host_name_is_resolved_once() -> None:
     async def go() -> tuple[list[RequestRecord], RawServer, dict[Any, str]]:
         async with raw_server(handler) as s:
             url = s.url.replace("127.0.0.1", "localhost")
-            async with OpenAIClient(url, LlamaCppStats(), timeout_s=10) as client:
+            async with OpenAIClient(url, keep_connections=False, timeout_s=10) as client:
                 recs = []
                 for i in range(2):
                     rec = new_record(i)
@@ -392,7 +394,7 @@ def test_timeout_and_cancel_close_the_socket() -> None:
     async def go() -> tuple[RequestRecord, RequestRecord, RawServer]:
         async with raw_server(handler) as s:
             (timed_out,) = await send_n(s.url, 1, timeout_s=0.3)
-            async with OpenAIClient(s.url, VLLMStats(), timeout_s=10) as client:
+            async with OpenAIClient(s.url, timeout_s=10) as client:
                 rec = new_record()
                 task = asyncio.create_task(client.send(RequestSpec("/v1/chat/completions", {}), rec, 0.0))
                 await asyncio.sleep(0.2)
@@ -422,13 +424,13 @@ def test_connection_refused_is_a_connection_error() -> None:
 
 
 def test_transport_choice() -> None:
-    assert OpenAIClient("http://127.0.0.1:8000", VLLMStats())._raw_target is not None
-    assert OpenAIClient("http://[::1]:8000/", VLLMStats())._raw_target == ("::1", 8000, b"", b"Host: [::1]:8000\r\n")
-    assert OpenAIClient("http://h/prefix/", VLLMStats())._raw_target == ("h", 80, b"/prefix", b"Host: h\r\n")
-    assert OpenAIClient("https://127.0.0.1:8000", VLLMStats())._raw_target is None
-    assert OpenAIClient("http://127.0.0.1:8000", VLLMStats(), raw_http=False)._raw_target is None
+    assert OpenAIClient("http://127.0.0.1:8000")._raw_target is not None
+    assert OpenAIClient("http://[::1]:8000/")._raw_target == ("::1", 8000, b"", b"Host: [::1]:8000\r\n")
+    assert OpenAIClient("http://h/prefix/")._raw_target == ("h", 80, b"/prefix", b"Host: h\r\n")
+    assert OpenAIClient("https://127.0.0.1:8000")._raw_target is None
+    assert OpenAIClient("http://127.0.0.1:8000", raw_http=False)._raw_target is None
     assert OpenAIClient.from_settings(
-        OpenAIClient("http://127.0.0.1:8000", VLLMStats(), raw_http=False).settings)._raw_target is None
+        OpenAIClient("http://127.0.0.1:8000", raw_http=False).settings)._raw_target is None
 
 
 # ---- the same records as aiohttp on the fault server -----------------------------------------------------
@@ -455,7 +457,7 @@ def test_raw_and_aiohttp_transports_give_the_same_records(fault_server: FaultSer
 
     async def run(raw: bool) -> list[RequestRecord]:
         out = []
-        async with OpenAIClient(fault_server.url, VLLMStats(), timeout_s=5, raw_http=raw) as client:
+        async with OpenAIClient(fault_server.url, timeout_s=5, raw_http=raw) as client:
             assert (client._pool is not None) is raw
             for fault in EQUIVALENT_FAULTS:
                 rec = new_record()
@@ -470,7 +472,7 @@ def test_raw_and_aiohttp_transports_give_the_same_records(fault_server: FaultSer
         if a.error_kind != "connection":  # the exception's class name differs between the transports
             assert a.error == b.error, fault
         assert len(a.chunk_offsets_s) == len(b.chunk_offsets_s), fault
-    assert raw[0].ok and raw[0].sd is not None and raw[0].output_token_ids
+    assert raw[0].ok and with_sd(raw[0], VLLMStats()).sd is not None and raw[0].output_token_ids
 
 
 def test_stream_errors_from_the_sink_close_the_connection() -> None:

@@ -22,9 +22,9 @@ from specmeter.engines.llamacpp import LlamaCppLauncher, LlamaCppStats
 from specmeter.engines.registry import detect_engine
 from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import InputError
-from specmeter.metrics.prometheus import counter_delta, parse_exposition
 from specmeter.metrics.sd import sum_counts
 from specmeter.metrics.sd_summary import compare_counts
+from specmeter.telemetry.prometheus import counter_delta, parse_exposition
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "llamacpp"

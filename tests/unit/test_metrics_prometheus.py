@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specmeter.errors import EngineError
-from specmeter.metrics.prometheus import Snapshot, counter_delta, parse_exposition, series_key
+from specmeter.telemetry.prometheus import Snapshot, counter_delta, parse_exposition, series_key
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
 

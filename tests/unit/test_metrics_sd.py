@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from specmeter.metrics.sd import counts_from_steps, expected_acceptance_length, expected_speedup, sum_counts
+from specmeter.engines.base import counts_from_steps
+from specmeter.metrics.sd import expected_acceptance_length, expected_speedup, sum_counts
 from specmeter.schemas.sd import SDCounts, conditional_rates
 
 # ---- hand-computed vectors ----------------------------------------------------------------------

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from specmeter.engines.vllm import VLLMStats
-from specmeter.schemas.records import RequestRecord
-from specmeter.metrics.prometheus import Snapshot, parse_exposition
 from specmeter.metrics.sd import sum_counts
 from specmeter.metrics.sd_summary import compare_counts, summarize_sd
+from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.sd import SDCounts
+from specmeter.telemetry.prometheus import Snapshot, parse_exposition
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
 ADAPTER = VLLMStats()

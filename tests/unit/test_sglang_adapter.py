@@ -34,7 +34,7 @@ from specmeter.engines.sglang import (
 from specmeter.engines.trtllm import TRTLLMStats
 from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import InputError
-from specmeter.metrics.prometheus import counter_delta, parse_exposition
+from specmeter.telemetry.prometheus import counter_delta, parse_exposition
 from standin import ThreadedApp, attach_execution
 
 pytestmark = pytest.mark.timeout(60)

@@ -41,10 +41,10 @@ from specmeter.engines.trtllm import (
 from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import InputError
 from specmeter.load.client import OpenAIClient
-from specmeter.load.feed import FeedPoller
-from specmeter.metrics.prometheus import counter_delta, parse_exposition
 from specmeter.metrics.sd_summary import summarize_sd
 from specmeter.schemas.sd import SDCounts, SDSummary
+from specmeter.telemetry.feed import FeedPoller, replay
+from specmeter.telemetry.prometheus import counter_delta, parse_exposition
 from standin import ThreadedApp, attach_execution
 
 pytestmark = pytest.mark.timeout(60)
@@ -573,9 +573,10 @@ def test_an_answer_that_is_not_json_is_recorded_as_lost(trtllm_server: TRTLLMSta
 
     async def read_through() -> IterationStats:
         feed = TRTLLMStats().iteration_feed()
-        async with OpenAIClient(server.url, TRTLLMStats()) as client:
+        async with OpenAIClient(server.url) as client:
             server._record_step(3)  # before the point: read by the first read and not counted
-            async with FeedPoller(client, feed, interval_s=0.02):
+            poller = FeedPoller(client.get_text, feed.path, time.perf_counter(), interval_s=0.02)
+            async with poller:
                 server._record_step(2)
                 server.garble_next = 1  # its answer is cleared on the server, then lost
                 for _ in range(200):
@@ -583,6 +584,7 @@ def test_an_answer_that_is_not_json_is_recorded_as_lost(trtllm_server: TRTLLMSta
                         break
                     await asyncio.sleep(0.01)
                 server._record_step(1)
+        replay(feed, poller.reads)
         return feed
 
     feed = asyncio.run(read_through())

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import specmeter.engines.vllm as vllm_mod
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
+from specmeter.engines.base import counts_from_steps
 from specmeter.engines.vllm import (
     ACCEPTED,
     ACCEPTED_PER_POS,
@@ -33,9 +34,9 @@ from specmeter.engines.vllm import (
     VLLMStats,
     parse_per_request_stats,
 )
-from specmeter.metrics.prometheus import CounterDelta, counter_delta, parse_exposition
-from specmeter.metrics.sd import counts_from_steps, sum_counts
+from specmeter.metrics.sd import sum_counts
 from specmeter.schemas.sd import SDCounts
+from specmeter.telemetry.prometheus import CounterDelta, counter_delta, parse_exposition
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
 ADAPTER = VLLMStats()

@@ -4,8 +4,8 @@
   to get them, and whether a server it has never seen is this engine (`can_adapt`, for attach mode).
 - `EngineLauncher` starts one: the command, its environment, the drafters it supports, its version; and
   renders an engine-neutral recommendation as the flags a reader launches this engine with.
-- `IterationFeed` (optional, from `EngineStats.iteration_feed`): statistics a server hands out only once,
-  read through a point and accumulated (trtllm-serve's JSON iteration stats).
+- `EngineStats.iteration_feed` (optional): the accumulator of statistics a server hands out only once
+  (trtllm-serve's JSON iteration stats; telemetry/feed.py reads them).
 
 Attach mode uses only the stats half; a registry pairs both under `EngineSpec.kind`.
 """
@@ -13,14 +13,16 @@ Attach mode uses only the stats half; a registry pairs both under `EngineSpec.ki
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.errors import InputError
-from specmeter.metrics.prometheus import CounterDelta, Snapshot, position_list
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
+from specmeter.telemetry.feed import IterationFeed
+from specmeter.telemetry.prometheus import CounterDelta, Snapshot, position_list
 
 
 @dataclass(frozen=True)
@@ -61,48 +63,43 @@ def step_counter_counts(delta: CounterDelta, *, steps: str, drafted: str, accept
     )
 
 
-class IterationFeed(ABC):
-    """Statistics a server hands out once: each GET of `path` answers what accumulated since the previous
-    read and clears it. The runner reads `path` right before a point (`mark`: that answer is older than the
-    point), polls it through the point and once after it (`add`), and hands the feed to the SD summary,
-    which takes `counts()` when the Prometheus counters give no run-level counts and checks the two
-    against each other when both exist. One feed per point."""
+def counts_from_steps(per_step_accepted: Sequence[int], per_step_drafted: Sequence[int]) -> SDCounts:
+    """Exact counts from one request's per-step lists (vLLM `detailed` per-request stats).
 
-    path: str
-
-    def __init__(self) -> None:
-        self.reads = 0  # answers read through the point and added
-        self.failed_reads = 0  # polls that got no answer: skipped, the next read still returns what is left
-        # Answers that cannot be counted although the server may have cleared what they held (unparseable,
-        # or the read after the point failed): `counts()` is then short by an unknown amount.
-        self.lost: list[str] = []
-
-    @abstractmethod
-    def mark(self, payload: Any) -> None:
-        """The answer read right before the point: not counted, but it tells where the point starts."""
-
-    @abstractmethod
-    def add(self, payload: Any) -> None:
-        """One answer read during or right after the point."""
-
-    @abstractmethod
-    def counts(self) -> SDCounts | None:
-        """The point's run-level SD counts from everything added (None: nothing the feed could count)."""
-
-    @property
-    @abstractmethod
-    def missed(self) -> int:
-        """Entries known to be missing (evicted by the server before a read got them)."""
-
-    def incomplete(self) -> str | None:
-        """Why `counts()` is less than the whole point, or None when nothing is known to be missing."""
-        parts: list[str] = []
-        if self.missed:
-            # at least: iterations evicted before the first one read are only seen when `mark` read one
-            parts.append(f"at least {self.missed} iterations were evicted from {self.path} before a read got them")
-        if self.lost:
-            parts.append(f"{len(self.lost)} answers of {self.path} could not be counted ({self.lost[0]})")
-        return "; ".join(parts) or None
+    Steps that drafted nothing are skipped: they are not speculative steps.
+    """
+    if len(per_step_accepted) != len(per_step_drafted):
+        raise ValueError(
+            f"per_step_accepted has {len(per_step_accepted)} entries but per_step_drafted has "
+            f"{len(per_step_drafted)}"
+        )
+    width = max((k for k in per_step_drafted), default=0)
+    acc_pos = [0] * width
+    dr_pos = [0] * width
+    hist = [0] * (width + 1)
+    steps = drafted = accepted = 0
+    for a, k in zip(per_step_accepted, per_step_drafted):
+        if k <= 0:
+            continue
+        if not 0 <= a <= k:
+            raise ValueError(f"a step accepted {a} of {k} drafted tokens")
+        steps += 1
+        drafted += k
+        accepted += a
+        hist[a] += 1
+        for i in range(k):
+            dr_pos[i] += 1
+        for i in range(a):
+            acc_pos[i] += 1
+    return SDCounts(
+        source="per_request",
+        num_steps=steps,
+        num_draft_tokens=drafted,
+        num_accepted_tokens=accepted,
+        accepted_per_pos=acc_pos,
+        drafted_per_pos=dr_pos,
+        histogram=hist,
+    )
 
 
 class EngineStats(ABC):

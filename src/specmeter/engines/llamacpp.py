@@ -22,9 +22,9 @@ from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by, step_counter_counts
 from specmeter.engines.gguf import SETUP_HINT, server_binary, to_gguf
 from specmeter.errors import InputError
-from specmeter.metrics.prometheus import CounterDelta, Snapshot
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
+from specmeter.telemetry.prometheus import CounterDelta, Snapshot
 
 DRAFTS = "llamacpp:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "llamacpp:spec_decode_num_draft_tokens_total"

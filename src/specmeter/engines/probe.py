@@ -13,8 +13,8 @@ from typing import Any
 from specmeter.engines.base import ServerProbe
 from specmeter.engines.registry import detect_engine
 from specmeter.errors import InputError
-from specmeter.metrics.prometheus import parse_exposition
 from specmeter.schemas.plan import Plan
+from specmeter.telemetry.prometheus import parse_exposition
 
 
 def _get(url: str, api_key: str | None, timeout: float) -> tuple[bytes, str | None]:

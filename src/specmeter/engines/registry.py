@@ -7,6 +7,7 @@ from functools import cache
 
 from specmeter.engines.base import Engine, EngineLauncher, EngineStats, ServerProbe
 from specmeter.errors import InputError
+from specmeter.schemas.plan import Plan
 
 # kind -> "module:StatsClass:LauncherClass"
 _ENGINES: dict[str, str] = {
@@ -43,3 +44,8 @@ def detect_engine(probe: ServerProbe) -> str:
     found = ", ".join(matches or _ENGINES)
     raise InputError(f"{probe.url}: cannot tell which engine serves it ({what}{found} recognize its /metrics "
                      "and /v1/models); pass --engine")
+
+
+def plan_stats(plan: Plan) -> dict[str, EngineStats]:
+    """The stats that read each configuration's server, by config id (configurations of unknown kind left out)."""
+    return {c.id: get_engine(c.engine.kind).stats for c in plan.configs if c.engine.kind is not None}

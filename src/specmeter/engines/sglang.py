@@ -34,9 +34,9 @@ from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
 from specmeter.errors import InputError
 from specmeter.installed import installed_version
-from specmeter.metrics.prometheus import CounterDelta, Snapshot
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
+from specmeter.telemetry.prometheus import CounterDelta, Snapshot
 
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
 REQUESTS_DONE = "sglang:num_requests_total"

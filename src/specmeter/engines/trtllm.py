@@ -42,12 +42,13 @@ from typing import Any, TypeGuard
 import yaml
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
-from specmeter.engines.base import EngineLauncher, EngineStats, IterationFeed, ServerProbe, owned_by
+from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
 from specmeter.errors import InputError
 from specmeter.installed import installed_version
-from specmeter.metrics.prometheus import CounterDelta
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
+from specmeter.telemetry.feed import IterationFeed
+from specmeter.telemetry.prometheus import CounterDelta
 
 PROMETHEUS_PATH = "/prometheus/metrics"  # TensorRT-LLM's own /metrics is the JSON iteration list
 ITERATION_STATS_PATH = "/metrics"

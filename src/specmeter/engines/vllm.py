@@ -17,12 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
-from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by, step_counter_counts
+from specmeter.engines.base import (
+    EngineLauncher,
+    EngineStats,
+    ServerProbe,
+    counts_from_steps,
+    owned_by,
+    step_counter_counts,
+)
 from specmeter.installed import installed_version
-from specmeter.metrics.prometheus import CounterDelta
-from specmeter.metrics.sd import counts_from_steps
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
+from specmeter.telemetry.prometheus import CounterDelta
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"

@@ -22,7 +22,6 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from specmeter.engines.base import EngineStats
 from specmeter.errors import StreamError
 from specmeter.load.http_stream import ConnectionPool
 from specmeter.schemas.records import RequestRecord
@@ -197,7 +196,7 @@ class ClientSettings:
     """What an OpenAIClient is made from: a client process builds its own from these (picklable)."""
 
     base_url: str
-    adapter: EngineStats
+    keep_connections: bool  # False: the server closes after each stream, so one connection per request
     api_key: str | None = field(repr=False)  # a secret: never in a repr, a log or a traceback
     timeout_s: float
     extra_body: dict[str, Any]
@@ -253,15 +252,16 @@ class OpenAIClient:
     def __init__(
         self,
         base_url: str,
-        adapter: EngineStats,
+        *,
+        keep_connections: bool = True,
         api_key: str | None = None,
         timeout_s: float = 300.0,
         extra_body: dict[str, Any] | None = None,
         raw_http: bool = True,
     ) -> None:
-        self.settings = ClientSettings(base_url, adapter, api_key, timeout_s, dict(extra_body or {}), raw_http)
+        self.settings = ClientSettings(base_url, keep_connections, api_key, timeout_s, dict(extra_body or {}), raw_http)
         self.base_url = base_url.rstrip("/")
-        self.adapter = adapter
+        self.keep_connections = keep_connections
         self._extra_body = extra_body or {}
         self._headers = {"Content-Type": "application/json"}
         self._secret = api_key or None
@@ -294,17 +294,17 @@ class OpenAIClient:
 
     @classmethod
     def from_settings(cls, s: ClientSettings) -> OpenAIClient:
-        return cls(s.base_url, s.adapter, api_key=s.api_key, timeout_s=s.timeout_s, extra_body=s.extra_body,
-                   raw_http=s.raw_http)
+        return cls(s.base_url, keep_connections=s.keep_connections, api_key=s.api_key, timeout_s=s.timeout_s,
+                   extra_body=s.extra_body, raw_http=s.raw_http)
 
     async def __aenter__(self) -> OpenAIClient:
         # No pool cap, in total or per host: the load strategy alone decides how many streams are open.
         # A server that closes the connection after each stream (llama-server does, while its headers say
         # keep-alive) would fail every other request on a reused connection: open one per request there.
-        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=not self.adapter.keeps_connections)
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, force_close=not self.keep_connections)
         self._session = aiohttp.ClientSession(connector=connector, headers=self._headers, timeout=self._timeout)
         if self._raw_target is not None:  # the same: no cap, and no reuse where the server closes after a stream
-            self._pool = ConnectionPool(keep_alive=self.adapter.keeps_connections)
+            self._pool = ConnectionPool(keep_alive=self.keep_connections)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -406,13 +406,7 @@ class OpenAIClient:
         if out.usage:
             record.prompt_tokens = out.usage.get("prompt_tokens")
             record.output_tokens = out.usage.get("completion_tokens")
-        if out.final_payload is not None:
-            try:
-                record.sd, record.sd_raw = self.adapter.sd_from_response(out.final_payload)
-            except (ValueError, TypeError, KeyError) as exc:
-                if record.error_kind is None:
-                    record.error_kind = "malformed"
-                    record.error = f"per-request SD stats unreadable: {exc}"
+        record.final_payload = out.final_payload  # the engine's per-request fields: parsed where records are summarized
         if record.error_kind is None and record.output_tokens is None:
             record.error_kind = "malformed"
             record.error = "no usage in the stream (the server ignored stream_options.include_usage)"

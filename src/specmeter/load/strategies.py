@@ -48,6 +48,7 @@ class PointKey:
     config_id: str
     point_id: str
     repeat: int = 0
+    attempt: int = 0  # which attempt at the point (a resume adds one): the clock its records' times count from
 
 
 @dataclass
@@ -121,7 +122,8 @@ class Traffic:
             for turn in range(len(conv.turns)):
                 record = RequestRecord(
                     config_id=self.key.config_id, point_id=self.key.point_id, repeat=self.key.repeat,
-                    conversation_id=conv.id, turn=turn, category=conv.category, warmup=self.warmup,
+                    attempt=self.key.attempt, conversation_id=conv.id, turn=turn, category=conv.category,
+                    warmup=self.warmup,
                     scheduled_s=scheduled_s if turn == 0 else None,
                 )
                 record.queued_s = time.perf_counter() - ready if turn == 0 else 0.0

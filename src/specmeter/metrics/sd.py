@@ -1,11 +1,11 @@
-"""Building SD records: pooling counts, exact counts from per-step lists, and the iid-acceptance
+"""Pooling SD records, and the iid-acceptance
 expectations used as ground truth in tests. The record itself (and the AL/AR/a_i/c_i math on it)
 is `specmeter.schemas.sd.SDCounts`. Definitions: shared/REFERENCE.md section 1.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from specmeter.schemas.sd import SDCounts, Source
 
@@ -40,45 +40,6 @@ def sum_counts(items: Iterable[SDCounts], source: Source = "per_request") -> SDC
         accepted_per_pos=per_pos or [],
         drafted_per_pos=drafted_pos if drafted_pos else None,
         histogram=hist if hist else None,
-    )
-
-
-def counts_from_steps(per_step_accepted: Sequence[int], per_step_drafted: Sequence[int]) -> SDCounts:
-    """Exact counts from one request's per-step lists (vLLM `detailed` per-request stats).
-
-    Steps that drafted nothing are skipped: they are not speculative steps.
-    """
-    if len(per_step_accepted) != len(per_step_drafted):
-        raise ValueError(
-            f"per_step_accepted has {len(per_step_accepted)} entries but per_step_drafted has "
-            f"{len(per_step_drafted)}"
-        )
-    width = max((k for k in per_step_drafted), default=0)
-    acc_pos = [0] * width
-    dr_pos = [0] * width
-    hist = [0] * (width + 1)
-    steps = drafted = accepted = 0
-    for a, k in zip(per_step_accepted, per_step_drafted):
-        if k <= 0:
-            continue
-        if not 0 <= a <= k:
-            raise ValueError(f"a step accepted {a} of {k} drafted tokens")
-        steps += 1
-        drafted += k
-        accepted += a
-        hist[a] += 1
-        for i in range(k):
-            dr_pos[i] += 1
-        for i in range(a):
-            acc_pos[i] += 1
-    return SDCounts(
-        source="per_request",
-        num_steps=steps,
-        num_draft_tokens=drafted,
-        num_accepted_tokens=accepted,
-        accepted_per_pos=acc_pos,
-        drafted_per_pos=dr_pos,
-        histogram=hist,
     )
 
 

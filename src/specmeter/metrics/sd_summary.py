@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specmeter.engines.base import EngineStats, IterationFeed
-from specmeter.metrics.prometheus import Snapshot, counter_delta
+from specmeter.engines.base import EngineStats
 from specmeter.metrics.sd import sum_counts
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.sd import SDCounts, SDSummary
+from specmeter.telemetry.feed import IterationFeed
+from specmeter.telemetry.prometheus import Snapshot, counter_delta
 
 PER_REQUEST = "per-request sums"
 COUNTER_DELTAS = "the /metrics counter deltas"

@@ -1,6 +1,7 @@
 """The per-request record: what one request did, as measured by the client and told by the server.
 
-Written to requests.jsonl as each request finishes; every latency metric is derived from it.
+Written to requests.jsonl as each request finishes, raw as the client saw it; every latency metric is derived
+from it, and the per-request SD stats are parsed from its final payload when records are summarized.
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ class RequestRecord(BaseModel):
     output_text: str = ""
     output_token_ids: list[int] | None = Field(default=None, description="Generated token ids, when the "
                                                "engine returns them (the lossless check compares these).")
+    attempt: int = Field(default=0, ge=0, description="Which attempt at the point sent it (0; a resume adds one): "
+                         "its times count from that attempt's start (captures/ holds each attempt's clock).")
+    final_payload: dict[str, Any] | None = Field(default=None, description="The stream's closing metadata (usage "
+                                                 "and the engine's own per-request fields), as the server sent it.")
+    # Parsed from final_payload by the engine's stats when records are summarized (metrics/requests.py); a run
+    # written by specmeter 0.1.0 stored them here instead of final_payload.
     sd: SDCounts | None = None
     sd_raw: dict[str, Any] | None = None
 

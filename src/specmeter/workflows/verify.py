@@ -17,11 +17,12 @@ from specmeter.analysis.correction import correct, disagreements, same_table
 from specmeter.config import SpecConfig
 from specmeter.engines.deploy import render, sweep_engine
 from specmeter.plans.verify import verify_execution
+from specmeter.run_data import run_records
 from specmeter.runner import Execution, ServerPool
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
-from specmeter.store import RunStore, atomic_write_text, latest_records, load_summary
+from specmeter.store import RunStore, atomic_write_text, load_summary
 
 RECOMMENDATION = "recommendation.json"
 
@@ -101,4 +102,4 @@ class VerifyLoop:
 
 
 def _records(run_dir: Path) -> list[RequestRecord]:
-    return latest_records(RunStore(run_dir).read_records())
+    return run_records(RunStore(run_dir), load_summary(run_dir).plan)

@@ -1,0 +1,61 @@
+"""What measuring one point captured, raw: the telemetry read around and through it, stored beside the
+request records so that the point's results are a pure function of what is on disk.
+
+A capture is kept per (configuration, point, repeat) in captures/<config>/<point>-r<repeat>.json. Each
+attempt at the point (the first run, then each `--resume` that finished it on a new server) adds one
+`Attempt`: its own clock, scrapes, samples and feed reads. Requests carry the attempt that sent them.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class Scrape(BaseModel):
+    """One GET of the engine's Prometheus text, as it came (or why it did not)."""
+
+    at_s: float = Field(description="When the answer arrived, seconds since the attempt started (monotonic).")
+    text: str | None = None
+    error: str | None = None
+
+
+class FeedRead(BaseModel):
+    """One read of an engine's clear-on-read statistics (`telemetry.feed.IterationFeed`)."""
+
+    at_s: float
+    phase: str = Field(description="mark (right before the point), poll (through it) or last (right after it).")
+    text: str | None = Field(default=None, description="The answer's body; None when the read failed.")
+    error: str | None = None
+
+
+class GaugeSamples(BaseModel):
+    """The running-batch gauge polled through the point: (seconds since the attempt started, value)."""
+
+    name: str
+    interval_s: float
+    samples: list[tuple[float, float]] = Field(default_factory=list)
+
+
+class Attempt(BaseModel):
+    """One run of the point on one server: everything read from it, on the attempt's own clock."""
+
+    index: int = Field(ge=0, description="0 for the first run; each resume that re-sends requests adds one.")
+    engine: str = Field(description="The engine kind whose stats parse this attempt's telemetry.")
+    metrics_path: str = "/metrics"
+    started_s: float = Field(description="Seconds since the run started, when the attempt's point started.")
+    wall_s: float | None = Field(default=None, description="None: the attempt never finished (killed).")
+    before: Scrape | None = None
+    after: Scrape | None = None
+    running: GaugeSamples | None = None
+    feed: list[FeedRead] | None = Field(default=None, description="None: the engine has no iteration feed.")
+
+
+class PointCapture(BaseModel):
+    config_id: str
+    point_id: str
+    repeat: int = 0
+    attempts: list[Attempt] = Field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.attempts) and self.attempts[-1].wall_s is not None

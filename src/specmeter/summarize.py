@@ -1,0 +1,100 @@
+"""A point's results as a pure function of what measuring it captured: its request records and the raw
+telemetry of each attempt (captures/). The runner calls this when a point ends; `specmeter report --recompute`
+calls it again on the stored files, so an old run gains new metrics and anyone can re-audit the counter
+reconciliation from the files alone. A resumed point is no special path: its attempts are merged here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.engines.base import EngineStats
+from specmeter.errors import EngineError
+from specmeter.metrics.categories import category_breakdown
+from specmeter.metrics.latency import summarize_latency
+from specmeter.metrics.requests import with_sd
+from specmeter.metrics.running import summarize_running
+from specmeter.metrics.sd_summary import summarize_sd
+from specmeter.metrics.steady import steady_state
+from specmeter.schemas.capture import Attempt, PointCapture, Scrape
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import PointResult
+from specmeter.schemas.sd import SDSummary
+from specmeter.store import latest_records
+from specmeter.telemetry.feed import IterationFeed, replay
+from specmeter.telemetry.prometheus import Snapshot, parse_exposition
+
+RESUMED_SD = ("point finished by --resume on a new server: counter deltas cover only the resumed requests, so "
+              "per-request stats are used")
+
+
+def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], point: ConcurrencyPoint | RatePoint,
+                    stats: EngineStats, *, expect_sd: bool) -> PointResult:
+    """The PointResult of one (configuration, point, repeat) from its capture and every record it sent (warm-up
+    and superseded ones included: they are sorted out here). `expect_sd`: the configuration asked for
+    speculation, so drafting nothing is flagged."""
+    sent = [with_sd(r, stats) for r in records
+            if (r.config_id, r.point_id, r.repeat) == (capture.config_id, capture.point_id, capture.repeat)
+            and not r.warmup]
+    final = latest_records(sent)
+    last = capture.attempts[-1]
+    wall = sum(_wall(a, sent) for a in _all_attempts(capture, sent))
+    resumed = len(_all_attempts(capture, sent)) > 1
+    sd = _attempt_sd(last, [r for r in final if r.attempt == last.index], stats, expect_sd)
+    if resumed and sd.available:
+        sd = summarize_sd(stats, None, None, final, expect_sd=expect_sd)
+        sd.counters_invalid_reason = RESUMED_SD
+    steady = steady_state(final, point, wall) if not resumed else None
+    running = last.running
+    return PointResult(
+        point_id=capture.point_id, repeat=capture.repeat, started_s=last.started_s,
+        latency=summarize_latency(final, wall), steady=steady,
+        running_batch=summarize_running(running.name, running.samples, running.interval_s, steady)
+        if running is not None else None,
+        sd=sd, categories=category_breakdown(final), resumed=resumed,
+    )
+
+
+def _all_attempts(capture: PointCapture, records: Sequence[RequestRecord]) -> list[Attempt | int]:
+    """The captured attempts, and (as bare indices) earlier ones whose telemetry was never stored: a point
+    resumed from a run of specmeter 0.1.0, whose records all count as attempt 0."""
+    seen = {a.index for a in capture.attempts}
+    bare = sorted({r.attempt for r in records} - seen)
+    return [*bare, *capture.attempts]
+
+
+def _wall(attempt: Attempt | int, records: Sequence[RequestRecord]) -> float:
+    """How long an attempt ran: as measured, or, for one that never finished (killed), until its last request
+    ended."""
+    if isinstance(attempt, Attempt) and attempt.wall_s is not None:
+        return attempt.wall_s
+    index = attempt.index if isinstance(attempt, Attempt) else attempt
+    return max((r.end_s or r.start_s for r in records if r.attempt == index), default=0.0)
+
+
+def _attempt_sd(attempt: Attempt, records: Sequence[RequestRecord], stats: EngineStats,
+                expect_sd: bool) -> SDSummary:
+    """SD of one attempt: its counter deltas (scrapes before and after), its feed, and its requests."""
+    before, err_before = _snapshot(attempt.before)
+    after, err_after = _snapshot(attempt.after)
+    feed: IterationFeed | None = None
+    if attempt.feed is not None:
+        feed = stats.iteration_feed()
+        if feed is not None:
+            replay(feed, attempt.feed)
+    return summarize_sd(stats, before, after, records, scrape_error=err_before or err_after, expect_sd=expect_sd,
+                        feed=feed)
+
+
+def _snapshot(scrape: Scrape | None) -> tuple[Snapshot | None, str | None]:
+    """A scrape parsed, or (None, why not). A server whose metrics are missing or garbage still gets measured:
+    SD then comes from per-request stats, and the reason is recorded."""
+    if scrape is None:
+        return None, None
+    if scrape.text is None:
+        return None, scrape.error
+    try:
+        return parse_exposition(scrape.text, taken_at=scrape.at_s), None
+    except EngineError as exc:
+        return None, str(exc)
