@@ -84,11 +84,11 @@ def _verification(run_dir: Path, named: str | None) -> RunData | None:
     sweep --verify) or `<id>-verify/`, and `-r<n>` after them for the rounds that verified a correction."""
     if named is not None and (run_dir / named / SUMMARY).exists():
         return load_run(run_dir / named)
-    found = sorted((d for d in run_dir.iterdir() if d.is_dir() and _is_verification(d.name)
+    found = sorted((d for d in run_dir.iterdir() if d.is_dir() and is_verification(d.name)
                     and (d / SUMMARY).exists()), key=lambda d: d.stat().st_mtime)
     return load_run(found[-1]) if found else None
 
 
-def _is_verification(name: str) -> bool:
+def is_verification(name: str) -> bool:
     base = name.rsplit("-r", 1)[0] if name.rsplit("-r", 1)[-1].isdigit() else name
     return base == VERIFY_DIR or base.endswith("-" + VERIFY_DIR)

@@ -290,13 +290,15 @@ class _Run:
                         for c in convs[: load.warmup]]
                 await run_point(client, ConcurrencyPoint(concurrency=len(warm)), warm, load, server.model, key,
                                 on_record, warmup=True)
-            t0 = time.perf_counter()
-            attempt = Attempt(index=index, engine=config.engine.kind, metrics_path=stats.metrics_path,
-                              started_s=t0 - self.t0, before=await scrape(client.get_text, stats.metrics_path, t0))
-            capture.attempts.append(attempt)
-            self.store.write_capture(capture)  # a killed run still leaves the attempt's clock and first scrape
+            before = await scrape(client.get_text, stats.metrics_path, 0.0)  # on perf_counter, until t0 is known
             self.reporter.point_start(config, point, repeat, count_requests(convs) - count_requests(
                 [c for c in convs if c.id in skip]))
+            t0 = time.perf_counter()  # the attempt's clock until the traffic's own start is known
+            before.at_s -= t0
+            attempt = Attempt(index=index, engine=config.engine.kind, metrics_path=stats.metrics_path,
+                              started_s=t0 - self.t0, before=before)
+            capture.attempts.append(attempt)
+            self.store.write_capture(capture)  # a killed run still leaves the attempt's clock and first scrape
             gauge = stats.running_gauge
             sampler = GaugeSampler(client.get_text, gauge, t0, path=stats.metrics_path) if gauge else None
             # Statistics the server clears on every read: drained on entry, read through the point and after it.
@@ -308,6 +310,7 @@ class _Run:
         attempt.wall_s = traffic.wall_s
         attempt.running = sampler.captured if sampler is not None else None
         attempt.feed = poller.reads if poller is not None else None
+        attempt.rebase(traffic.t0 - t0)  # client processes start their clock once every one is ready
         self.store.write_capture(capture)
         return summarize_point(capture, [*prior, *traffic.records], point, stats,
                                expect_sd=config.role is Role.candidate)

@@ -22,6 +22,7 @@ from specmeter.plans.resume import resume_execution
 from specmeter.runner import completed_conversations, schedule
 from specmeter.schemas.results import Analysis
 from specmeter.store import REQUESTS, SUMMARY, RunStore, latest_records, load_summary
+from specmeter.workflows.recompute import recompute
 
 pytestmark = pytest.mark.timeout(60)
 KILLED_AT = 2  # the third cell of the schedule was running when the run was killed
@@ -75,6 +76,15 @@ def test_resume_of_a_killed_plan_runs_only_what_is_missing(tmp_path: Path, inter
         (run_dir / REQUESTS).write_text("".join(r.model_dump_json(exclude_computed_fields=True) + "\n" for r in kept)
                                         + torn)
         assert len(RunStore(run_dir).read_records()) == len(kept)
+        # the captures: whole for the finished cells; the killed cell's first attempt has its clock and the scrape
+        # before the point, never the one after
+        store, full_store = RunStore(run_dir), RunStore(full)
+        for cell in finished:
+            store.write_capture(full_store.read_capture(*_cell_key(cell)))  # type: ignore[arg-type]
+        cut = full_store.read_capture(*_cell_key(killed))
+        assert cut is not None and len(cut.attempts) == 1
+        cut.attempts[0] = cut.attempts[0].model_copy(update={"after": None, "wall_s": None, "feed": None})
+        store.write_capture(cut)
 
         # -- resume -------------------------------------------------------------------------------------
         seen = {"sd": len(sd.log), "base": len(base.log)}
@@ -129,6 +139,14 @@ def test_resume_of_a_killed_plan_runs_only_what_is_missing(tmp_path: Path, inter
     assert load_summary(run_dir).status == "complete"
     # the analysis covers the whole plan again
     assert {s.point_id for s in after.analysis.speedups} == {"c1", "c2"}
+
+    # the resumed point's capture holds both attempts; recomputing from the stored files gives the same results
+    capture = RunStore(run_dir).read_capture(*_cell_key(killed))
+    assert capture is not None and [a.index for a in capture.attempts] == [0, 1] and capture.finished
+    assert {r.attempt for r in latest} == {0, 1}
+    (done,) = recompute(run_dir)
+    assert done.points == len(cells) and not done.kept
+    assert load_summary(run_dir).configs == after.configs
 
     # and a complete run has nothing to resume
     with pytest.raises(InputError, match="already complete"):

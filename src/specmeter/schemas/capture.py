@@ -49,6 +49,15 @@ class Attempt(BaseModel):
     running: GaugeSamples | None = None
     feed: list[FeedRead] | None = Field(default=None, description="None: the engine has no iteration feed.")
 
+    def rebase(self, by: float) -> None:
+        """Move the attempt's clock `by` seconds later (onto the clock its requests' times count from)."""
+        self.started_s += by
+        for read in [self.before, self.after, *(self.feed or [])]:
+            if read is not None:
+                read.at_s -= by
+        if self.running is not None:
+            self.running.samples = [(t - by, v) for t, v in self.running.samples]
+
 
 class PointCapture(BaseModel):
     config_id: str
