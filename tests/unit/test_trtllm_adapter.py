@@ -43,8 +43,10 @@ from specmeter.errors import InputError
 from specmeter.load.client import OpenAIClient
 from specmeter.metrics.sd_summary import summarize_sd
 from specmeter.schemas.sd import SDCounts, SDSummary
+from specmeter.store import load_summary
 from specmeter.telemetry.feed import FeedPoller, replay
 from specmeter.telemetry.prometheus import counter_delta, parse_exposition
+from specmeter.workflows.recompute import recompute
 from standin import ThreadedApp, attach_execution
 
 pytestmark = pytest.mark.timeout(60)
@@ -481,6 +483,9 @@ def _run(server: TRTLLMStandIn, root: Path, kind: str | None = "trtllm", api: st
     assert set(sd.not_available) == set(TRTLLMStats().unavailable)
     # the run read the JSON list right before the point and once after it: nothing is left in it
     assert server.paths.count("/metrics") >= 2 and json.loads(_get(server.url + "/metrics")) == []
+    # the feed's reads are in the capture as they came: summarizing them again gives the same SD
+    recompute(root)
+    assert only_config(load_summary(root)).points[0].sd == sd
     return sd
 
 
