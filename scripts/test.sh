@@ -9,5 +9,6 @@ scripts/setup-llamacpp.sh
 scripts/setup-browser.sh
 .venv/bin/ruff check src
 .venv/bin/mypy
+.venv/bin/lint-imports
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 exec .venv/bin/python -m pytest -q -ra "$@"

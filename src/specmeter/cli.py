@@ -23,6 +23,7 @@ from specmeter.config import (
     load_yaml,
     parse_spec_json,
 )
+from specmeter.data.selection import output_policy
 from specmeter.errors import InputError, RunIncomplete, SpecmeterError
 from specmeter.redact import redact_argv
 from specmeter.report.console import ConsoleOutput, render
@@ -199,7 +200,7 @@ def run(
                                          options=_dataset_options(dataset_option or []),
                                          input_len=_range(input_len) if input_len else None,
                                          tokenizer=tokenizer or eng.model)
-    if warning := ld.output_policy.warning():
+    if warning := output_policy(ld).warning():
         err_console.print(f"[yellow]note: {warning}[/]")
     if compare_random:
         from specmeter.data.matched import vocab_from_model
@@ -286,7 +287,7 @@ def sweep(
     w = sw.workload
     convs, workload = load_conversations(w.dataset, w.path, ld, categories=w.categories, options=w.options,
                                          input_len=w.input_len, tokenizer=w.tokenizer or sw.engine.model)
-    if warning := ld.output_policy.warning():
+    if warning := output_policy(ld).warning():
         err_console.print(f"[yellow]note: {warning}[/]")
     ex = Execution(plan=sw.plan(workload), conversations=convs, api_key=_api_key(api_key),
                    command=["specmeter", *redact_argv(sys.argv[1:])])

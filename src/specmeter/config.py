@@ -23,11 +23,14 @@ from pydantic import (
     model_validator,
 )
 
-from specmeter.data.selection import OutputPolicy
 from specmeter.errors import InputError
-from specmeter.load.arrivals import ArrivalKind
-from specmeter.load.eventloop import EventLoop, uvloop_available
+from specmeter.installed import module_available
 from specmeter.redact import redact_argv, redact_env
+
+# The names a config may use, owned here; the modules that act on them take them from here.
+ENGINE_KINDS = ("vllm", "llamacpp", "sglang", "trtllm")  # engines/registry.py maps each to its stats and launcher
+ArrivalKind = Literal["poisson", "gamma", "constant"]  # load/arrivals.py draws their send times
+EventLoop = Literal["auto", "uvloop", "asyncio"]  # load/eventloop.py makes the loop
 
 
 class SpecMethod(str, Enum):
@@ -158,10 +161,8 @@ class EngineSpec(StrictModel):
             raise ValueError("give either endpoint (attach to a running server) or model (launch one)")
         if self.endpoint is not None and not self.endpoint.startswith(("http://", "https://")):
             raise ValueError(f"endpoint {self.endpoint!r} must start with http:// or https://")
-        from specmeter.engines.registry import engine_kinds  # lazy: the registry imports this module
-
-        if self.kind is not None and self.kind not in engine_kinds():
-            raise ValueError(f"unknown engine {self.kind!r}; choose one of: {', '.join(engine_kinds())}")
+        if self.kind is not None and self.kind not in ENGINE_KINDS:
+            raise ValueError(f"unknown engine {self.kind!r}; choose one of: {', '.join(ENGINE_KINDS)}")
         if self.kind is None and self.endpoint is None:
             self.kind = "vllm"
         return self
@@ -318,10 +319,6 @@ class LoadSpec(StrictModel):
     max_seconds: float | None = Field(default=None, gt=0, description="adaptive: no new round starts at a point "
                                       "once it has run this long (all configurations together).")
 
-    @property
-    def output_policy(self) -> OutputPolicy:
-        return OutputPolicy(mode="fixed" if self.ignore_eos else "natural", max_tokens=self.max_tokens)
-
     def point(self, point_id: str) -> ConcurrencyPoint | RatePoint | None:
         return next((p for p in self.points if p.id == point_id), None)
 
@@ -366,7 +363,7 @@ class LoadSpec(StrictModel):
     @field_validator("event_loop")
     @classmethod
     def _event_loop_installed(cls, v: EventLoop) -> EventLoop:
-        if v == "uvloop" and not uvloop_available():  # say so now, not when the first point starts
+        if v == "uvloop" and not module_available("uvloop"):  # say so now, not when the first point starts
             raise ValueError("uvloop is not installed: pip install uvloop, or use auto")
         return v
 

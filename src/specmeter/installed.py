@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 
 
 def installed_version(dist: str) -> str | None:
@@ -11,3 +12,8 @@ def installed_version(dist: str) -> str | None:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def module_available(name: str) -> bool:
+    """Whether module `name` can be imported here (without importing it)."""
+    return importlib.util.find_spec(name) is not None

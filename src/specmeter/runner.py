@@ -23,7 +23,7 @@ from typing import Any
 
 from specmeter import __version__
 from specmeter.analysis.decide import analyze
-from specmeter.config import ConcurrencyPoint, EngineSpec, RatePoint
+from specmeter.config import ConcurrencyPoint, EngineSpec, EventLoop, RatePoint
 from specmeter.data.matched import matched_random
 from specmeter.data.model import Conversation
 from specmeter.engines.base import Engine
@@ -33,13 +33,13 @@ from specmeter.engines.registry import get_engine
 from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, InputError, RunIncomplete, SpecmeterError
 from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
-from specmeter.load.eventloop import EventLoop
 from specmeter.load.strategies import PointKey, count_requests, point_conversations, run_point
 from specmeter.redact import redact_argv
 from specmeter.rounds import Rounds
 from specmeter.run_data import run_records
 from specmeter.schemas.capture import Attempt, PointCapture
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
+from specmeter.schemas.progress import Reporter
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 from specmeter.store import RunStore, environment_info, latest_records, model_fingerprint
@@ -49,17 +49,6 @@ from specmeter.telemetry.gauge import GaugeSampler
 from specmeter.telemetry.scrape import scrape
 
 LoadPoint = ConcurrencyPoint | RatePoint
-
-
-class Reporter:
-    """Progress sink. This base is silent (tests, --json); the CLI's RichReporter draws bars."""
-
-    def plan_start(self, plan: Plan, total_requests: int | None) -> None: ...
-    def server_ready(self, server: str, seconds: float) -> None: ...
-    def point_start(self, config: PlannedConfig, point: LoadPoint, repeat: int, total: int | None) -> None: ...
-    def request_done(self, record: RequestRecord) -> None: ...
-    def point_done(self, config: PlannedConfig, result: PointResult) -> None: ...
-    def note(self, message: str) -> None: ...
 
 
 @dataclass

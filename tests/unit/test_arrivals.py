@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import specmeter
-from specmeter.load.arrivals import ArrivalKind, arrival_times
+from specmeter.config import ArrivalKind
+from specmeter.load.arrivals import arrival_times
 
 KINDS: tuple[ArrivalKind, ...] = ("poisson", "gamma", "constant")
 N_GAPS = 20_000

@@ -236,13 +236,13 @@ def test_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     assert build_model(LoadSpec, {"event_loop": "asyncio"}, "load").event_loop == "asyncio"
     with pytest.raises(InputError, match=r"'event_loop'"):
         build_model(LoadSpec, {"event_loop": "trio"}, "load")
-    monkeypatch.setattr(config, "uvloop_available", lambda: False)  # a machine without uvloop
+    monkeypatch.setattr(config, "module_available", lambda name: False)  # a machine without uvloop
     with pytest.raises(InputError) as info:
         build_model(LoadSpec, {"event_loop": "uvloop"}, "load")
     assert "'event_loop'" in str(info.value) and "pip install uvloop" in str(info.value)
     assert build_model(LoadSpec, {"event_loop": "auto"}, "load").event_loop == "auto"
     assert eventloop.loop_factory("auto") is not None  # uvloop is a dependency
-    monkeypatch.setattr(eventloop, "uvloop_available", lambda: False)
+    monkeypatch.setattr(eventloop, "module_available", lambda name: False)
     assert eventloop.loop_factory("auto") is None  # asyncio's own loop
     with pytest.raises(InputError, match="pip install uvloop"):
         eventloop.loop_factory("uvloop")

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from specmeter.config import LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.errors import InputError
 
@@ -141,6 +142,11 @@ def load_o200k_counter() -> TokenCounter | None:
     except Exception:  # not installed, offline, or a broken cache: the o200k count is optional
         return None
     return lambda text: len(encoding.encode(text, disallowed_special=()))
+
+
+def output_policy(load: LoadSpec) -> OutputPolicy:
+    """The output policy a load asks for: ignore_eos forces max_tokens, else outputs end naturally."""
+    return OutputPolicy(mode="fixed" if load.ignore_eos else "natural", max_tokens=load.max_tokens)
 
 
 class OutputPolicy(BaseModel):

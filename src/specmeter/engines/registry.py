@@ -5,11 +5,12 @@ from __future__ import annotations
 import importlib
 from functools import cache
 
+from specmeter.config import ENGINE_KINDS
 from specmeter.engines.base import Engine, EngineLauncher, EngineStats, ServerProbe
 from specmeter.errors import InputError
 from specmeter.schemas.plan import Plan
 
-# kind -> "module:StatsClass:LauncherClass"
+# kind (one of config.ENGINE_KINDS, every one) -> "module:StatsClass:LauncherClass"
 _ENGINES: dict[str, str] = {
     "vllm": "specmeter.engines.vllm:VLLMStats:VLLMLauncher",
     "llamacpp": "specmeter.engines.llamacpp:LlamaCppStats:LlamaCppLauncher",
@@ -19,7 +20,7 @@ _ENGINES: dict[str, str] = {
 
 
 def engine_kinds() -> list[str]:
-    return list(_ENGINES)
+    return list(ENGINE_KINDS)
 
 
 @cache

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Literal, get_args
+from typing import get_args
 
 import numpy as np
 
-ArrivalKind = Literal["poisson", "gamma", "constant"]
+from specmeter.config import ArrivalKind
+
 _KINDS: tuple[str, ...] = get_args(ArrivalKind)
 
 

@@ -10,24 +10,19 @@ Nothing else changes with the loop: the same code, the same clock (`time.perf_co
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from collections.abc import Callable
 from typing import Literal
 
+from specmeter.config import EventLoop
 from specmeter.errors import InputError
-
-EventLoop = Literal["auto", "uvloop", "asyncio"]
-
-
-def uvloop_available() -> bool:
-    return importlib.util.find_spec("uvloop") is not None
+from specmeter.installed import module_available
 
 
 def resolve_event_loop(kind: EventLoop) -> Literal["uvloop", "asyncio"]:
     """The loop `kind` means on this machine ("auto": uvloop when installed)."""
     if kind == "asyncio":
         return "asyncio"
-    if uvloop_available():
+    if module_available("uvloop"):
         return "uvloop"
     if kind == "uvloop":
         raise InputError("load.event_loop is uvloop but uvloop is not installed: pip install uvloop, "

@@ -6,6 +6,7 @@ from typing import Any
 
 from specmeter.config import LoadSpec
 from specmeter.data.model import Conversation
+from specmeter.data.selection import output_policy
 from specmeter.load.client import RequestSpec
 
 
@@ -19,7 +20,7 @@ def build_request(
     """The request for `conv.turns[turn]`; `history` holds the model's replies to turns 0..turn-1."""
     body: dict[str, Any] = {
         "model": model,
-        **load.output_policy.request_fields(conv),
+        **output_policy(load).request_fields(conv),
         "temperature": load.temperature,
         "stream": True,
         # continuous usage gives cumulative completion_tokens per chunk: exact tokens per chunk.

@@ -52,12 +52,11 @@ from pathlib import Path
 from typing import Any, cast
 
 import specmeter
-from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
+from specmeter.config import ConcurrencyPoint, EventLoop, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.errors import SpecmeterError
 from specmeter.load import eventloop
 from specmeter.load.client import ClientSettings, OpenAIClient
-from specmeter.load.eventloop import EventLoop
 from specmeter.load.strategies import (
     OnRecord,
     PointKey,

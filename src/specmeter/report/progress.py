@@ -16,8 +16,8 @@ from rich.progress import (
 )
 
 from specmeter.config import ConcurrencyPoint, RatePoint
-from specmeter.runner import Reporter
 from specmeter.schemas.plan import Plan, PlannedConfig
+from specmeter.schemas.progress import Reporter
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import PointResult
 

@@ -1,0 +1,22 @@
+"""The progress events a run emits as it goes, to whoever draws them: the runner calls them, the report layer
+draws them, and neither imports the other."""
+
+from __future__ import annotations
+
+from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.schemas.plan import Plan, PlannedConfig
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import PointResult
+
+LoadPoint = ConcurrencyPoint | RatePoint
+
+
+class Reporter:
+    """Progress sink. This base is silent (tests, --json); the CLI's RichReporter (report/progress.py) draws bars."""
+
+    def plan_start(self, plan: Plan, total_requests: int | None) -> None: ...
+    def server_ready(self, server: str, seconds: float) -> None: ...
+    def point_start(self, config: PlannedConfig, point: LoadPoint, repeat: int, total: int | None) -> None: ...
+    def request_done(self, record: RequestRecord) -> None: ...
+    def point_done(self, config: PlannedConfig, result: PointResult) -> None: ...
+    def note(self, message: str) -> None: ...
