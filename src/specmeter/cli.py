@@ -29,8 +29,9 @@ from specmeter.redact import redact_argv
 from specmeter.report.console import ConsoleOutput, render
 from specmeter.report.progress import RichReporter
 from specmeter.run_data import load_run, run_records
-from specmeter.runner import Execution, ServerPool, execute
+from specmeter.runner import Execution, execute
 from specmeter.schemas.recommend import SLO, Objective, Recommendation
+from specmeter.servers import ServerPool
 from specmeter.store import RunStore, atomic_write_text, load_summary, new_run_id
 
 app = typer.Typer(

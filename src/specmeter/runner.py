@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -23,14 +22,13 @@ from typing import Any
 
 from specmeter import __version__
 from specmeter.analysis.decide import analyze
-from specmeter.config import ConcurrencyPoint, EngineSpec, EventLoop, RatePoint
+from specmeter.config import ConcurrencyPoint, EventLoop, RatePoint
 from specmeter.data.matched import matched_random
 from specmeter.data.model import Conversation
 from specmeter.engines.base import Engine
 from specmeter.engines.launcher import LaunchedServer, log_tail
 from specmeter.engines.probe import resolve_endpoints
-from specmeter.engines.registry import get_engine
-from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, InputError, RunIncomplete, SpecmeterError
+from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, RunIncomplete, SpecmeterError
 from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
 from specmeter.load.strategies import PointKey, count_requests, point_conversations, run_point
@@ -42,6 +40,7 @@ from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.progress import Reporter
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
+from specmeter.servers import Server, ServerPool, served_model
 from specmeter.store import RunStore, environment_info, latest_records, model_fingerprint
 from specmeter.summarize import summarize_point
 from specmeter.telemetry.feed import FeedPoller
@@ -105,58 +104,6 @@ def _sources_first(configs: Sequence[PlannedConfig]) -> list[PlannedConfig]:
     return plain + [c for c in configs if c.matched_random is not None]
 
 
-class _Server:
-    """One server of a block: launched, attached, or failed to start."""
-
-    def __init__(self, configs: list[PlannedConfig]) -> None:
-        self.configs = configs
-        self.head = configs[0]
-        kind = self.head.engine.kind
-        if kind is None:  # execute() resolves attached servers' kinds before any _Server exists
-            raise InputError(f"server {self.head.server}: engine kind unknown; pass --engine")
-        self.engine: Engine = get_engine(kind)
-        self.process: LaunchedServer | None = None
-        self.base_url: str | None = self.head.engine.endpoint
-        self.error: str | None = None
-        self.model: str | None = None
-
-
-class ServerPool:
-    """Launched servers by what they run (engine + speculative config), stopped when the pool closes."""
-
-    def __init__(self) -> None:
-        self._stack = ExitStack()
-        self._up: dict[str, LaunchedServer] = {}
-
-    def __enter__(self) -> ServerPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._up.clear()
-        self._stack.close()
-
-    @staticmethod
-    def _key(config: PlannedConfig) -> str:
-        return json.dumps([config.engine.model_dump(mode="json"), config.spec.model_dump(mode="json")],
-                          sort_keys=True)
-
-    def running(self, config: PlannedConfig) -> LaunchedServer | None:
-        found = self._up.get(self._key(config))
-        return found if found is not None and found.alive() else None
-
-    def stop(self, config: PlannedConfig) -> None:
-        """Stop the server running `config` now (one no later plan needs, to free its memory)."""
-        found = self._up.pop(self._key(config), None)
-        if found is not None:
-            found.stop()
-
-    def start(self, config: PlannedConfig, proc: LaunchedServer) -> None:
-        """Start `proc` (stopped when the pool closes, even if it never gets ready) and keep it for reuse."""
-        self._stack.callback(proc.stop)
-        proc.start()
-        self._up[self._key(config)] = proc
-
-
 class _Run:
     """State of one execution: the summary being filled and the store it is written to."""
 
@@ -204,7 +151,7 @@ class _Run:
         return self._derived[config.id]
 
     # -- servers ---------------------------------------------------------------------------------------
-    def start(self, servers: Sequence[_Server], pool: ServerPool) -> None:
+    def start(self, servers: Sequence[Server], pool: ServerPool) -> None:
         """Launch the block's servers one after another, or reuse the pool's running ones; attached servers
         need nothing. One at a time: on a small CPU machine, parallel starts contend for the core the engines
         are pinned to and for the shared compile cache, and took longer than starting in turn. A server that
@@ -243,7 +190,7 @@ class _Run:
             self.save()  # the pid on disk lets a user (or a test) find the server
             self.reporter.server_ready(head.server, proc.startup_seconds or 0.0)
 
-    def _bind(self, server: _Server, proc: LaunchedServer, *, reused: bool) -> None:
+    def _bind(self, server: Server, proc: LaunchedServer, *, reused: bool) -> None:
         server.process, server.base_url = proc, proc.base_url
         for r in (self.result(c, server.engine) for c in server.configs):
             r.server_pid = proc.proc.pid if proc.proc else None
@@ -253,7 +200,7 @@ class _Run:
                 r.startup_s = proc.startup_seconds
 
     # -- one cell ----------------------------------------------------------------------------------------
-    async def measure(self, cell: Cell, server: _Server) -> PointResult:
+    async def measure(self, cell: Cell, server: Server) -> PointResult:
         """Send the cell's requests and capture the engine's telemetry around and through them; the result is
         summarized from what was captured (summarize.py), merged with earlier attempts at the point (resume)."""
         config, point, repeat = cell.config, cell.point, cell.repeat
@@ -272,7 +219,7 @@ class _Run:
                                 timeout_s=load.request_timeout_s,
                                 extra_body=stats.request_extensions(load.temperature)) as client:
             if server.model is None:
-                server.model = await _served_model(client, config.engine)
+                server.model = await served_model(client, config.engine)
             on_record = self._on_record(server)
             if load.warmup:
                 warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}"})
@@ -304,7 +251,7 @@ class _Run:
         return summarize_point(capture, [*prior, *traffic.records], point, stats,
                                expect_sd=config.role is Role.candidate)
 
-    def _on_record(self, server: _Server) -> Callable[[RequestRecord], None]:
+    def _on_record(self, server: Server) -> Callable[[RequestRecord], None]:
         def on_record(record: RequestRecord) -> None:
             self.store.append(record)
             self.reporter.request_done(record)
@@ -326,7 +273,7 @@ class _Run:
         with ExitStack() as stack:
             # Without a pool from the caller, the block's servers stop when the block ends.
             pool = self.pool if self.pool is not None else stack.enter_context(ServerPool())
-            servers = {group[0].server: _Server(group) for group in block.servers if group[0].server in needed}
+            servers = {group[0].server: Server(group) for group in block.servers if group[0].server in needed}
             self.start(list(servers.values()), pool)
             for cell in pending:
                 server = servers[cell.config.server]
@@ -411,20 +358,6 @@ def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None,
         run.save()
         store.close()
     return summary
-
-
-async def _served_model(client: OpenAIClient, engine: EngineSpec) -> str:
-    if engine.served_model_name:
-        return engine.served_model_name
-    if engine.launch and engine.model:
-        return engine.model
-    try:
-        data = await client.get_json("/v1/models")
-        return str(data["data"][0]["id"])
-    except Exception as exc:
-        raise EngineError(
-            f"{engine.endpoint}/v1/models did not name a model ({type(exc).__name__}); pass --served-model-name"
-        ) from exc
 
 
 def _mark_incomplete(summary: RunSummary, reason: str) -> None:

@@ -18,10 +18,11 @@ from specmeter.config import SpecConfig
 from specmeter.engines.deploy import render, sweep_engine
 from specmeter.plans.verify import verify_execution
 from specmeter.run_data import run_records
-from specmeter.runner import Execution, ServerPool
+from specmeter.runner import Execution
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
+from specmeter.servers import ServerPool
 from specmeter.store import RunStore, atomic_write_text, load_summary
 
 RECOMMENDATION = "recommendation.json"
