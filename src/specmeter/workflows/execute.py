@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from specmeter.report.html import HtmlOutput
 from specmeter.run_data import load_run
 from specmeter.runner import Execution, ServerPool, execute
 from specmeter.schemas.results import RunSummary
-from specmeter.store import RunStore
+from specmeter.store import RunStore, load_summary
 from specmeter.workflows.terminal import Terminal
 
 
@@ -31,7 +32,7 @@ def write_page(run_dir: Path, term: Terminal) -> None:
 
 def measure(ex: Execution, run_dir: Path, term: Terminal, pool: ServerPool | None = None) -> RunSummary:
     """Run the plan into `run_dir`, show its tables (none under --json: the caller prints the document), write
-    its page; the summary comes back finished or not (`check_complete` says which)."""
+    its page; the summary comes back finished or not."""
     # Before the run directory exists: an endpoint that does not answer leaves nothing behind.
     ex = replace(ex, plan=resolve_endpoints(ex.plan, ex.api_key))
     store = RunStore(run_dir)
@@ -47,18 +48,27 @@ def measure(ex: Execution, run_dir: Path, term: Terminal, pool: ServerPool | Non
     return summary
 
 
-def check_complete(summary: RunSummary, run_dir: Path) -> None:
-    """An interrupted or stopped run ends the command with the 'incomplete' exit code and the way on."""
+def measure_and_keep(ex: Execution, run_dir: Path, term: Terminal, keep: Callable[[RunSummary], None],
+                     pool: ServerPool | None = None) -> RunSummary:
+    """`measure`, then the summary to `keep` (also that of a run stopped mid-way by Ctrl-C, the error rate or a
+    dead server: what finished, as stored), then the 'incomplete' exit code of a run that did not finish."""
+    try:
+        summary = measure(ex, run_dir, term, pool)
+    except RunIncomplete:
+        keep(load_summary(run_dir))  # execute saved it before it raised
+        raise
+    keep(summary)
     if summary.status != "complete":
         raise RunIncomplete(f"{summary.incomplete_reason}; what finished is in {run_dir}; "
                             f"`specmeter resume {run_dir}` runs what is missing")
+    return summary
 
 
 def measure_one(ex: Execution, run_dir: Path, term: Terminal, pool: ServerPool | None = None) -> RunSummary:
-    """A command that runs one plan: `measure`, its summary as the JSON document under --json, then the exit
-    code of a run that did not finish."""
-    summary = measure(ex, run_dir, term, pool)
-    if term.json_out:
-        term.emit(summary.model_dump_json(indent=2))
-    check_complete(summary, run_dir)
-    return summary
+    """A command that runs one plan: under --json its summary is the document."""
+
+    def keep(summary: RunSummary) -> None:
+        if term.json_out:
+            term.emit(summary.model_dump_json(indent=2))
+
+    return measure_and_keep(ex, run_dir, term, keep, pool)

@@ -16,7 +16,7 @@ from specmeter.plans.sweep import SweepSpec, read_sweep_file
 from specmeter.plans.verify import check_verifiable
 from specmeter.runner import Execution, ServerPool
 from specmeter.store import new_run_id
-from specmeter.workflows.execute import check_complete, measure, measure_one
+from specmeter.workflows.execute import measure_and_keep, measure_one
 from specmeter.workflows.recommend import check_min_gain
 from specmeter.workflows.terminal import Terminal
 from specmeter.workflows.verify import DeployAnswer, VerifyRequest, answering, recommend_and_verify
@@ -106,9 +106,14 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
     """Validate everything before a server starts, measure the sweep into a new run directory, and with
     `req.verify` recommend and verify on the same servers (one JSON document for all of it under --json)."""
     sw = sweep_spec(req)
+    configs = sw.configs()  # the baseline first
     if req.verify is not None:  # refused before the sweep, not after it
         check_verifiable(sw.engine.kind, "--verify")
-    for cfg in sw.configs():
+        if not configs[0].engine.launch:
+            raise InputError("--verify: the sweep attaches to a running baseline server, so specmeter cannot "
+                             "launch the config it recommends; sweep without --verify, then start a server with "
+                             "the recommended config and run `specmeter verify RUN_DIR --endpoint URL`")
+    for cfg in configs:
         if cfg.engine.launch:
             check_local_models(cfg.engine, cfg.spec)
     ld = sw.effective_load()
@@ -123,6 +128,5 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
         measure_one(ex, run_dir, term)
         return
     with ServerPool() as pool, answering(DeployAnswer(), term) as answer:
-        answer.sweep = measure(ex, run_dir, term, pool)
-        check_complete(answer.sweep, run_dir)
+        measure_and_keep(ex, run_dir, term, answer.keep_sweep, pool)
         recommend_and_verify(run_dir, req.verify, term, pool, answer)

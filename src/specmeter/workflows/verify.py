@@ -25,7 +25,7 @@ from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 from specmeter.store import RunStore, atomic_write_text, latest_records, load_summary, new_run_id
-from specmeter.workflows.execute import check_complete, measure, write_page
+from specmeter.workflows.execute import measure_and_keep, write_page
 from specmeter.workflows.recommend import Criteria, decide, read_recommendation
 from specmeter.workflows.terminal import Terminal
 
@@ -136,6 +136,9 @@ class DeployAnswer:
     recommendation: Recommendation | None = None
     verifications: list[RunSummary] = field(default_factory=list)
 
+    def keep_sweep(self, summary: RunSummary) -> None:
+        self.sweep = summary
+
     def document(self) -> str:
         # Each part as pydantic writes it (inf and nan as null), then one object around them.
         parts: dict[str, object] = {}
@@ -176,9 +179,7 @@ def recommend_and_verify(run_dir: Path, req: VerifyRequest, term: Terminal, pool
         return
 
     def verify_round(ex: Execution, target: Path) -> None:
-        summary = measure(ex, target, term, pool)
-        answer.verifications.append(summary)
-        check_complete(summary, target)
+        measure_and_keep(ex, target, term, answer.verifications.append, pool)
 
     loop = VerifyLoop(run_dir=run_dir, execute=verify_round,
                       say=lambda line: term.human.print(f"[bold]{line}[/]", highlight=False),
