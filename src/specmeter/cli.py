@@ -7,32 +7,18 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, get_type_hints
+from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 from rich.console import Console
 
 from specmeter import __version__
-from specmeter.config import (
-    EngineSpec,
-    LoadSpec,
-    SpecConfig,
-    build_model,
-    load_yaml,
-    parse_spec_json,
-)
-from specmeter.data.selection import output_policy
-from specmeter.errors import InputError, RunIncomplete, SpecmeterError
+from specmeter.errors import SpecmeterError
 from specmeter.redact import redact_argv
-from specmeter.report.console import ConsoleOutput, render
 from specmeter.report.progress import RichReporter
-from specmeter.run_data import load_run, run_records
-from specmeter.runner import Execution, execute
-from specmeter.schemas.recommend import SLO, Objective, Recommendation
-from specmeter.servers import ServerPool
-from specmeter.store import RunStore, atomic_write_text, load_summary, new_run_id
+from specmeter.workflows import flags
+from specmeter.workflows.terminal import Terminal
 
 app = typer.Typer(
     name="specmeter",
@@ -41,54 +27,33 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+# Each command imports its workflow when it runs, so `--help` and light commands start fast.
 # Logs and CI are not terminals: give tables room instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 150)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 API_KEY_ENV = ("SPECMETER_API_KEY", "OPENAI_API_KEY")
+V = TypeVar("V")
+T = TypeVar("T")
 
 
-def _levels(text: str) -> list[int]:
+def _flag(parse: Callable[[V], T], value: V | None) -> T | None:
+    """A flag's value parsed (None where it was not given); a malformed one is typer's usage error."""
+    if not value:
+        return None
     try:
-        return [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise typer.BadParameter(f"{text!r}: give concurrency levels as integers, e.g. 1,4,16") from None
+        return parse(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
-def _rates(text: str) -> list[float]:
-    try:
-        return [float(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise typer.BadParameter(f"{text!r}: give request rates as numbers (requests/s), e.g. 0.5,2") from None
+def _terminal(json_out: bool = False) -> Terminal:
+    return Terminal(out=console, err=err_console, json_out=json_out, progress=RichReporter)
 
 
-def _range(text: str) -> tuple[int, int]:
-    lo, _sep, hi = text.partition(":")
-    try:
-        return int(lo), int(hi)
-    except ValueError:
-        raise typer.BadParameter(f"{text!r}: give a token range as LO:HI, e.g. 0:512") from None
-
-
-def _env_pairs(items: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise typer.BadParameter(f"{item!r}: give it as KEY=VALUE")
-        out[key] = value
-    return out
-
-
-def _dataset_options(items: list[str]) -> dict[str, Any]:
-    """KEY=VALUE pairs; values that parse as JSON (numbers, true/false, lists) are taken as such."""
-    out: dict[str, Any] = {}
-    for key, value in _env_pairs(items).items():
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
+def _command() -> list[str]:
+    """The command line as the run directory records it (secrets masked)."""
+    return ["specmeter", *redact_argv(sys.argv[1:])]
 
 
 def _api_key(flag: str | None) -> str | None:
@@ -98,33 +63,6 @@ def _api_key(flag: str | None) -> str | None:
         if os.environ.get(name):
             return os.environ[name]
     return None
-
-
-def build_plan_inputs(
-    config_file: Path | None,
-    cli_engine: dict[str, Any],
-    cli_spec: str | None,
-    cli_load: dict[str, Any],
-) -> tuple[EngineSpec, SpecConfig, LoadSpec]:
-    """Merge a YAML config (sections engine/spec/load) with CLI flags (flags win), then validate."""
-    raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
-    where = str(config_file) if config_file else "command line"
-    unknown = set(raw) - {"engine", "spec", "load"}
-    if unknown:
-        raise SpecmeterError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}; use engine, spec and load")
-    engine_raw = {**(raw.get("engine") or {}), **{k: v for k, v in cli_engine.items() if v is not None}}
-    file_load = dict(raw.get("load") or {})
-    if cli_load.get("concurrency") is not None or cli_load.get("request_rate") is not None:
-        for key in ("points", "concurrency", "request_rate"):  # the flags' load points replace the file's
-            file_load.pop(key, None)
-    load_raw = {**file_load, **{k: v for k, v in cli_load.items() if v is not None}}
-    engine = build_model(EngineSpec, engine_raw, f"{where}: engine")
-    load = build_model(LoadSpec, load_raw, f"{where}: load")
-    if cli_spec is not None:
-        spec = parse_spec_json(cli_spec)
-    else:
-        spec = build_model(SpecConfig, raw.get("spec") or {}, f"{where}: spec")
-    return engine, spec, load
 
 
 @app.command()
@@ -173,48 +111,28 @@ def run(
     compare_random: Annotated[bool, typer.Option(hidden=True)] = False,
 ) -> None:
     """Benchmark one speculative config (and its speculation-off baseline) on a workload."""
-    from specmeter.data.workload import load_conversations
-    from specmeter.plans.run import compare_workloads_plan, run_plan
-
     if resume is not None:
-        resume_run(resume, api_key=api_key, json_out=json_out)
+        _resume(resume, api_key, json_out)
         return
+    from specmeter.workflows import run as workflow
 
-    eng, sp, ld = build_plan_inputs(
-        config,
-        {"endpoint": endpoint, "kind": engine, "model": model, "dtype": dtype, "max_model_len": max_model_len,
-         "served_model_name": served_model_name, "extra_args": engine_arg or None,
-         "env": _env_pairs(engine_env) if engine_env else None,
-         "startup_timeout_s": startup_timeout},
-        spec,
-        {"concurrency": _levels(concurrency) if concurrency else None,
-         "request_rate": _rates(request_rate) if request_rate else None, "arrival": arrival,
-         "burstiness": burstiness, "max_concurrency": max_concurrency, "duration_s": duration,
-         "num_prompts": num_prompts, "max_tokens": max_tokens, "ignore_eos": ignore_eos, "temperature": temperature,
-         "api": api, "warmup": warmup, "request_timeout_s": request_timeout, "max_error_rate": max_error_rate},
-    )
-    if eng.launch:
-        from specmeter.engines.preflight import check_local_models
-
-        check_local_models(eng, sp)
-    convs, workload = load_conversations(dataset, dataset_path, ld, categories=category,
-                                         options=_dataset_options(dataset_option or []),
-                                         input_len=_range(input_len) if input_len else None,
-                                         tokenizer=tokenizer or eng.model)
-    if warning := output_policy(ld).warning():
-        err_console.print(f"[yellow]note: {warning}[/]")
-    if compare_random:
-        from specmeter.data.matched import vocab_from_model
-
-        vocab, special = (vocab_size, []) if vocab_size else vocab_from_model(eng.model)
-        plan = compare_workloads_plan(eng, sp, ld, vocab_size=vocab, excluded_token_ids=special,
-                                      baseline_endpoint=baseline_endpoint if baseline else None, workload=workload)
-    else:
-        plan = run_plan(eng, sp, ld, baseline=baseline, baseline_endpoint=baseline_endpoint, workload=workload,
-                        interleave=interleave, repeats=repeats)
-    ex = Execution(plan=plan, conversations=convs, api_key=_api_key(api_key),
-                   command=["specmeter", *redact_argv(sys.argv[1:])])
-    _execute(ex, out / (name or new_run_id(("compare-" if compare_random else "") + sp.label())), json_out)
+    engine_flags = {"endpoint": endpoint, "kind": engine, "model": model, "dtype": dtype,
+                    "max_model_len": max_model_len, "served_model_name": served_model_name,
+                    "extra_args": engine_arg or None, "env": _flag(flags.pairs, engine_env),
+                    "startup_timeout_s": startup_timeout}
+    load_flags = {"concurrency": _flag(flags.levels, concurrency),
+                  "request_rate": _flag(flags.rates, request_rate), "arrival": arrival,
+                  "burstiness": burstiness, "max_concurrency": max_concurrency, "duration_s": duration,
+                  "num_prompts": num_prompts, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
+                  "temperature": temperature, "api": api, "warmup": warmup, "request_timeout_s": request_timeout,
+                  "max_error_rate": max_error_rate}
+    workflow.run(workflow.RunRequest(
+        config_file=config, engine=engine_flags, spec_json=spec, load=load_flags, out=out, name=name,
+        dataset=dataset, dataset_path=dataset_path, dataset_options=_flag(flags.options, dataset_option) or {},
+        categories=category, input_len=_flag(flags.token_range, input_len), tokenizer=tokenizer,
+        baseline=baseline, baseline_endpoint=baseline_endpoint, interleave=interleave, repeats=repeats,
+        api_key=_api_key(api_key), command=_command(), compare_random=compare_random, vocab_size=vocab_size,
+    ), _terminal(json_out))
 
 
 def compare_workloads(**options: Any) -> None:
@@ -250,7 +168,7 @@ def sweep(
     api_key: Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}); never written anywhere.")] = None,
     out: Annotated[Path, typer.Option(help="Directory that receives the run directory.")] = Path("runs"),
     name: Annotated[str | None, typer.Option(help="Run directory name (default: timestamp + label).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout instead of tables.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout instead of tables (with --verify: one document of the sweep's summary, the final recommendation and each verification's summary).")] = False,
     resume: Annotated[Path | None, typer.Option(help="Finish an interrupted sweep (same as `specmeter resume`).")] = None,
     verify: Annotated[bool, typer.Option("--verify", help="Then recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
     objective: Annotated[str, typer.Option(help="With --verify: what the recommendation maximises: throughput, tpot or goodput.")] = "throughput",
@@ -261,122 +179,24 @@ def sweep(
     """Every speculative config at every load point against the baseline: which drafter and which K, at
     which load, and where speculation stops paying. Takes a sweep file, or the shorthand
     `specmeter sweep --model M --spec '{...}' --k 1,2,4 --concurrency 1,4,16`."""
-    from specmeter.data.workload import load_conversations
-    from specmeter.engines.preflight import check_local_models
-    from specmeter.plans.sweep import SweepSpec, read_sweep_file
-    from specmeter.plans.verify import check_verifiable
-
     if resume is not None:
-        resume_run(resume, api_key=api_key, json_out=json_out)
+        _resume(resume, api_key, json_out)
         return
-    if file is not None:
-        if model or spec or k or concurrency or request_rate:
-            raise InputError(f"{file}: give the sweep either as a file or as --model/--spec/--k flags, not both")
-        sw = read_sweep_file(file)
-    else:
-        sw = _sweep_from_flags(model, spec or [], k, concurrency, request_rate, dataset, dataset_path, num_prompts,
-                               max_tokens, dtype, engine_env)
-    updates = {key: v for key, v in (("repeats", repeats), ("interleave", interleave),
-                                     ("min_gain", _min_gain(min_gain))) if v is not None}
-    sw = SweepSpec.model_validate({**sw.model_dump(by_alias=False), **updates}) if updates else sw
-    if verify:  # refused before the sweep, not after it
-        check_verifiable(sw.engine.kind, "--verify")
-    for cfg in sw.configs():
-        if cfg.engine.launch:
-            check_local_models(cfg.engine, cfg.spec)
-    ld = sw.effective_load()
-    w = sw.workload
-    convs, workload = load_conversations(w.dataset, w.path, ld, categories=w.categories, options=w.options,
-                                         input_len=w.input_len, tokenizer=w.tokenizer or sw.engine.model)
-    if warning := output_policy(ld).warning():
-        err_console.print(f"[yellow]note: {warning}[/]")
-    ex = Execution(plan=sw.plan(workload), conversations=convs, api_key=_api_key(api_key),
-                   command=["specmeter", *redact_argv(sys.argv[1:])])
-    run_dir = out / (name or new_run_id(f"sweep-{len(ex.plan.configs)}configs"))
-    if not verify:
-        _execute(ex, run_dir, json_out)
-        return
-    goal = _objective(objective)
-    limits = _slo(slo)
-    with ServerPool() as pool:
-        _execute(ex, run_dir, json_out, pool)
-        _recommend_and_verify(run_dir, goal, limits, None, json_out, pool, api_key=ex.api_key, off_is_an_answer=True,
-                              rounds=rounds)
+    from specmeter.workflows import sweep as workflow
+    from specmeter.workflows.recommend import Criteria
+    from specmeter.workflows.verify import VerifyRequest
 
-
-def _sweep_from_flags(model: str | None, specs: list[str], k: str | None, concurrency: str | None,
-                      request_rate: str | None, dataset: str, dataset_path: str | None, num_prompts: int | None,
-                      max_tokens: int | None, dtype: str | None, engine_env: list[str] | None) -> Any:
-    from specmeter.plans.sweep import SweepSpec
-
-    if not model or not specs:
-        raise InputError("sweep: give a sweep file, or --model and at least one --spec (with --k for several K)")
-    candidates = []
-    for text in specs:
-        try:
-            cand = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"--spec: not valid JSON ({exc.msg} at column {exc.colno})") from exc
-        if not isinstance(cand, dict):
-            raise InputError("--spec: expected a JSON object of speculative-config keys")
-        if k:
-            cand["num_speculative_tokens"] = _levels(k)
-        candidates.append(cand)
-    load: dict[str, Any] = {"concurrency": _levels(concurrency) if concurrency else None,
-                            "request_rate": _rates(request_rate) if request_rate else None,
-                            "max_tokens": max_tokens}
-    if load["concurrency"] is None and load["request_rate"] is None:
-        load["concurrency"] = [1]
-    raw = {
-        "workload": {"dataset": dataset, "path": dataset_path, "num_prompts": num_prompts},
-        "engine": {"model": model, "dtype": dtype, "env": _env_pairs(engine_env) if engine_env else {}},
-        "candidates": candidates,
-        "load": {key: v for key, v in load.items() if v is not None},
-    }
-    return build_model(SweepSpec, raw, "command line")
-
-
-def _write_page(run_dir: Path, json_out: bool) -> None:
-    """The run's one-file HTML report beside summary.json (written again when a recommendation or a
-    verification joins the run)."""
-    from specmeter.report.html import HtmlOutput
-
-    try:
-        (path,) = HtmlOutput().write(load_run(run_dir))
-    except Exception as exc:  # the page is a by-product: the measurements are on disk and the exit code is theirs
-        err_console.print(f"[yellow]report.html not written ({exc.__class__.__name__}: {exc}); "
-                          f"`specmeter report {run_dir} --html FILE` tries again[/]")
-        return
-    (err_console if json_out else console).print(f"report: [cyan]{path}[/]")
-
-
-def _execute(ex: Execution, run_dir: Path, json_out: bool, pool: ServerPool | None = None) -> None:
-    from specmeter.engines.probe import resolve_endpoints
-
-    # Before the run directory exists: an endpoint that does not answer leaves nothing behind.
-    ex = replace(ex, plan=resolve_endpoints(ex.plan, ex.api_key))
-    store = RunStore(run_dir)
-    reporter = RichReporter(err_console if json_out else console)
-    if not json_out:
-        console.print(f"[bold]specmeter[/] {__version__}: run directory [cyan]{run_dir}[/]")
-    with reporter:
-        summary = execute(ex, store, reporter, pool)
-    if json_out:
-        sys.stdout.write(summary.model_dump_json(indent=2) + "\n")
-    else:
-        render(summary, console)
-    _write_page(run_dir, json_out)
-    if not json_out:
-        console.print(f"results: [cyan]{run_dir}[/] (summary.json, requests.jsonl, server logs)")
-    if summary.status != "complete":
-        raise RunIncomplete(f"{summary.incomplete_reason}; what finished is in {run_dir}; "
-                            f"`specmeter resume {run_dir}` runs what is missing")
-
-
-def resume_run(run_dir: Path, api_key: str | None = None, json_out: bool = False) -> None:
-    from specmeter.plans.resume import resume_execution
-
-    _execute(resume_execution(run_dir, _api_key(api_key)), run_dir, json_out)
+    shorthand = workflow.SweepFlags(model=model, specs=spec or [], k=_flag(flags.levels, k),
+                           concurrency=_flag(flags.levels, concurrency),
+                           request_rate=_flag(flags.rates, request_rate), dataset=dataset,
+                           dataset_path=dataset_path, num_prompts=num_prompts, max_tokens=max_tokens, dtype=dtype,
+                           engine_env=_flag(flags.pairs, engine_env) or {})
+    key = _api_key(api_key)
+    checks = VerifyRequest(criteria=Criteria.from_flags(objective, slo), rounds=rounds, api_key=key,
+                           off_is_an_answer=True, command=_command()) if verify else None
+    workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, repeats=repeats, interleave=interleave,
+                                         min_gain=min_gain, name=name, api_key=key, command=_command(),
+                                         verify=checks), _terminal(json_out))
 
 
 @app.command()
@@ -386,101 +206,13 @@ def resume(
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout instead of tables.")] = False,
 ) -> None:
     """Finish an interrupted run from its stored plan: only the points not yet finished run again."""
-    resume_run(run_dir, api_key=api_key, json_out=json_out)
+    _resume(run_dir, api_key, json_out)
 
 
-def _objective(text: str) -> Objective:
-    if text not in ("throughput", "tpot", "goodput"):
-        raise InputError(f"--objective {text!r}: choose throughput, tpot or goodput")
-    return text  # type: ignore[return-value]
+def _resume(run_dir: Path, api_key: str | None, json_out: bool) -> None:
+    from specmeter.workflows import resume as workflow
 
-
-def _slo(text: str | None) -> SLO | None:
-    if text is None:
-        return None
-    raw: dict[str, Any] = {}
-    for item in text.split(","):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise InputError(f"--slo: expected KEY=VALUE pairs like ttft_ms=500,tpot_ms=50, got {item!r}")
-        raw[key.strip()] = value.strip()
-    slo: SLO = build_model(SLO, raw, "--slo")
-    if not slo.model_dump(exclude_none=True):
-        raise InputError("--slo: give at least one bound: ttft_ms, tpot_ms or e2e_ms")
-    return slo
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it ({exc.strerror}); give the recommendation.json that "
-                         "`specmeter recommend` wrote") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-
-
-def _recommendation(run_dir: Path, objective: Objective, slo: SLO | None, max_num_seqs: int | None,
-                    json_out: bool, min_gain: float | None = None) -> Recommendation:
-    """Recommend from a run directory, render it for the engine the sweep ran, write recommendation.json beside
-    it, and show it."""
-    from specmeter.analysis.recommend import recommend
-    from specmeter.engines.deploy import render, sweep_engine
-    from specmeter.report.console import render_recommendation
-
-    summary = load_summary(run_dir)
-    records = run_records(RunStore(run_dir), summary.plan)
-    rec = render(recommend(summary, records, objective=objective, slo=slo, max_num_seqs=max_num_seqs,
-                           source_run=str(run_dir), min_gain=min_gain), sweep_engine(summary.plan))
-    atomic_write_text(run_dir / "recommendation.json", rec.model_dump_json(indent=2) + "\n")
-    if json_out:
-        sys.stdout.write(rec.model_dump_json(indent=2) + "\n")
-    else:
-        render_recommendation(rec, console)
-    return rec
-
-
-def _recommend_and_verify(run_dir: Path, objective: Objective, slo: SLO | None, max_num_seqs: int | None,
-                          json_out: bool, pool: ServerPool | None, *, api_key: str | None = None,
-                          endpoint: str | None = None, repeats: int | None = None,
-                          verify_dir: Path | None = None, given: Path | None = None,
-                          off_is_an_answer: bool = False, rounds: int = 1, min_gain: float | None = None) -> None:
-    """Recommend (or read a recommendation), run its dynamic config, and correct it where verification
-    disagrees, verifying the correction while `rounds` remain. With `off_is_an_answer` (the demo,
-    `sweep --verify`), a recommendation to serve without speculation ends the command there: it is the
-    sweep's answer, not an error; `specmeter verify` asked for a config to run and says there is none."""
-    from specmeter.report.console import render_recommendation
-    from specmeter.workflows.verify import VerifyLoop
-
-    if given is None:
-        rec = _recommendation(run_dir, objective, slo, max_num_seqs, json_out, min_gain)
-    else:
-        rec = build_model(Recommendation, _read_json(given), str(given))
-    if off_is_an_answer and (rec.best is None or rec.best.spec is None):
-        err_console.print("[yellow]nothing to verify: no K clearly beats the baseline at any measured point, so the "
-                          "answer is to serve without speculation; more rounds (load.max_rounds) or longer outputs "
-                          "narrow the intervals if the speedups looked close[/]")
-        _write_page(run_dir, json_out)  # the sweep's page now shows the recommendation
-        return
-    say = err_console if json_out else console
-    loop = VerifyLoop(run_dir=run_dir, execute=lambda ex, target: _execute(ex, target, json_out, pool),
-                      say=lambda line: say.print(f"[bold]{line}[/]", highlight=False),
-                      first_dir=verify_dir or run_dir / new_run_id("verify"), pool=pool,
-                      serve=None if endpoint is None else _attached(endpoint, rec), repeats=repeats, api_key=api_key, command=["specmeter", *redact_argv(sys.argv[1:])])
-    try:
-        final = loop.run(rec, rounds)
-    finally:  # the sweep's page now shows the recommendation and what of the verification finished
-        _write_page(run_dir, json_out)
-    if json_out:
-        sys.stdout.write(final.model_dump_json(indent=2) + "\n")
-    else:
-        render_recommendation(final, console, final=True)
-
-
-def _attached(endpoint: str, rec: Recommendation) -> Callable[[SpecConfig], str | None]:
-    """--endpoint runs the table given; a corrected table has no server until the user starts one."""
-    first = rec.best.spec if rec.best is not None else None
-    return lambda spec: endpoint if spec == first else None
+    workflow.resume(run_dir, _api_key(api_key), _terminal(json_out))
 
 
 @app.command("recommend")
@@ -496,8 +228,9 @@ def recommend_cmd(
     configuration ran, rendered for the engine the sweep ran (vLLM: a dynamic-SD --speculative-config), the
     static K for engines without dynamic SD, and the evidence behind every range. Writes recommendation.json
     into the run directory."""
-    _recommendation(run_dir, _objective(objective), _slo(slo), max_num_seqs, json_out, _min_gain(min_gain))
-    _write_page(run_dir, json_out)
+    from specmeter.workflows import recommend as workflow
+
+    workflow.recommend(run_dir, workflow.Criteria.from_flags(objective, slo, max_num_seqs, min_gain), _terminal(json_out))
 
 
 @app.command("verify")
@@ -514,22 +247,21 @@ def verify_cmd(
     api_key: Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}).")] = None,
     recommendation: Annotated[Path | None, typer.Option(help="Verify this recommendation.json (e.g. one you edited) instead of recommending again.")] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory of the verification (default: a new one inside RUN_DIR).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the summaries as JSON instead of tables.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables: the final recommendation and each verification's summary.")] = False,
 ) -> None:
     """Launch the recommended dynamic config and run the sweep's load points again, interleaved with the
     baseline and each point's best static config: throughput and TPOT against all, head to head, and a check
     in the engine's per-step stats that it drafted the K the table names for the batch it ran. Where a static
     K other than the table's beats it there, writes a corrected recommendation from the pooled evidence (the
     contradicted one kept as recommendation-r<n>.json); --until-stable verifies the correction too."""
-    _recommend_and_verify(run_dir, _objective(objective), _slo(slo), max_num_seqs, json_out, None,
-                          api_key=_api_key(api_key), endpoint=endpoint, repeats=repeats, verify_dir=out,
-                          given=recommendation, rounds=rounds if until_stable else 1, min_gain=_min_gain(min_gain))
+    from specmeter.workflows import verify as workflow
+    from specmeter.workflows.recommend import Criteria
 
-
-def _min_gain(value: float | None) -> float | None:
-    if value is not None and not 0.0 <= value < 1.0:
-        raise InputError(f"--min-gain {value}: give a fraction in [0, 1), e.g. 0.01 for 1%")
-    return value
+    criteria = Criteria.from_flags(objective, slo, max_num_seqs, min_gain)
+    workflow.verify(run_dir, workflow.VerifyRequest(criteria=criteria, given=recommendation,
+                                                    rounds=rounds if until_stable else 1, repeats=repeats,
+                                                    endpoint=endpoint, api_key=_api_key(api_key), verify_dir=out,
+                                                    command=_command()), _terminal(json_out))
 
 
 @app.command()
@@ -549,17 +281,12 @@ def demo(
     settle), recommends a K per batch size decided head to head, runs that dynamic config against the
     baseline and the best static K on the same servers, and corrects the table where verification
     contradicts it."""
-    from specmeter.plans.demo import demo_plan
+    from specmeter.workflows import demo as workflow
 
-    ex = demo_plan(_levels(concurrency), num_prompts, _levels(k), max_tokens, repeats or 1,
-                   precision="fixed" if repeats else "adaptive", max_rounds=max_rounds,
-                   min_gain=_min_gain(min_gain) or 0.0)
-    ex.command = ["specmeter", *sys.argv[1:]]
-    run_dir = out / new_run_id("demo")
-    with ServerPool() as pool:
-        _execute(ex, run_dir, json_out=False, pool=pool)
-        _recommend_and_verify(run_dir, "throughput", None, None, False, pool, verify_dir=run_dir / "verify",
-                              off_is_an_answer=True, rounds=rounds)
+    workflow.demo(workflow.DemoRequest(out=out, concurrency=_flag(flags.levels, concurrency) or [],
+                                       ks=_flag(flags.levels, k) or [], num_prompts=num_prompts,
+                                       max_tokens=max_tokens, repeats=repeats, max_rounds=max_rounds, rounds=rounds,
+                                       min_gain=min_gain, command=_command()), _terminal())
 
 
 data_app = typer.Typer(help="Prepare benchmark datasets (run once, with network, before benchmarking).",
@@ -576,15 +303,9 @@ def data_prepare(
     seed: Annotated[int, typer.Option(help="Seed for anything sampled while filling rows.")] = 0,
 ) -> None:
     """Download a hub dataset with `datasets`, fill or drop placeholder rows, write JSONL + manifest."""
-    if dataset != "speed-bench":
-        raise InputError(f"data prepare: unknown dataset {dataset!r}; available: speed-bench")
-    from specmeter.data.speed_bench import DEFAULT_REVISION
-    from specmeter.data.speed_bench_prepare import prepare
+    from specmeter.workflows.data import prepare_dataset
 
-    report = prepare(config, revision=revision or DEFAULT_REVISION, out_dir=out, seed=seed)
-    for line in report.lines():
-        console.print(line, highlight=False)
-    console.print(f"prepared into [cyan]{out}[/]; run: specmeter run --dataset speed-bench --dataset-path {out}")
+    prepare_dataset(dataset, config, revision, out, seed, _terminal())
 
 
 @app.command()
@@ -594,22 +315,14 @@ def report(
     html: Annotated[Path | None, typer.Option(help="Write the one-file HTML report here (plots inlined, works offline).")] = None,
     csv: Annotated[Path | None, typer.Option(help="Write requests.csv, points.csv, speedups.csv (and recommendation.csv) into this directory.")] = None,
     plots: Annotated[Path | None, typer.Option(help="Write every plot as PNG and SVG into this directory.")] = None,
+    recompute: Annotated[bool, typer.Option(help="First derive every point's metrics and the run's decisions again from the stored captures and requests (summary.json is rewritten; recommendation.json is kept).")] = False,
 ) -> None:
     """Show the report of a finished (or interrupted) run again, from its saved results (no server), and
     write it as HTML, CSV or plots."""
-    from specmeter.report.outputs import output
+    from specmeter.workflows import report as workflow
 
-    run = load_run(run_dir)
-    written: list[Path] = []
-    for kind, dest in (("html", html), ("csv", csv), ("plots", plots)):
-        if dest is not None:
-            written += output(kind, dest).write(run)
-    if json_out:
-        output("json").write(run)
-    elif not written:
-        ConsoleOutput(console=console).write(run)
-    for path in written:
-        (err_console if json_out else console).print(f"wrote [cyan]{path}[/]")
+    workflow.report(run_dir, workflow.ReportFiles(html=html, csv=csv, plots=plots), _terminal(json_out),
+                    recompute=recompute)
 
 
 @app.command()
@@ -621,27 +334,9 @@ def compare(
 ) -> None:
     """Stored runs side by side (e.g. vLLM against llama.cpp) at the load points they share: throughput, TPOT,
     acceptance and each run's own speedup, and every run against the first, paired by request across runs."""
-    from specmeter.analysis.compare import compare_runs
-    from specmeter.report.compare import render_comparison
-    from specmeter.run_data import load_run
+    from specmeter.workflows.report import compare as compare_runs
 
-    if len(run_dirs) < 2:
-        raise InputError("compare: give two or more run directories (the first is the reference)")
-    runs = [load_run(d) for d in run_dirs]
-    comparison = compare_runs(runs, allow_different_workloads=allow_different_workloads)
-    if json_out:
-        sys.stdout.write(comparison.model_dump_json(indent=2) + "\n")
-    else:
-        render_comparison(comparison, console)
-    if plots is not None:
-        from specmeter.report.plot_style import save
-        from specmeter.report.plots import compare_figures
-
-        plots.mkdir(parents=True, exist_ok=True)
-        written: list[Path] = []
-        for name, fig in compare_figures(runs).items():
-            written += save(fig, plots, name)  # PNG and SVG, as the run's own plots are saved
-        (err_console if json_out else console).print(f"plots: {len(written)} files in [cyan]{plots}[/]")
+    compare_runs(run_dirs, _terminal(json_out), allow_different_workloads=allow_different_workloads, plots=plots)
 
 
 @app.command()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,3 +74,14 @@ def test_a_run_of_specmeter_0_1_0_keeps_its_results(tmp_path: Path) -> None:
     assert "kept as stored" in done[0].line()
     after = load_summary(run)
     assert after.configs == before.configs
+
+
+def test_report_recompute_on_the_command_line(tmp_path: Path) -> None:
+    run = tmp_path / FIXTURE.name
+    shutil.copytree(FIXTURE, run)
+    specmeter = Path(sys.executable).with_name("specmeter")
+    done = subprocess.run([str(specmeter), "report", str(run), "--recompute", "--json"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["plan"] == json.loads((FIXTURE / "summary.json").read_text())["plan"]
+    assert "kept as stored" in done.stderr

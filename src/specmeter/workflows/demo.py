@@ -1,0 +1,45 @@
+"""`specmeter demo`: the embedded default end to end. The sweep on vLLM CPU with the project's tiny pair, then
+recommend -> verify -> correct on the same servers, all in one run directory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specmeter.plans.demo import demo_plan
+from specmeter.servers import ServerPool
+from specmeter.store import new_run_id
+from specmeter.workflows.execute import measure_one
+from specmeter.workflows.recommend import check_min_gain
+from specmeter.workflows.terminal import Terminal
+from specmeter.workflows.verify import DeployAnswer, VerifyRequest, recommend_and_verify
+
+
+@dataclass(frozen=True)
+class DemoRequest:
+    """The demo's knobs: load points, draft lengths, workload size, and how rounds are decided (`repeats`
+    None: adaptive, each point until its decisions settle, at most `max_rounds`)."""
+
+    out: Path
+    concurrency: list[int]
+    ks: list[int]
+    num_prompts: int
+    max_tokens: int
+    repeats: int | None = None
+    max_rounds: int = 4
+    rounds: int = 2  # the most verification rounds
+    min_gain: float = 0.01
+    command: list[str] = field(default_factory=list)
+
+
+def demo(req: DemoRequest, term: Terminal) -> None:
+    ex = demo_plan(req.concurrency, req.num_prompts, req.ks, req.max_tokens, req.repeats or 1,
+                   precision="fixed" if req.repeats else "adaptive", max_rounds=req.max_rounds,
+                   min_gain=check_min_gain(req.min_gain) or 0.0)
+    ex.command = req.command
+    run_dir = req.out / new_run_id("demo")
+    verify = VerifyRequest(verify_dir=run_dir / "verify", off_is_an_answer=True, rounds=req.rounds,
+                           command=req.command)
+    with ServerPool() as pool:
+        measure_one(ex, run_dir, term, pool)
+        recommend_and_verify(run_dir, verify, term, pool, DeployAnswer())

@@ -1,0 +1,50 @@
+"""The text forms flag values take (lists, ranges, KEY=VALUE pairs), parsed. A ValueError's message names the
+form that was expected; the command line shows it as its usage error."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def levels(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise ValueError(f"{text!r}: give concurrency levels as integers, e.g. 1,4,16") from None
+
+
+def rates(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise ValueError(f"{text!r}: give request rates as numbers (requests/s), e.g. 0.5,2") from None
+
+
+def token_range(text: str) -> tuple[int, int]:
+    lo, _sep, hi = text.partition(":")
+    try:
+        return int(lo), int(hi)
+    except ValueError:
+        raise ValueError(f"{text!r}: give a token range as LO:HI, e.g. 0:512") from None
+
+
+def pairs(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{item!r}: give it as KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def options(items: list[str]) -> dict[str, Any]:
+    """KEY=VALUE pairs; values that parse as JSON (numbers, true/false, lists) are taken as such."""
+    out: dict[str, Any] = {}
+    for key, value in pairs(items).items():
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out

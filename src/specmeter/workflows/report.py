@@ -1,0 +1,66 @@
+"""`specmeter report` and `compare`: stored runs shown again and written as files, no server. A recomputation
+of stored results from their captures belongs here too, beside the outputs that show them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from specmeter.analysis.compare import compare_runs
+from specmeter.errors import InputError
+from specmeter.report.compare import render_comparison
+from specmeter.report.console import ConsoleOutput
+from specmeter.report.outputs import output
+from specmeter.run_data import load_run
+from specmeter.workflows.recompute import recompute as recompute_run
+from specmeter.workflows.terminal import Terminal
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """Where to write the run as files (None: not that kind)."""
+
+    html: Path | None = None
+    csv: Path | None = None
+    plots: Path | None = None
+
+
+def report(run_dir: Path, files: ReportFiles, term: Terminal, *, recompute: bool = False) -> None:
+    """Write the files asked for; show the tables when nothing was asked (or the summary JSON under --json).
+    `recompute`: first derive every point's results and the run's decisions again from the stored captures."""
+    if recompute:
+        for done in recompute_run(run_dir):
+            term.human.print(done.line())
+    run = load_run(run_dir)
+    written: list[Path] = []
+    for kind, dest in (("html", files.html), ("csv", files.csv), ("plots", files.plots)):
+        if dest is not None:
+            written += output(kind, dest).write(run)
+    if term.json_out:
+        term.emit(run.summary.model_dump_json(indent=2))
+    elif not written:
+        ConsoleOutput(console=term.out).write(run)
+    for path in written:
+        term.human.print(f"wrote [cyan]{path}[/]")
+
+
+def compare(run_dirs: list[Path], term: Terminal, *, allow_different_workloads: bool = False,
+            plots: Path | None = None) -> None:
+    """Stored runs side by side at the load points they share, each against the first; overlaid plots on ask."""
+    if len(run_dirs) < 2:
+        raise InputError("compare: give two or more run directories (the first is the reference)")
+    runs = [load_run(d) for d in run_dirs]
+    comparison = compare_runs(runs, allow_different_workloads=allow_different_workloads)
+    if term.json_out:
+        term.emit(comparison.model_dump_json(indent=2))
+    else:
+        render_comparison(comparison, term.out)
+    if plots is not None:
+        from specmeter.report.plot_style import save  # matplotlib: only when plots are asked for
+        from specmeter.report.plots import compare_figures
+
+        plots.mkdir(parents=True, exist_ok=True)
+        saved: list[Path] = []
+        for name, fig in compare_figures(runs).items():
+            saved += save(fig, plots, name)  # PNG and SVG, as the run's own plots are saved
+        term.human.print(f"plots: {len(saved)} files in [cyan]{plots}[/]")

@@ -1,0 +1,99 @@
+"""`specmeter run` and `compare-workloads`: one speculative configuration (and its speculation-off baseline)
+from a YAML file and flags, measured into a new run directory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specmeter.config import EngineSpec, LoadSpec, SpecConfig, build_model, load_yaml, parse_spec_json
+from specmeter.data.matched import vocab_from_model
+from specmeter.data.selection import output_policy
+from specmeter.data.workload import load_conversations
+from specmeter.engines.preflight import check_local_models
+from specmeter.errors import SpecmeterError
+from specmeter.plans.run import compare_workloads_plan, run_plan
+from specmeter.runner import Execution
+from specmeter.store import new_run_id
+from specmeter.workflows.execute import measure_one
+from specmeter.workflows.terminal import Terminal
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What `run` was asked, parsed: flag values are None where the flag was not given (the file's, or the
+    default, then holds)."""
+
+    config_file: Path | None
+    engine: dict[str, Any]  # EngineSpec keys
+    spec_json: str | None
+    load: dict[str, Any]  # LoadSpec keys
+    out: Path
+    name: str | None = None
+    dataset: str = "sample"
+    dataset_path: str | None = None
+    dataset_options: dict[str, Any] = field(default_factory=dict)
+    categories: list[str] | None = None
+    input_len: tuple[int, int] | None = None
+    tokenizer: str | None = None
+    baseline: bool = True
+    baseline_endpoint: str | None = None
+    interleave: bool = False
+    repeats: int = 1
+    api_key: str | None = None
+    command: list[str] = field(default_factory=list)
+    # compare-workloads: the same pair on matched random tokens too, over this vocabulary (None: the model's).
+    compare_random: bool = False
+    vocab_size: int | None = None
+
+
+def build_plan_inputs(
+    config_file: Path | None,
+    cli_engine: dict[str, Any],
+    cli_spec: str | None,
+    cli_load: dict[str, Any],
+) -> tuple[EngineSpec, SpecConfig, LoadSpec]:
+    """Merge a YAML config (sections engine/spec/load) with CLI flags (flags win), then validate."""
+    raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
+    where = str(config_file) if config_file else "command line"
+    unknown = set(raw) - {"engine", "spec", "load"}
+    if unknown:
+        raise SpecmeterError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}; use engine, spec and load")
+    engine_raw = {**(raw.get("engine") or {}), **{k: v for k, v in cli_engine.items() if v is not None}}
+    file_load = dict(raw.get("load") or {})
+    if cli_load.get("concurrency") is not None or cli_load.get("request_rate") is not None:
+        for key in ("points", "concurrency", "request_rate"):  # the flags' load points replace the file's
+            file_load.pop(key, None)
+    load_raw = {**file_load, **{k: v for k, v in cli_load.items() if v is not None}}
+    engine = build_model(EngineSpec, engine_raw, f"{where}: engine")
+    load = build_model(LoadSpec, load_raw, f"{where}: load")
+    if cli_spec is not None:
+        spec = parse_spec_json(cli_spec)
+    else:
+        spec = build_model(SpecConfig, raw.get("spec") or {}, f"{where}: spec")
+    return engine, spec, load
+
+
+def run(req: RunRequest, term: Terminal) -> None:
+    """Validate everything before a server starts, load the workload, plan, and measure into a new run
+    directory under `req.out`."""
+    eng, sp, ld = build_plan_inputs(req.config_file, req.engine, req.spec_json, req.load)
+    if eng.launch:
+        check_local_models(eng, sp)
+    convs, workload = load_conversations(req.dataset, req.dataset_path, ld, categories=req.categories,
+                                         options=req.dataset_options, input_len=req.input_len,
+                                         tokenizer=req.tokenizer or eng.model)
+    if warning := output_policy(ld).warning():
+        term.err.print(f"[yellow]note: {warning}[/]")
+    if req.compare_random:
+        vocab, special = (req.vocab_size, []) if req.vocab_size else vocab_from_model(eng.model)
+        plan = compare_workloads_plan(eng, sp, ld, vocab_size=vocab, excluded_token_ids=special,
+                                      baseline_endpoint=req.baseline_endpoint if req.baseline else None,
+                                      workload=workload)
+    else:
+        plan = run_plan(eng, sp, ld, baseline=req.baseline, baseline_endpoint=req.baseline_endpoint,
+                        workload=workload, interleave=req.interleave, repeats=req.repeats)
+    ex = Execution(plan=plan, conversations=convs, api_key=req.api_key, command=req.command)
+    label = ("compare-" if req.compare_random else "") + sp.label()
+    measure_one(ex, req.out / (req.name or new_run_id(label)), term)

@@ -1,0 +1,134 @@
+"""`specmeter sweep`: every speculative configuration at every load point against the baseline, from a sweep
+file or the shorthand flags; with --verify, then recommend -> verify -> correct on the sweep's servers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specmeter.config import build_model
+from specmeter.data.selection import output_policy
+from specmeter.data.workload import load_conversations
+from specmeter.engines.preflight import check_local_models
+from specmeter.errors import InputError
+from specmeter.plans.sweep import SweepSpec, read_sweep_file
+from specmeter.plans.verify import check_verifiable
+from specmeter.runner import Execution
+from specmeter.servers import ServerPool
+from specmeter.store import new_run_id
+from specmeter.workflows.execute import measure_and_keep, measure_one
+from specmeter.workflows.recommend import check_min_gain
+from specmeter.workflows.terminal import Terminal
+from specmeter.workflows.verify import DeployAnswer, VerifyRequest, answering, recommend_and_verify
+
+
+@dataclass(frozen=True)
+class SweepFlags:
+    """The shorthand `--model M --spec '{...}' --k 1,2,4 --concurrency 1,4,16`, parsed (None: not given)."""
+
+    model: str | None = None
+    specs: list[str] = field(default_factory=list)  # JSON objects of speculative-config keys
+    k: list[int] | None = None
+    concurrency: list[int] | None = None
+    request_rate: list[float] | None = None
+    dataset: str = "sample"
+    dataset_path: str | None = None
+    num_prompts: int | None = None
+    max_tokens: int | None = None
+    dtype: str | None = None
+    engine_env: dict[str, str] = field(default_factory=dict)
+
+    def given(self) -> bool:
+        """Whether any flag that defines the sweep itself was given (they and a sweep file exclude each other)."""
+        return bool(self.model or self.specs or self.k or self.concurrency or self.request_rate)
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """What `sweep` was asked: a file or the flags, what overrides both, where the run directory goes, and
+    with `verify` set, how to verify the table the sweep gives."""
+
+    out: Path
+    file: Path | None = None
+    flags: SweepFlags = field(default_factory=SweepFlags)
+    repeats: int | None = None
+    interleave: bool | None = None
+    min_gain: float | None = None
+    name: str | None = None
+    api_key: str | None = None
+    command: list[str] = field(default_factory=list)
+    verify: VerifyRequest | None = None
+
+
+def sweep_from_flags(flags: SweepFlags) -> SweepSpec:
+    """The sweep file the shorthand flags stand for, validated as one."""
+    if not flags.model or not flags.specs:
+        raise InputError("sweep: give a sweep file, or --model and at least one --spec (with --k for several K)")
+    candidates = []
+    for text in flags.specs:
+        try:
+            cand = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"--spec: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+        if not isinstance(cand, dict):
+            raise InputError("--spec: expected a JSON object of speculative-config keys")
+        if flags.k:
+            cand["num_speculative_tokens"] = flags.k
+        candidates.append(cand)
+    load: dict[str, Any] = {"concurrency": flags.concurrency, "request_rate": flags.request_rate,
+                            "max_tokens": flags.max_tokens}
+    if load["concurrency"] is None and load["request_rate"] is None:
+        load["concurrency"] = [1]
+    raw = {
+        "workload": {"dataset": flags.dataset, "path": flags.dataset_path, "num_prompts": flags.num_prompts},
+        "engine": {"model": flags.model, "dtype": flags.dtype, "env": flags.engine_env},
+        "candidates": candidates,
+        "load": {key: v for key, v in load.items() if v is not None},
+    }
+    spec: SweepSpec = build_model(SweepSpec, raw, "command line")
+    return spec
+
+
+def sweep_spec(req: SweepRequest) -> SweepSpec:
+    """The sweep as asked: the file or the flags, with --repeats, --interleave and --min-gain over them."""
+    if req.file is not None:
+        if req.flags.given():
+            raise InputError(f"{req.file}: give the sweep either as a file or as --model/--spec/--k flags, not both")
+        sw = read_sweep_file(req.file)
+    else:
+        sw = sweep_from_flags(req.flags)
+    updates = {key: v for key, v in (("repeats", req.repeats), ("interleave", req.interleave),
+                                     ("min_gain", check_min_gain(req.min_gain))) if v is not None}
+    return SweepSpec.model_validate({**sw.model_dump(by_alias=False), **updates}) if updates else sw
+
+
+def sweep(req: SweepRequest, term: Terminal) -> None:
+    """Validate everything before a server starts, measure the sweep into a new run directory, and with
+    `req.verify` recommend and verify on the same servers (one JSON document for all of it under --json)."""
+    sw = sweep_spec(req)
+    configs = sw.configs()  # the baseline first
+    if req.verify is not None:  # refused before the sweep, not after it
+        check_verifiable(sw.engine.kind, "--verify")
+        if not configs[0].engine.launch:
+            raise InputError("--verify: the sweep attaches to a running baseline server, so specmeter cannot "
+                             "launch the config it recommends; sweep without --verify, then start a server with "
+                             "the recommended config and run `specmeter verify RUN_DIR --endpoint URL`")
+    for cfg in configs:
+        if cfg.engine.launch:
+            check_local_models(cfg.engine, cfg.spec)
+    ld = sw.effective_load()
+    w = sw.workload
+    convs, workload = load_conversations(w.dataset, w.path, ld, categories=w.categories, options=w.options,
+                                         input_len=w.input_len, tokenizer=w.tokenizer or sw.engine.model)
+    if warning := output_policy(ld).warning():
+        term.err.print(f"[yellow]note: {warning}[/]")
+    ex = Execution(plan=sw.plan(workload), conversations=convs, api_key=req.api_key, command=req.command)
+    run_dir = req.out / (req.name or new_run_id(f"sweep-{len(ex.plan.configs)}configs"))
+    if req.verify is None:
+        measure_one(ex, run_dir, term)
+        return
+    with ServerPool() as pool, answering(DeployAnswer(), term) as answer:
+        measure_and_keep(ex, run_dir, term, answer.keep_sweep, pool)
+        recommend_and_verify(run_dir, req.verify, term, pool, answer)
