@@ -30,7 +30,7 @@ from specmeter.data.model import Conversation
 from specmeter.engines.vllm import VLLMStats
 from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
-from specmeter.load.eventloop import EventLoop
+from specmeter.config import EventLoop
 from specmeter.load.strategies import PointKey, PointTraffic, run_point
 
 
