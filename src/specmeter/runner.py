@@ -36,13 +36,15 @@ from specmeter.load.client import OpenAIClient
 from specmeter.load.eventloop import EventLoop
 from specmeter.load.feed import FeedPoller
 from specmeter.load.gauge import GaugeSampler
-from specmeter.load.strategies import PointKey, count_requests, point_conversations, run_point
+from specmeter.load.kinds import kind_of
+from specmeter.load.point import count_requests, point_conversations, run_point
+from specmeter.load.stops import ServerAlive
+from specmeter.load.traffic import PointKey
 from specmeter.metrics.categories import category_breakdown
 from specmeter.metrics.latency import summarize_latency
 from specmeter.metrics.prometheus import Snapshot, parse_exposition
 from specmeter.metrics.running import summarize_running
 from specmeter.metrics.sd_summary import summarize_sd
-from specmeter.metrics.steady import steady_state
 from specmeter.redact import redact_argv
 from specmeter.rounds import Rounds
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
@@ -280,12 +282,12 @@ class _Run:
                                 extra_body=stats.request_extensions(load.temperature)) as client:
             if server.model is None:
                 server.model = await _served_model(client, config.engine)
-            on_record = self._on_record(server)
+            on_record, stops = self._on_record(), self._stops(server)
             if load.warmup:
                 warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}"})
                         for c in convs[: load.warmup]]
                 await run_point(client, ConcurrencyPoint(concurrency=len(warm)), warm, load, server.model, key,
-                                on_record, warmup=True)
+                                on_record, warmup=True, stops=stops)
             before, err_before = await _snapshot(client, stats.metrics_path)
             self.reporter.point_start(config, point, repeat, count_requests(convs) - count_requests(
                 [c for c in convs if c.id in skip]))
@@ -296,7 +298,8 @@ class _Run:
             feed = stats.iteration_feed()
             poller = FeedPoller(client, feed) if feed is not None else None
             async with sampler or contextlib.nullcontext(), poller or contextlib.nullcontext():
-                traffic = await run_point(client, point, convs, load, server.model, key, on_record, skip=skip)
+                traffic = await run_point(client, point, convs, load, server.model, key, on_record, skip=skip,
+                                          stops=stops)
             after, err_after = await _snapshot(client, stats.metrics_path)
         sd = summarize_sd(stats, before, after, traffic.records, scrape_error=err_before or err_after,
                           expect_sd=config.role is Role.candidate, feed=feed)
@@ -310,7 +313,7 @@ class _Run:
                     "point finished by --resume on a new server: counter deltas cover only the resumed "
                     "requests, so per-request stats are used"
                 )
-        steady = steady_state(records, point, wall) if not prior else None
+        steady = kind_of(point).steady_state(records, wall) if not prior else None
         return PointResult(
             point_id=point.id, repeat=repeat, started_s=started, latency=summarize_latency(records, wall),
             steady=steady,
@@ -319,17 +322,20 @@ class _Run:
             sd=sd, categories=category_breakdown(records), resumed=bool(prior),
         )
 
-    def _on_record(self, server: _Server) -> Callable[[RequestRecord], None]:
+    def _on_record(self) -> Callable[[RequestRecord], None]:
         def on_record(record: RequestRecord) -> None:
             self.store.append(record)
             self.reporter.request_done(record)
-            proc = server.process
-            if proc is not None and not record.ok and not proc.alive():
-                raise EngineDied(
-                    f"the {server.engine.kind} server {server.head.server} died during the run (last log lines "
-                    f"of {proc.log_path}):\n{log_tail(proc.log_path)}"
-                )
         return on_record
+
+    @staticmethod
+    def _stops(server: _Server) -> list[ServerAlive]:
+        """A launched server that dies stops the point (checked on every failed request)."""
+        proc = server.process
+        if proc is None:
+            return []
+        return [ServerAlive(proc.alive, lambda: f"the {server.engine.kind} server {server.head.server} died during "
+                            f"the run (last log lines of {proc.log_path}):\n{log_tail(proc.log_path)}")]
 
     # -- the whole plan ----------------------------------------------------------------------------------
     def run_block(self, block: Block) -> None:
