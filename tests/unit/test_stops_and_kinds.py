@@ -4,6 +4,8 @@ server: each condition on its own, how a set composes them, and what every kind 
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, get_args
 
 import pytest
@@ -22,6 +24,7 @@ from specmeter.load.stops import (
 )
 from specmeter.load.traffic import PointKey, Traffic
 from specmeter.rounds import MaxRequests, MaxRounds, MaxSeconds, RoundsRun, budgets
+from specmeter.runner import _Run
 from specmeter.schemas.analysis import Crossover, Speedup
 from specmeter.schemas.records import RequestRecord
 
@@ -91,6 +94,18 @@ def test_server_alive_looks_only_when_a_request_failed() -> None:
     stop = cond.check(progress([True, False]))
     assert stop is not None and isinstance(stop.error, EngineDied) and str(stop.error) == "the vllm server s0 died"
     assert ServerAlive(lambda: True, lambda: "unused").check(progress([False])) is None
+
+
+def test_the_runner_watches_a_launched_server_only(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("starting\nKilled\n")
+    proc = SimpleNamespace(alive=lambda: False, log_path=log)
+    server = SimpleNamespace(process=proc, engine=SimpleNamespace(kind="vllm"), head=SimpleNamespace(server="s0"))
+    (alive,) = _Run._stops(server)  # type: ignore[arg-type]
+    stop = alive.check(progress([False]))
+    assert stop is not None and isinstance(stop.error, EngineDied)
+    assert str(stop.error) == f"the vllm server s0 died during the run (last log lines of {log}):\nstarting\nKilled"
+    assert _Run._stops(SimpleNamespace(process=None)) == []  # type: ignore[arg-type]  # attached: not ours
 
 
 def test_traffic_checks_its_conditions_after_handing_each_record_on() -> None:
