@@ -855,7 +855,7 @@ def only_config(summary: Any) -> Any:
 def point_requests(convs: list[Any], concurrency: int) -> int:
     """Requests a closed-loop point of `concurrency` sends for `convs` (the workload cycled up to the floor)."""
     from specmeter.config import ConcurrencyPoint, LoadSpec
-    from specmeter.load.strategies import count_requests, point_conversations
+    from specmeter.load.point import count_requests, point_conversations
 
     return count_requests(point_conversations(convs, ConcurrencyPoint(concurrency=concurrency), LoadSpec()))
 

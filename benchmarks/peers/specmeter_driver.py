@@ -31,7 +31,8 @@ from specmeter.engines.vllm import VLLMStats
 from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
 from specmeter.config import EventLoop
-from specmeter.load.strategies import PointKey, PointTraffic, run_point
+from specmeter.load.point import run_point
+from specmeter.load.traffic import PointKey, PointTraffic
 
 
 async def drive(url: str, model: str, requests: int, point: ConcurrencyPoint | RatePoint,

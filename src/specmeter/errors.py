@@ -30,7 +30,7 @@ class EngineDied(EngineError):
 
 
 class ErrorRateExceeded(SpecmeterError):
-    """More requests failed than the run allows; raised by the load strategies to stop the point."""
+    """More requests failed than the run allows; the error-rate stop condition (load/stops.py) stops the point."""
 
     def __init__(self, errors: int, finished: int, limit: float, last_error: str | None) -> None:
         super().__init__(

@@ -10,13 +10,60 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from specmeter.analysis.sequential import confidence_after, point_decisions, settled
-from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
+from specmeter.load.stops import Stop, StopConditions
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import Look, PointSampling, RunSummary
 
 LoadPoint = ConcurrencyPoint | RatePoint
+
+
+@dataclass(frozen=True)
+class RoundsRun:
+    """What a point's budgets read: the rounds it has run, and since when."""
+
+    rounds: int
+    per_round: Callable[[], int]  # requests one configuration sends in one round of the point
+    began: float | None  # time.monotonic() at its first round (None: not begun here)
+
+
+@dataclass(frozen=True)
+class MaxRounds:
+    limit: int
+
+    def check(self, state: RoundsRun, /) -> Stop | None:
+        return Stop(f"max_rounds ({self.limit}) reached") if state.rounds >= self.limit else None
+
+
+@dataclass(frozen=True)
+class MaxRequests:
+    limit: int
+
+    def check(self, state: RoundsRun, /) -> Stop | None:
+        after = (state.rounds + 1) * state.per_round()
+        if after > self.limit:
+            return Stop(f"max_requests ({self.limit}) reached: another round would send {after} per configuration")
+        return None
+
+
+@dataclass(frozen=True)
+class MaxSeconds:
+    limit: float
+
+    def check(self, state: RoundsRun, /) -> Stop | None:
+        if state.began is not None and time.monotonic() - state.began >= self.limit:
+            return Stop(f"max_seconds ({self.limit:g}) reached")
+        return None
+
+
+def budgets(load: LoadSpec) -> StopConditions[RoundsRun]:
+    """An adaptive point's budgets, in the order a stop names them."""
+    return StopConditions(MaxRounds(load.max_rounds),
+                          *([MaxRequests(load.max_requests)] if load.max_requests is not None else []),
+                          *([MaxSeconds(load.max_seconds)] if load.max_seconds is not None else []))
 
 
 class Rounds:
@@ -27,6 +74,7 @@ class Rounds:
         self.summary, self.records, self.per_round = summary, records, per_round
         self.load = summary.plan.load
         self.adaptive = self.load.precision == "adaptive"
+        self.budgets = budgets(self.load)
         self._began: dict[str, float] = {}
         self._went_on: dict[tuple[str, int], bool] = {}  # (point, rounds) -> the look there said go on
 
@@ -61,9 +109,9 @@ class Rounds:
         if decisions and settled(decisions):
             return self._stop(entry, "settled", f"every decision settled after {rounds} rounds at "
                               f"{confidence:.2%} confidence")
-        budget = self._budget(point, rounds)
+        budget = self.budgets.check(RoundsRun(rounds, lambda: self.per_round(point), self._began.get(point.id)))
         if budget is not None:
-            return self._stop(entry, "budget", f"{budget}; still open: {'; '.join(entry.looks[-1].open) or '-'}")
+            return self._stop(entry, "budget", f"{budget.why}; still open: {'; '.join(entry.looks[-1].open) or '-'}")
         return None
 
     def finish(self, point: LoadPoint) -> None:
@@ -79,19 +127,6 @@ class Rounds:
             self.look(point, rounds)
 
     # -- inside ---------------------------------------------------------------------------------------------
-    def _budget(self, point: LoadPoint, rounds: int) -> str | None:
-        if rounds >= self.load.max_rounds:
-            return f"max_rounds ({self.load.max_rounds}) reached"
-        per_round = self.per_round(point)
-        if self.load.max_requests is not None and (rounds + 1) * per_round > self.load.max_requests:
-            return (f"max_requests ({self.load.max_requests}) reached: another round would send "
-                    f"{(rounds + 1) * per_round} per configuration")
-        began = self._began.get(point.id)
-        if self.load.max_seconds is not None and began is not None and \
-                time.monotonic() - began >= self.load.max_seconds:
-            return f"max_seconds ({self.load.max_seconds:g}) reached"
-        return None
-
     def _stop(self, entry: PointSampling, how: str, why: str) -> str:
         entry.stopped, entry.why = how, why  # type: ignore[assignment]
         return why

@@ -31,7 +31,9 @@ from specmeter.engines.probe import resolve_endpoints
 from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, RunIncomplete, SpecmeterError
 from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
-from specmeter.load.strategies import PointKey, count_requests, point_conversations, run_point
+from specmeter.load.point import count_requests, point_conversations, run_point
+from specmeter.load.stops import ServerAlive
+from specmeter.load.traffic import PointKey
 from specmeter.redact import redact_argv
 from specmeter.rounds import Rounds
 from specmeter.run_data import run_records
@@ -220,12 +222,12 @@ class _Run:
                                 extra_body=stats.request_extensions(load.temperature)) as client:
             if server.model is None:
                 server.model = await served_model(client, config.engine)
-            on_record = self._on_record(server)
+            on_record, stops = self._on_record(), self._stops(server)
             if load.warmup:
                 warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}"})
                         for c in convs[: load.warmup]]
                 await run_point(client, ConcurrencyPoint(concurrency=len(warm)), warm, load, server.model, key,
-                                on_record, warmup=True)
+                                on_record, warmup=True, stops=stops)
             before = await scrape(client.get_text, stats.metrics_path, 0.0)  # on perf_counter, until t0 is known
             self.reporter.point_start(config, point, repeat, count_requests(convs) - count_requests(
                 [c for c in convs if c.id in skip]))
@@ -241,7 +243,8 @@ class _Run:
             feed = stats.iteration_feed()
             poller = FeedPoller(client.get_text, feed.path, t0) if feed is not None else None
             async with sampler or contextlib.nullcontext(), poller or contextlib.nullcontext():
-                traffic = await run_point(client, point, convs, load, server.model, key, on_record, skip=skip)
+                traffic = await run_point(client, point, convs, load, server.model, key, on_record, skip=skip,
+                                          stops=stops)
             attempt.after = await scrape(client.get_text, stats.metrics_path, t0)
         attempt.wall_s = traffic.wall_s
         attempt.running = sampler.captured if sampler is not None else None
@@ -251,17 +254,20 @@ class _Run:
         return summarize_point(capture, [*prior, *traffic.records], point, stats,
                                expect_sd=config.role is Role.candidate)
 
-    def _on_record(self, server: Server) -> Callable[[RequestRecord], None]:
+    def _on_record(self) -> Callable[[RequestRecord], None]:
         def on_record(record: RequestRecord) -> None:
             self.store.append(record)
             self.reporter.request_done(record)
-            proc = server.process
-            if proc is not None and not record.ok and not proc.alive():
-                raise EngineDied(
-                    f"the {server.engine.kind} server {server.head.server} died during the run (last log lines "
-                    f"of {proc.log_path}):\n{log_tail(proc.log_path)}"
-                )
         return on_record
+
+    @staticmethod
+    def _stops(server: Server) -> list[ServerAlive]:
+        """A launched server that dies stops the point (checked on every failed request)."""
+        proc = server.process
+        if proc is None:
+            return []
+        return [ServerAlive(proc.alive, lambda: f"the {server.engine.kind} server {server.head.server} died during "
+                            f"the run (last log lines of {proc.log_path}):\n{log_tail(proc.log_path)}")]
 
     # -- the whole plan ----------------------------------------------------------------------------------
     def run_block(self, block: Block) -> None:

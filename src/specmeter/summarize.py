@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from specmeter.config import ConcurrencyPoint, RatePoint
 from specmeter.engines.base import EngineStats
 from specmeter.errors import EngineError
+from specmeter.load.kinds import kind_of
 from specmeter.metrics.categories import category_breakdown
 from specmeter.metrics.latency import summarize_latency
 from specmeter.metrics.requests import with_sd
 from specmeter.metrics.running import summarize_running
 from specmeter.metrics.sd_summary import summarize_sd
-from specmeter.metrics.steady import steady_state
 from specmeter.schemas.capture import Attempt, PointCapture, Scrape
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import PointResult
@@ -45,7 +45,7 @@ def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], poi
     if resumed and sd.available:
         sd = summarize_sd(stats, None, None, final, expect_sd=expect_sd)
         sd.counters_invalid_reason = RESUMED_SD
-    steady = steady_state(final, point, wall) if not resumed else None
+    steady = kind_of(point).steady_state(final, wall) if not resumed else None
     running = last.running
     return PointResult(
         point_id=capture.point_id, repeat=capture.repeat, started_s=last.started_s,

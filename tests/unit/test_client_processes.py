@@ -24,18 +24,12 @@ from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import ErrorRateExceeded, SpecmeterError
-from specmeter.load import eventloop, strategies
+from specmeter.load import eventloop, split
 from specmeter.load.arrivals import arrival_times
 from specmeter.load.client import OpenAIClient
-from specmeter.load.strategies import (
-    PointKey,
-    PointTraffic,
-    client_processes,
-    owner,
-    point_conversations,
-    run_point,
-    split_slots,
-)
+from specmeter.load.point import point_conversations, run_point
+from specmeter.load.split import client_processes, owner, split_slots
+from specmeter.load.traffic import PointKey, PointTraffic
 from specmeter.metrics.requests import with_sd
 from specmeter.schemas.records import RequestRecord
 
@@ -288,7 +282,7 @@ def test_split_slots_and_owner_divide_a_point_evenly() -> None:
 
 
 def test_how_many_processes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(strategies, "usable_cores", lambda: 8)
+    monkeypatch.setattr(split, "usable_cores", lambda: 8)
     auto = LoadSpec()
     assert client_processes(ConcurrencyPoint(concurrency=256), auto) == 1  # small runs: as before
     assert client_processes(ConcurrencyPoint(concurrency=511), auto) == 1
@@ -298,7 +292,7 @@ def test_how_many_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert client_processes(RatePoint(rate=1000.0), auto) == 1  # no cap: nothing says it is large
     assert client_processes(RatePoint(rate=1000.0, max_concurrency=1024), auto) == 4
     assert client_processes(ConcurrencyPoint(concurrency=1024), auto, warmup=True) == 1
-    monkeypatch.setattr(strategies, "usable_cores", lambda: 1)
+    monkeypatch.setattr(split, "usable_cores", lambda: 1)
     assert client_processes(ConcurrencyPoint(concurrency=1024), auto) == 1  # one core: splitting cannot help
     three = LoadSpec(client_processes=3)
     assert client_processes(ConcurrencyPoint(concurrency=64), three) == 3  # asked for: whatever the cores

@@ -22,7 +22,7 @@ from faultserver import (
 )
 
 from specmeter.errors import RunIncomplete
-from specmeter.load.strategies import MIN_REQUESTS_FOR_ERROR_LIMIT
+from specmeter.load.stops import MIN_REQUESTS_FOR_ERROR_LIMIT
 from specmeter.store import RunStore
 
 pytestmark = pytest.mark.timeout(30)

@@ -17,7 +17,7 @@ from faultserver import FaultServer, attach_pair, run_plan
 from specmeter.config import LoadSpec
 from specmeter.data.workload import load_conversations
 from specmeter.errors import InputError
-from specmeter.load.strategies import count_requests, point_conversations
+from specmeter.load.point import count_requests, point_conversations
 from specmeter.plans.resume import resume_execution
 from specmeter.runner import completed_conversations, schedule
 from specmeter.schemas.results import Analysis

@@ -1,4 +1,4 @@
-"""Prometheus exposition parsing and counter deltas (metrics/prometheus.py) on real vLLM /metrics text.
+"""Prometheus exposition parsing and counter deltas (telemetry/prometheus.py) on real vLLM /metrics text.
 
 Fixtures in tests/fixtures/vllm were captured verbatim from a vLLM 0.32 CPU server (tiny random Llama,
 draft_model = the target itself, K=3, temperature 0) before and after 5 requests (3 chat, 1 streaming

@@ -1,5 +1,5 @@
-"""What one load point sends (load/strategies.py), without a server: the workload cycled up to the
-request floor, the registry of strategies, and the deterministic send plan of each strategy."""
+"""What one load point sends (load/point.py, load/kinds/), without a server: the workload cycled up to the
+request floor, the registry of load kinds, and the deterministic send plan of each kind's strategy."""
 
 from __future__ import annotations
 
@@ -10,13 +10,10 @@ import pytest
 from specmeter.config import REQUESTS_PER_SLOT_FLOOR, ConcurrencyPoint, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.load.arrivals import arrival_times
-from specmeter.load.strategies import (
-    STRATEGIES,
-    ClosedLoop,
-    OpenLoop,
-    count_requests,
-    point_conversations,
-)
+from specmeter.load.kinds import KINDS, kind_of
+from specmeter.load.kinds.closed import ClosedLoop, ClosedLoopKind
+from specmeter.load.kinds.open import OpenLoop, OpenLoopKind
+from specmeter.load.point import count_requests, point_conversations
 
 
 def convs(turns: list[int], prefix: str = "c") -> list[Conversation]:
@@ -84,7 +81,9 @@ def test_point_conversations_is_deterministic_and_empty_stays_empty() -> None:
 
 def test_strategy_registry_and_plans() -> None:
     load = LoadSpec(seed=5)
-    assert STRATEGIES["concurrency"] is ClosedLoop and STRATEGIES["rate"] is OpenLoop
+    assert KINDS["concurrency"] is ClosedLoopKind and KINDS["rate"] is OpenLoopKind
+    assert isinstance(kind_of(ConcurrencyPoint(concurrency=2)).strategy(load), ClosedLoop)
+    assert isinstance(kind_of(RatePoint(rate=1.0)).strategy(load), OpenLoop)
     work = convs([1] * 5)
     closed = ClosedLoop(ConcurrencyPoint(concurrency=2), load)
     assert list(closed.plan(work, seed="x")) == [(c, None) for c in work]  # slots free up, no clock

@@ -14,12 +14,12 @@ from specmeter.analysis.headtohead import Arena
 from specmeter.analysis.lossless import lossless_check
 from specmeter.analysis.speedup import compute_speedups
 from specmeter.analysis.verify import verification
+from specmeter.load.kinds import KINDS
 from specmeter.schemas.analysis import Crossover, PointChoice, Ratio, Speedup
 from specmeter.schemas.plan import Role
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import Analysis, LosslessCheck, RunSummary
 
-AXES: tuple[Literal["concurrency", "rate"], ...] = ("concurrency", "rate")
 FORCED_LENGTH_NOTE = (
     "output length forced with min_tokens + ignore_eos (vLLM masks EOS until the length is reached); "
     "`vllm bench serve` sends only ignore_eos, which gives different text and so different acceptance on "
@@ -40,9 +40,9 @@ def verdict(ratio: Ratio) -> Literal["pays", "slows", "unclear"] | None:
 def analyze(summary: RunSummary, records: Sequence[RequestRecord]) -> Analysis:
     speedups = compute_speedups(summary, records)
     for s in speedups:
-        axis = summary.plan.point(s.point_id).axis
-        s.decided_on = "output_throughput" if axis == "concurrency" else "tpot"
-        s.verdict = verdict(headline(s, axis))
+        point = summary.plan.point(s.point_id)
+        s.decided_on = headline_metric(point)
+        s.verdict = verdict(headline(s, point))
     return Analysis(
         speedups=speedups,
         crossovers=crossovers(summary, speedups),
@@ -62,11 +62,11 @@ def crossovers(summary: RunSummary, speedups: Sequence[Speedup]) -> list[Crossov
     plan = summary.plan
     out: list[Crossover] = []
     for config in plan.configs:
-        for axis in AXES:
-            found = [(p.load, headline(s, axis)) for p in plan.points
-                     if p.axis == axis and (s := _lookup(speedups, config.id, p.id)) is not None]
+        for kind in KINDS.values():
+            found = [(p.load, headline(s, p)) for p in plan.points
+                     if p.axis == kind.axis and (s := _lookup(speedups, config.id, p.id)) is not None]
             if found:
-                out.append(find_crossover(config.id, axis, [load for load, _ in found],
+                out.append(find_crossover(config.id, kind.axis, [load for load, _ in found],
                                           [r.value for _, r in found], [r.ci95_low for _, r in found],
                                           [r.ci95_high for _, r in found]))
     return out
@@ -80,11 +80,11 @@ def choices(summary: RunSummary, speedups: Sequence[Speedup], records: Sequence[
     if base is None:
         return out
     for point in plan.points:
-        measured = [(c, headline(s, point.axis).value) for c in plan.configs
+        measured = [(c, headline(s, point).value) for c in plan.configs
                     if c.role is Role.candidate and c.workload == "main"
                     and (s := _lookup(speedups, c.id, point.id)) is not None]
         if measured:
-            arena = Arena.of(summary.configs, records, point.id, headline_metric(point.axis),
+            arena = Arena.of(summary.configs, records, point.id, headline_metric(point),
                              min_gain=plan.min_gain, confidence=decision_confidence(summary, point.id))
             out.append(choose(point.id, contenders(base.id, measured), arena.duel, min_gain=plan.min_gain))
     return out

@@ -1,21 +1,24 @@
-"""What a point's decisions read: the metric (throughput under concurrency, TPOT at a request rate) and the
-confidence (95%, or what a sequential design's stopping look spent)."""
+"""What a point's decisions read: the metric its load kind names (throughput under concurrency, TPOT at a
+request rate) and the confidence (95%, or what a sequential design's stopping look spent)."""
 
 from __future__ import annotations
 
-from specmeter.schemas.analysis import Metric, Ratio, Speedup
+from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.load.kinds import kind_of
+from specmeter.load.kinds.base import HeadlineMetric
+from specmeter.schemas.analysis import Ratio, Speedup
 from specmeter.schemas.results import RunSummary
 
 
-def headline(speedup: Speedup, axis: str) -> Ratio:
-    """The ratio decisions use: output throughput under closed-loop concurrency; at a request rate the
-    throughput is the offered rate on both sides (while the server keeps up), so TPOT decides there."""
-    return speedup.output_throughput if axis == "concurrency" else speedup.tpot
+def headline_metric(point: ConcurrencyPoint | RatePoint) -> HeadlineMetric:
+    """The metric decisions read at this point: output throughput under closed-loop concurrency; at a request
+    rate the throughput is the offered rate on both sides (while the server keeps up), so TPOT decides there."""
+    return kind_of(point).headline_metric
 
 
-def headline_metric(axis: str) -> Metric:
-    """The metric decisions read at a point of this axis (see `headline`)."""
-    return "output_throughput" if axis == "concurrency" else "tpot"
+def headline(speedup: Speedup, point: ConcurrencyPoint | RatePoint) -> Ratio:
+    """The ratio decisions use at this point (see `headline_metric`)."""
+    return speedup.output_throughput if headline_metric(point) == "output_throughput" else speedup.tpot
 
 
 def decision_confidence(summary: RunSummary, point_id: str) -> float:

@@ -48,7 +48,7 @@ class Scorer:
     def metric(self, point: LoadPoint) -> Metric:
         if self.objective == "goodput":
             return "goodput"
-        return headline_metric(point.axis) if self.objective == "throughput" else "tpot"
+        return headline_metric(point) if self.objective == "throughput" else "tpot"
 
     def arena(self, point: LoadPoint) -> Arena:
         if point.id not in self._arenas:

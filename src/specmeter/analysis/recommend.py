@@ -26,6 +26,7 @@ from specmeter.analysis.families import deploy_specs, families
 from specmeter.analysis.objective import Scorer
 from specmeter.config import ConcurrencyPoint, RatePoint, SpecConfig
 from specmeter.errors import InputError
+from specmeter.load.kinds import kind_of
 from specmeter.schemas.analysis import PointChoice
 from specmeter.schemas.plan import PlannedConfig
 from specmeter.schemas.recommend import (
@@ -158,13 +159,12 @@ def _engine_batches(summary: RunSummary, notes: list[str]) -> dict[str, _Batch]:
         if means:
             mean = float(np.median(means))
             out[point.id] = _Batch(mean=mean, top=max(mean, float(np.median(tops))) if tops else mean)
-        elif isinstance(point, ConcurrencyPoint):
-            out[point.id] = _Batch(mean=float(point.concurrency), top=float(point.concurrency))
-            notes.append(f"{point.id}: the engine's running batch was not recorded; its client concurrency "
-                         f"({point.concurrency}) stands in for it")
         else:
-            notes.append(f"{point.id}: the engine's running batch was not recorded and a request rate does not "
-                         "give it, so this point is left out of the table")
+            size, why = kind_of(point).batch_stand_in()
+            if size is not None:
+                out[point.id] = _Batch(mean=size, top=size)
+            notes.append(f"{point.id}: the engine's running batch was not recorded"
+                         + (f"; {why}" if size is not None else f" and {why}"))
     return out
 
 

@@ -62,7 +62,7 @@ def point_decisions(summary: RunSummary, records: Sequence[RequestRecord], point
     the dynamic table where the table's K differs from it, and how the table does against the baseline."""
     plan = summary.plan
     point = plan.point(point_id)
-    metric = headline_metric(point.axis)
+    metric = headline_metric(point)
     arena = Arena.of(summary.configs, records, point_id, metric, min_gain=plan.min_gain, confidence=confidence)
     base = plan.main_baseline
     if base is None or base.id not in arena.sides:

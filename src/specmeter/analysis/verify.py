@@ -76,7 +76,7 @@ def _challenge(vp: VerifyPoint, summary: RunSummary, records: Sequence[RequestRe
     """Is the table wrong where the engine ran? Notes what the best static K did against it either way."""
     plan = summary.plan
     point = plan.point(vp.point_id)
-    arena = Arena.of(summary.configs, records, vp.point_id, headline_metric(point.axis),
+    arena = Arena.of(summary.configs, records, vp.point_id, headline_metric(point),
                      min_gain=plan.min_gain, confidence=decision_confidence(summary, vp.point_id))
     table_k = vp.drafted.expected_k
     vp.static_k = static_k

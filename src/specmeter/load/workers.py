@@ -2,8 +2,8 @@
 
 One Python process keeps a few hundred streams honestly timed; past that its event loop falls behind and
 every timestamp it takes is late by its backlog (at 1024 paced streams, hundreds of ms on TTFT). Then
-`run_point_in_processes` splits the point over N processes (this module's `main`, each with its own event
-loop and connection pool) and merges what they measure:
+`run_point_in_processes` splits the point over N processes (load/client_process.py's `main`, each with its own
+event loop and connection pool) and merges what they measure:
 
 - The work. Every process computes the point's whole plan itself (plans are deterministic) and sends the
   conversations `owner` gives it with its `share` of the slots: a closed loop of concurrency C runs
@@ -20,7 +20,8 @@ loop and connection pool) and merges what they measure:
 - The records. Each finished request is pickled back to the parent as it finishes (those that finish in the
   same turn of the process's event loop in one message). The parent keeps them
   in arrival order (finish order, up to the pipes' interleaving), hands each to `on_record` at once
-  (the store appends it to disk) and enforces max_error_rate over all processes together.
+  (the store appends it to disk) and checks the point's stop conditions (max_error_rate, a dead server) over
+  all processes together; a strategy's own (closed loop's duration floor) run in each process, on its share.
 - Stopping. An error in the parent (error rate, dead engine), Ctrl-C or SIGTERM (both cancel the parent's
   task) sends every process "stop": it cancels its in-flight requests (as one process would), sends what
   had finished, and exits; the parent stores those too (bounded by STOP_TIMEOUT_S), kills what is left and
@@ -30,93 +31,36 @@ loop and connection pool) and merges what they measure:
   way on its own SIGTERM (the parent, told so, fails the point unless it is being stopped itself) and
   when its stdin closes (its parent is gone).
 
-Frames on the pipes: a 4-byte big-endian length, then a pickle (parent and children are the same
-program: nothing else ever writes to these pipes; a child's stray prints go to its stderr).
+The pipes' frames are load/pipes.py's; a client process runs load/client_process.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import pickle
-import signal
-import struct
 import sys
 import time
-import traceback
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import specmeter
 from specmeter.config import ConcurrencyPoint, EventLoop, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.errors import SpecmeterError
-from specmeter.load import eventloop
-from specmeter.load.client import ClientSettings, OpenAIClient
-from specmeter.load.strategies import (
-    OnRecord,
-    PointKey,
-    PointTraffic,
-    Traffic,
-    owner,
-    planned_todo,
-    point_strategy,
-    split_slots,
-)
+from specmeter.load.client import OpenAIClient
+from specmeter.load.kinds import kind_of
+from specmeter.load.pipes import STOP_TIMEOUT_S, WorkerJob, clock_name, frame, read_frame
+from specmeter.load.split import split_slots
+from specmeter.load.stops import PointProgress, StopCondition
+from specmeter.load.traffic import OnRecord, PointKey, PointTraffic, Traffic
 from specmeter.schemas.records import RequestRecord
 
 START_TIMEOUT_S = 120.0  # imports and a session, on a machine that may be busy
-STOP_TIMEOUT_S = 30.0  # for processes told to stop to send what finished and exit
 EXIT_TIMEOUT_S = 10.0  # for a process that said it is done to exit
 STDERR_LINES = 20
-_HEADER = struct.Struct("!I")
-
-
-@dataclass(frozen=True)
-class WorkerJob:
-    """Everything one client process needs, sent to it pickled before the point starts."""
-
-    index: int
-    processes: int
-    slots: int | None  # this process's share of the point's slots
-    client: ClientSettings
-    point: ConcurrencyPoint | RatePoint
-    conversations: list[Conversation]
-    load: LoadSpec
-    model: str
-    key: PointKey
-    warmup: bool
-    skip: frozenset[str]
-
-
-def clock_name() -> str:
-    return time.get_clock_info("perf_counter").implementation
-
-
-def _frame(message: tuple[Any, ...]) -> bytes:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return _HEADER.pack(len(data)) + data
-
-
-async def _read_frame(reader: asyncio.StreamReader) -> tuple[Any, ...] | None:
-    """The next message, or None at a clean end of the stream."""
-    try:
-        head = await reader.readexactly(_HEADER.size)
-    except asyncio.IncompleteReadError as exc:
-        if exc.partial:
-            raise
-        return None
-    (size,) = _HEADER.unpack(head)
-    message = pickle.loads(await reader.readexactly(size))
-    assert isinstance(message, tuple) and message, f"not a message: {message!r}"
-    return message
-
-
-# -- the parent ---------------------------------------------------------------------------------------------
 
 
 async def run_point_in_processes(
@@ -131,9 +75,11 @@ async def run_point_in_processes(
     *,
     warmup: bool = False,
     skip: set[str] | None = None,
+    stops: Sequence[StopCondition[PointProgress]] = (),
 ) -> PointTraffic:
-    """`run_point`, split over `processes` client processes (see the module's docstring)."""
-    shares = split_slots(point_strategy(point, load).slots, processes)
+    """`run_point`, split over `processes` client processes (see the module's docstring). `stops`: the point's
+    conditions, checked here over every process's records (a strategy's own run in each process)."""
+    shares = split_slots(kind_of(point).strategy(load).slots, processes)
     convs = list(conversations)
     jobs = [WorkerJob(i, processes, shares[i], client.settings, point, convs, load, model, key, warmup,
                       frozenset(skip or ())) for i in range(processes)]
@@ -142,7 +88,7 @@ async def run_point_in_processes(
     try:
         await pool.start(jobs)
         # The point starts once every process is ready: start-up is no part of it.
-        traffic = Traffic(client, load, model, key, on_record, warmup)
+        traffic = Traffic(client, load, model, key, on_record, warmup, stops)
         pool.go(traffic.t0)
         await pool.collect(traffic)
         traffic.result.wall_s = traffic.elapsed()
@@ -171,7 +117,7 @@ class _Worker:
         stdin = self.proc.stdin
         if stdin is not None and not stdin.is_closing():
             with contextlib.suppress(ConnectionError, RuntimeError):
-                stdin.write(_frame(message))
+                stdin.write(frame(message))
 
     def died(self, what: str) -> SpecmeterError:
         tail = " / ".join(line for line in self.stderr if line.strip())
@@ -190,10 +136,10 @@ class _Pool:
 
     async def start(self, jobs: Sequence[WorkerJob]) -> None:
         """Spawn one process per job and wait until each is ready, checking that its clock is ours."""
-        frames = [_frame(("job", job)) for job in jobs]  # plain data: the client holds nothing engine-specific
+        frames = [frame(("job", job)) for job in jobs]  # plain data: the client holds nothing engine-specific
         clock = clock_name()
         spawned: dict[int, float] = {}
-        for job, frame in zip(jobs, frames):
+        for job, job_frame in zip(jobs, frames):
             spawned[job.index] = time.perf_counter()
             proc = await asyncio.create_subprocess_exec(
                 *_worker_command(job.load.event_loop), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -202,7 +148,7 @@ class _Pool:
             self.workers.append(worker)
             worker.tasks = [asyncio.create_task(self._read(worker)), asyncio.create_task(self._stderr(worker))]
             assert proc.stdin is not None
-            proc.stdin.write(frame)
+            proc.stdin.write(job_frame)
         ready = 0
         try:
             async with asyncio.timeout(START_TIMEOUT_S):
@@ -292,7 +238,7 @@ class _Pool:
         assert worker.proc.stdout is not None
         try:
             while True:
-                message = await _read_frame(worker.proc.stdout)
+                message = await read_frame(worker.proc.stdout)
                 if message is None:
                     break
                 await self.queue.put((worker, message))
@@ -329,120 +275,9 @@ class _Pool:
 
 
 def _worker_command(event_loop: EventLoop) -> list[str]:
-    """`python -c ...` importing this module from where this process found specmeter (the child finds the
+    """`python -c ...` importing load/client_process.py from where this process found specmeter (the child finds the
     same copy even when the parent's was put on sys.path by hand); the loop is chosen before the job is read."""
     src = str(Path(specmeter.__file__).resolve().parents[1])
     code = (f"import sys; p = {src!r}; sys.path.insert(0, p) if p not in sys.path else None; "
-            f"from specmeter.load.workers import main; main({event_loop!r})")
+            f"from specmeter.load.client_process import main; main({event_loop!r})")
     return [sys.executable, "-c", code]
-
-
-# -- a client process ---------------------------------------------------------------------------------------
-
-
-def main(event_loop: EventLoop = "auto") -> None:
-    """A client process: read a job on stdin, say ready, wait for go, send the job's share of the point,
-    relaying each record to stdout as it finishes; stop early on "stop" or when stdin closes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    out_fd = os.dup(1)
-    os.dup2(2, 1)  # anything printed goes to stderr, never into the message channel
-    with eventloop.runner(event_loop) as loop_runner:
-        loop_runner.run(_serve(out_fd))
-
-
-class _Channel(asyncio.Protocol):
-    """The write end of the message pipe: writes never block the event loop (the parent reads at once)."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.closed: asyncio.Future[None] = self.loop.create_future()
-        self.transport: asyncio.WriteTransport | None = None
-        self.records: list[RequestRecord] = []
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.WriteTransport, transport)  # uvloop's pipe transport is not a subclass
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.closed.done():
-            self.closed.set_result(None)
-
-    def send(self, message: tuple[Any, ...]) -> None:
-        self._flush()  # records first: messages keep their order
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(_frame(message))
-
-    def record(self, record: RequestRecord) -> None:
-        """A finished request, sent with the others that finish in this turn of the event loop (one frame and
-        one wake-up of the parent for many: a turn of a busy loop finishes dozens)."""
-        if not self.records:
-            self.loop.call_soon(self._flush)
-        self.records.append(record)
-
-    def _flush(self) -> None:
-        if self.records:
-            batch, self.records = self.records, []
-            if self.transport is not None and not self.transport.is_closing():
-                self.transport.write(_frame(("records", batch)))
-
-    async def close(self) -> None:
-        self._flush()
-        if self.transport is not None:
-            self.transport.close()  # after what is buffered is written
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self.closed), STOP_TIMEOUT_S)
-
-
-async def _serve(out_fd: int) -> None:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0))
-    _, out = await loop.connect_write_pipe(_Channel, os.fdopen(out_fd, "wb", buffering=0))
-    try:
-        message = await _read_frame(reader)
-        if message is None:
-            return
-        assert message[0] == "job", message[0]
-        job: WorkerJob = message[1]
-        async with OpenAIClient.from_settings(job.client) as client:
-            out.send(("ready", clock_name(), time.perf_counter()))
-            message = await _read_frame(reader)
-            if message is None or message[0] != "go":
-                return  # stopped before the point started
-            drive = asyncio.create_task(_drive(job, client, message[1], out.record))
-            control = asyncio.create_task(_read_frame(reader))  # "stop", or None: the parent is gone
-            terminated = asyncio.Event()
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(signal.SIGTERM, terminated.set)
-            term = asyncio.create_task(terminated.wait())
-            await asyncio.wait({drive, control, term}, return_when=asyncio.FIRST_COMPLETED)
-            if not drive.done():
-                drive.cancel()  # in-flight requests end as `cancelled`, as in one process
-            control.cancel()
-            term.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await drive
-            # Before the session closes (that is no part of the point). Stopped by its own SIGTERM: the
-            # parent did not ask, and must not take this share of the point for finished.
-            out.send(("done", terminated.is_set()))
-    except Exception as exc:
-        out.send(("error", _picklable(exc), traceback.format_exc()))
-    finally:
-        await out.close()
-
-
-async def _drive(job: WorkerJob, client: OpenAIClient, t0: float, send: OnRecord) -> None:
-    whole = point_strategy(job.point, job.load)
-    todo = planned_todo(whole, job.point, job.conversations, job.load, job.skip)
-    mine = (item for k, item in enumerate(todo) if owner(k, whole.slots, job.processes) == job.index)
-    traffic = Traffic(client, job.load, job.model, job.key, send, job.warmup,
-                      t0=t0, relay=True)
-    await whole.share(job.slots).drive(traffic, mine)
-
-
-def _picklable(exc: BaseException) -> BaseException | str:
-    """`exc` if it survives a pickle round trip (some exception types do not), else its text."""
-    try:
-        pickle.loads(pickle.dumps(exc))
-        return exc
-    except Exception:
-        return f"{type(exc).__name__}: {exc}"

@@ -3,7 +3,7 @@
 Throughput over a whole point includes ramp-up (slots still filling, or the arrival process just
 started) and drain (no new work, the last requests finishing alone), so it understates what the
 engine sustains under the applied load. These helpers find the window where the load was really
-applied and count output tokens and finished requests inside it.
+applied (each load kind, load/kinds/, picks its own) and count output tokens and finished requests inside it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from specmeter.config import ConcurrencyPoint, RatePoint
 from specmeter.metrics.stats import summarize
 from specmeter.schemas.metrics import SteadyState
 from specmeter.schemas.records import RequestRecord
@@ -133,19 +132,10 @@ def _check_interval(t0: float, t1: float) -> None:
         raise ValueError(f"t1 ({t1}) must not be before t0 ({t0})")
 
 
-def steady_state(records: Sequence[RequestRecord], point: ConcurrencyPoint | RatePoint,
+def steady_state(measured: Sequence[RequestRecord], window: tuple[float, float] | None, basis: str,
                  wall_s: float) -> SteadyState | None:
-    """The point's figures over its steady window; None when the load never got steady (fewer
-    requests than slots, a single arrival)."""
-    measured = [r for r in records if not r.warmup]
-    if isinstance(point, ConcurrencyPoint):
-        spans = [(r.start_s, end) for r in measured if (end := r.end_s) is not None]
-        slots = min(point.concurrency, len({r.conversation_id for r in measured}))
-        window = closed_loop_window(spans, slots) if slots else None
-        basis = "all slots busy"
-    else:
-        window = open_loop_window([r.scheduled_s for r in measured if r.scheduled_s is not None])
-        basis = "arrivals running"
+    """A point's figures over its steady `window` (found by its load kind, on `basis`) from its `measured`
+    requests (warm-up left out); None when the load never got steady (no window)."""
     if window is None or wall_s <= 0:
         return None
     t0, t1 = window
@@ -158,4 +148,3 @@ def steady_state(records: Sequence[RequestRecord], point: ConcurrencyPoint | Rat
         tpot_s=summarize([t for r in inside if (t := r.tpot_s) is not None]),
         ttft_s=summarize([r.ttft_s for r in inside if r.ttft_s is not None]),
     )
-

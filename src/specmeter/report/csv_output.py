@@ -9,7 +9,7 @@ import io
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from specmeter.config import ConcurrencyPoint
+from specmeter.load.kinds import kind_of
 from specmeter.report.outputs import Output
 from specmeter.run_data import RunData
 from specmeter.schemas.analysis import Ratio, Speedup
@@ -114,7 +114,7 @@ def _load(summary: RunSummary, point_id: str) -> tuple[str | None, int | float |
     point = summary.plan.load.point(point_id)
     if point is None:
         return None, None
-    return point.kind, point.concurrency if isinstance(point, ConcurrencyPoint) else point.rate
+    return point.kind, kind_of(point).axis_value()
 
 
 def _point_row(summary: RunSummary, config: ConfigResult, pr: PointResult, speedup: Speedup | None) -> list[Cell]:

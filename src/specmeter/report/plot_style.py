@@ -26,6 +26,7 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import NullLocator
 
 from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.load.kinds import kind_of
 from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.plan import Role
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
@@ -169,20 +170,10 @@ class Panel:
         return [p.load for p in self.points]
 
 
-def _panel_key(p: Point) -> str:
-    if isinstance(p, ConcurrencyPoint):
-        return "concurrency"
-    return f"rate {p.arrival} {p.burstiness:g} {p.max_concurrency or ''}"
-
-
 def _panel(key: str, points: Sequence[Point]) -> Panel:
     pts = tuple(sorted(points, key=lambda p: p.load))
-    first = pts[0]
-    if isinstance(first, ConcurrencyPoint):
-        return Panel(key, "concurrency", "closed loop", "concurrency (requests in flight)", pts)
-    shape = {"poisson": "Poisson", "gamma": f"gamma b={first.burstiness:g}", "constant": "constant"}[first.arrival]
-    cap = f", at most {first.max_concurrency} in flight" if first.max_concurrency else ""
-    return Panel(key, "rate", f"open loop, {shape} arrivals{cap}", "request rate (req/s)", pts)
+    kind = kind_of(pts[0])
+    return Panel(key, kind.axis, kind.panel_title(), kind.xlabel, pts)
 
 
 def panels(*summaries: RunSummary) -> list[Panel]:
@@ -190,13 +181,13 @@ def panels(*summaries: RunSummary) -> list[Panel]:
     groups: dict[str, dict[str, Point]] = {}
     for s in summaries:
         for p in s.plan.points:
-            groups.setdefault(_panel_key(p), {}).setdefault(p.id, p)
+            groups.setdefault(kind_of(p).panel_key(), {}).setdefault(p.id, p)
     return [_panel(key, list(pts.values())) for key, pts in groups.items()]
 
 
 def point_label(p: Point) -> str:
     """A short label of a point for a categorical axis."""
-    return f"c={p.concurrency}" if isinstance(p, ConcurrencyPoint) else f"{p.rate:g} req/s"
+    return kind_of(p).short_label()
 
 
 @dataclass

@@ -1,0 +1,22 @@
+"""Load kinds, registered by the `kind` tag of their points: one object per kind of load point owns its point
+model, strategy, steady window, headline metric and labels (load/kinds/base.py says what each provides).
+
+A new kind (say, trace replay) is a point model in config.py, a module here with its LoadKind and Strategy,
+and one entry in KINDS.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.load.kinds.base import LoadKind
+from specmeter.load.kinds.closed import ClosedLoopKind
+from specmeter.load.kinds.open import OpenLoopKind
+
+KINDS: dict[str, type[LoadKind[Any]]] = {kind.name: kind for kind in (ClosedLoopKind, OpenLoopKind)}
+
+
+def kind_of(point: ConcurrencyPoint | RatePoint) -> LoadKind[Any]:
+    """The point's kind, bound to it."""
+    return KINDS[point.kind](point)
