@@ -18,11 +18,11 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fakeengine.threaded import serve_post
 from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import StreamError
 from specmeter.load.client import OpenAIClient, RequestSpec, StreamResult, _chunk_tokens, parse_sse_line
 from specmeter.schemas.records import RequestRecord
-from standin import serve_post
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
 STREAM = (FIXTURES / "chat_stream.sse").read_bytes()

@@ -418,11 +418,12 @@ def test_a_point_that_cannot_be_split_says_so(server: StubServer) -> None:
 def test_a_run_through_the_runner_with_client_processes(tmp_path: Any) -> None:
     """The whole pipeline (runner, store, summary) with a point split over 2 processes: every request stored
     once, the point's numbers computed from them, SD stats read from each record."""
-    from faultserver import FaultServer, attach_plan, conversations, only_config, point_requests, run_plan
+    from fakeengine.drive import attach_plan, conversations, only_config, point_requests, run_plan
+    from fakeengine.server import FakeEngine
     from specmeter.store import RunStore
 
     convs = conversations([f"Question {i}: explain caching." for i in range(12)])
-    with FaultServer() as srv:
+    with FakeEngine() as srv:
         plan = attach_plan(srv.url, convs, concurrency=[4], client_processes=2, warmup=2)
         summary, error, _ = run_plan(plan, tmp_path / "run")
         max_running = srv.max_running

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from specmeter import config
-from specmeter.load import eventloop
 from specmeter.config import (
     ConcurrencyPoint,
     EngineSpec,
@@ -26,6 +25,7 @@ from specmeter.config import (
     validate_dynamic_k,
 )
 from specmeter.errors import InputError
+from specmeter.load import eventloop
 
 
 def spec_error(raw: Any) -> str:

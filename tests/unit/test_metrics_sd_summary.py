@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from specmeter.engines.vllm import VLLMStats
-from specmeter.schemas.records import RequestRecord
 from specmeter.metrics.prometheus import Snapshot, parse_exposition
 from specmeter.metrics.sd import sum_counts
 from specmeter.metrics.sd_summary import compare_counts, summarize_sd
+from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.sd import SDCounts
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
