@@ -75,7 +75,8 @@ def test_real_stream_content_chunks_and_final_usage() -> None:
     assert out.chunk_cum_tokens == [e["usage"]["completion_tokens"] for e in content_events]
     # Chunks whose tokens decode to no text still count (the tiny model emits such tokens).
     assert "" in out.text_parts
-    assert "".join(out.text_parts) == "".join(e["choices"][0]["delta"].get("content") or "" for e in evs if e["choices"])
+    assert "".join(out.text_parts) == "".join(
+        e["choices"][0]["delta"].get("content") or "" for e in evs if e["choices"])
     assert out.chunk_offsets == sorted(out.chunk_offsets)
 
 

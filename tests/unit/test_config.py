@@ -188,7 +188,7 @@ def test_dynamic_k_contiguous_tables_accepted_iff_k_in_range(widths_ks: list[tup
 def test_engine_spec_modes() -> None:
     assert EngineSpec(model="m").launch
     assert not EngineSpec(endpoint="http://h:8000").launch
-    with pytest.raises(InputError, match="endpoint .* or model"):
+    with pytest.raises(InputError, match=r"endpoint .* or model"):
         build_model(EngineSpec, {}, "engine")
     with pytest.raises(InputError, match="http://"):
         build_model(EngineSpec, {"endpoint": "localhost:8000"}, "engine")

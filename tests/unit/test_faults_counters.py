@@ -7,6 +7,7 @@ expectation is exact.
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -33,7 +34,7 @@ WORKLOAD = [
 def _run(server: FakeEngine, root: Path, **load):  # type: ignore[no-untyped-def]
     load.setdefault("concurrency", [2])
     plan = attach_plan(server.url, conversations(WORKLOAD), k=K, **load)
-    summary, error, reporter = run_plan(plan, root)
+    summary, error, _ = run_plan(plan, root)
     assert error is None, repr(error)
     assert summary.status == "complete"
     assert not server.problems, server.problems
@@ -94,7 +95,7 @@ def test_clean_run_counters_and_per_request_agree(tmp_path: Path, detailed: bool
         assert c.mean_draft_length == pytest.approx(K)
         rates = c.per_position_rate
         assert len(rates) == K and all(0.0 <= a <= 1.0 for a in rates)
-        assert all(x >= y for x, y in zip(rates, rates[1:]))  # accepting i+1 tokens needs accepting i
+        assert all(x >= y for x, y in itertools.pairwise(rates))  # accepting i+1 tokens needs accepting i
         # every request of the point (the workload, cycled up to 4 x concurrency requests) has stats
         assert sd.requests_with_stats == lv.latency.num_requests == point_requests(convs, n)
         assert lv.latency.num_requests == sum(1 for r in records if r.point_id == lv.point_id and not r.warmup)
@@ -226,7 +227,7 @@ def test_no_foreign_traffic_when_the_server_counts_exactly_our_requests(tmp_path
 # ---- lying per-request stats -----------------------------------------------------------------------------------
 def test_lying_per_request_stats_disagree_and_say_by_how_much(tmp_path: Path) -> None:
     with FakeEngine(k=K, lie_extra_accepted=1) as server:
-        summary, records = _run(server, tmp_path / "run")
+        summary, _ = _run(server, tmp_path / "run")
     sd = _sd(summary)
     told, true = server.reported_totals, server.true_totals
     diff = told.accepted - true.accepted

@@ -60,14 +60,15 @@ def test_error_rate_stops_the_run_with_a_clear_message(fake_engine: FakeEngine, 
     assert RunStore(root).read_summary().status == "incomplete"  # specmeter can read it back
 
 
-def test_error_rate_stop_under_concurrency_keeps_every_finished_request(fake_engine: FakeEngine, tmp_path: Path) -> None:
+def test_error_rate_stop_under_concurrency_keeps_every_finished_request(fake_engine: FakeEngine,
+                                                                        tmp_path: Path) -> None:
     """With several requests in flight, those cancelled by the stop are not 'finished'; all others are on disk."""
     fake_engine.default_fault = "stream_error"
     fake_engine.schedule = {i: "slow" for i in range(0, 40, 3)}
     root = tmp_path / "run"
     plan = attach_plan(fake_engine.url, conversations([f"Q{i}" for i in range(40)]), concurrency=[4],
                        max_error_rate=0.3)
-    summary, error, reporter = run_plan(plan, root)
+    _, error, reporter = run_plan(plan, root)
 
     assert isinstance(error, RunIncomplete), repr(error)
     assert "server error in stream" in str(error)

@@ -114,7 +114,7 @@ def _fault_workload(faults: dict[str, str], clean: int) -> tuple[list, dict[str,
     """One single-turn conversation per fault, `clean` clean ones, and two multi-turn ones."""
     turns: list = [f"Question {i}: explain caching." for i in range(clean)]
     expected: dict[str, str] = {}
-    for fault, kind in faults.items():
+    for fault in faults:
         turns.append(f"Explain {fault}. FAULT:{fault}")
     convs = conversations(turns)
     for conv, fault in zip(convs[clean:], faults):
@@ -180,7 +180,7 @@ def test_run_survives_hostile_stream_data(fake_engine: FakeEngine, tmp_path: Pat
     level's totals) are malformed streams, not crashes of the run."""
     convs, expected = _fault_workload({fault: HOSTILE_FAULTS[fault]}, clean=3)
     plan = attach_plan(fake_engine.url, convs, concurrency=[2], request_timeout_s=5, max_error_rate=1.0)
-    summary, error, reporter = run_plan(plan, tmp_path / "run")
+    summary, error, _ = run_plan(plan, tmp_path / "run")
     assert error is None, f"a hostile stream ({fault}) crashed the run: {error!r}"
     records = {r.conversation_id: r for r in RunStore(tmp_path / "run").read_records() if r.turn == 0}
     for conv_id, kind in expected.items():

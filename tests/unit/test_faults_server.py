@@ -26,7 +26,7 @@ ADAPTER = VLLMStats()
 
 
 def _get(url: str) -> tuple[int, str]:
-    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - 127.0.0.1 only
+    with urllib.request.urlopen(url, timeout=5) as resp:  # 127.0.0.1 only
         return resp.status, resp.read().decode()
 
 
@@ -45,7 +45,8 @@ async def _send_many(url: str, texts: list[str], chat: bool = True) -> list[Requ
     async with OpenAIClient(url, ADAPTER, timeout_s=5) as client:
         for t in texts:
             rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id=t)
-            await client.send(RequestSpec("/v1/chat/completions" if chat else "/v1/completions", _body(t, chat)), rec, 0.0)
+            path = "/v1/chat/completions" if chat else "/v1/completions"
+            await client.send(RequestSpec(path, _body(t, chat)), rec, 0.0)
             out.append(rec)
     return out
 
@@ -56,7 +57,7 @@ def test_health_models_and_metrics_parse(fake_engine: FakeEngine) -> None:
     assert status == 200 and json.loads(text)["data"][0]["id"] == fake_engine.model
     snap = parse_exposition(_get(fake_engine.url + "/metrics")[1])
     assert ADAPTER.sd_enabled_in(snap)
-    for name in ADAPTER.sd_counter_names[:4] + [REQUESTS_DONE]:
+    for name in [*ADAPTER.sd_counter_names[:4], REQUESTS_DONE]:
         assert snap.has(name), name
     assert snap.has("vllm:spec_decode_num_drafts_created")  # the _created twins are there
     assert set(snap.series("vllm:spec_decode_num_accepted_tokens_per_pos_total")) == {
@@ -83,7 +84,8 @@ def test_counters_advance_by_exactly_the_per_request_stats(chat: bool, num_engin
     # chunks carry a+1 tokens per step, and usage says how many
     for r in records:
         assert r.output_tokens == sum(r.chunk_tokens or [])
-        assert r.output_tokens == 1 + r.sd.num_steps + r.sd.num_accepted_tokens + (len(r.chunk_tokens) - 1 - r.sd.num_steps)
+        plain_steps = len(r.chunk_tokens) - 1 - r.sd.num_steps  # decode steps that drafted nothing
+        assert r.output_tokens == 1 + r.sd.num_steps + r.sd.num_accepted_tokens + plain_steps
 
 
 def test_per_request_stats_match_vllm_fields() -> None:

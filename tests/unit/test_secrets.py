@@ -65,7 +65,8 @@ def test_runner_sends_the_key_and_writes_it_nowhere(tmp_path: Path, capfd: pytes
     assert _text_leaks(out + err) == []
 
 
-def test_a_server_that_echoes_the_key_in_its_errors_does_not_leak_it(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_server_that_echoes_the_key_in_its_errors_does_not_leak_it(tmp_path: Path,
+                                                                     capfd: pytest.CaptureFixture[str]) -> None:
     """Some gateways answer 401 with 'Incorrect API key provided: sk-...'. specmeter keeps the error
     text (requests.jsonl, the incomplete_reason in summary.json, the RunIncomplete message shown to
     the user): the key must be masked in all of them."""
@@ -84,7 +85,8 @@ def test_a_server_that_echoes_the_key_in_its_errors_does_not_leak_it(tmp_path: P
     assert _text_leaks(out + err) == []
 
 
-def _cli(server: FakeEngine, out_dir: Path, extra: list[str], env_key: str | None, json_out: bool) -> subprocess.CompletedProcess[str]:
+def _cli(server: FakeEngine, out_dir: Path, extra: list[str], env_key: str | None,
+         json_out: bool) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("SPECMETER_API_KEY", "OPENAI_API_KEY")}
     env.update({"NO_COLOR": "1", "COLUMNS": "200", "PYTHONUNBUFFERED": "1"})
     if env_key is not None:
@@ -110,7 +112,8 @@ def _cli(server: FakeEngine, out_dir: Path, extra: list[str], env_key: str | Non
     ],
     ids=["--api-key KEY", "--api-key=KEY --json", "$SPECMETER_API_KEY"],
 )
-def test_cli_sends_the_key_and_writes_it_nowhere(tmp_path: Path, extra: list[str], env_key: str | None, json_out: bool) -> None:
+def test_cli_sends_the_key_and_writes_it_nowhere(tmp_path: Path, extra: list[str], env_key: str | None,
+                                                 json_out: bool) -> None:
     assert SPECMETER.exists(), f"{SPECMETER} missing: install the project into the venv"
     out_dir = tmp_path / "runs"
     with FakeEngine(api_key=SECRET) as server:
