@@ -88,7 +88,6 @@ class FakeEngine(ThreadedServer):
         self.restarts = 0
         self.true_totals = Tally()  # what the counters were advanced by (real requests, incl. aborted)
         self.reported_totals = Tally()  # what the per-request stats claimed (finished requests)
-        self.finished: list[tuple[int, dict[str, Any], dict[str, Any]]] = []  # (index, true stats, reported)
         self.max_running = 0  # the most requests streaming at once, over the server's life
 
         self.lock = threading.RLock()
@@ -136,15 +135,11 @@ class FakeEngine(ThreadedServer):
             if real:
                 self.true_totals.add(sd_stats(acc, dr, self.k))
 
-    def render_metrics(self) -> str:
-        """The personality's Prometheus text for the counters right now."""
+    def scrape(self) -> str:
+        """The personality's Prometheus text for the counters right now (without counting a scrape)."""
         with self.lock:
             hide = self.hide_sd if self.scrapes >= self.hide_sd_from_scrape else None
             return self.personality.render(self.counters, self._created, hide)
-
-    def scrape(self) -> str:
-        """The Prometheus text right now (without counting a scrape)."""
-        return self.render_metrics()
 
     # ---- generation --------------------------------------------------------------------------------
     def _plan(self, prompt: str, max_tokens: int) -> Plan:
@@ -242,7 +237,7 @@ class FakeEngine(ThreadedServer):
             self.restart()
         if self.garbage_metrics:
             return web.Response(text="<html>oops</html>\n{not: prometheus}\n", content_type="text/html")
-        return web.Response(text=self.render_metrics(), content_type="text/plain", charset="utf-8",
+        return web.Response(text=self.scrape(), content_type="text/plain", charset="utf-8",
                             headers={"X-Scrape": str(scrape)})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
@@ -340,14 +335,13 @@ class FakeEngine(ThreadedServer):
                 await asyncio.sleep(pause)
         if p.finish_apart:
             await s.write([s.choice(None, finish)], s.usage_so_far() if continuous else None)
-        await self._finish(s, rec, index, engine, body, fault, include_usage)
+        await self._finish(s, rec, engine, body, fault, include_usage)
         return resp
 
-    async def _finish(self, s: Stream, rec: Received, index: int, engine: int, body: dict[str, Any],
-                      fault: str | None, include_usage: bool) -> None:
+    async def _finish(self, s: Stream, rec: Received, engine: int, body: dict[str, Any], fault: str | None,
+                      include_usage: bool) -> None:
         """Count a request streamed in full, then send its SD numbers, usage and end."""
         plan = s.plan
-        true = sd_stats(plan.per_step_accepted, plan.per_step_drafted, self.k)
         told = self._reported(plan.per_step_accepted, plan.per_step_drafted)
         if self.restart_after_requests is not None and self._n_finished == self.restart_after_requests:
             self.restart()
@@ -357,7 +351,6 @@ class FakeEngine(ThreadedServer):
         with self.lock:
             self._n_finished += 1
             self.reported_totals.add(told)
-            self.finished.append((index, true, told))
         before, usage_extra = ([], {})
         if self.per_request_stats:
             before, usage_extra = self.personality.sd_payload(told, body, plan.output_tokens)
