@@ -1,6 +1,6 @@
 """Side by side: how much does each load generator cost, and how far off are its numbers, at hundreds of streams?
 
-One paced streaming server (benchmarks/peers/paced_server.py, a process of its own) streams every request as
+One paced streaming server (tests/fakeengine/paced.py, a process of its own) streams every request as
 `--chunks` chunks `--gap-ms` apart and logs when it wrote each one: the truth. The same server is then driven,
 one tool at a time, by specmeter's client and by the clients users would otherwise pick: `vllm bench serve`,
 AIPerf and GuideLLM, each as a process of its own with its own per-request output. For every tool and load point:
@@ -496,8 +496,8 @@ class PacedServer:
         self.log_path = work / "server.log"
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, str(PEERS / "paced_server.py"), "--port", str(self.port), "--chunks", str(chunks),
-             "--model", MODEL], stdout=self._log, stderr=subprocess.STDOUT)
+            [sys.executable, "-m", "fakeengine.paced", "--port", str(self.port), "--chunks", str(chunks),
+             "--model", MODEL], stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT / "tests")
         deadline = time.monotonic() + 30
         while True:
             try:

@@ -141,7 +141,8 @@ def main() -> None:
         totals["differ"] += final != reference
         print(f"{run_dir.name}: lost {len(lost)}, points run twice {len(twice)}, same request set: "
               f"{'yes' if final == reference else 'NO'} ({len(final)} vs {len(reference)})", flush=True)
-    print(f"kills done: server {totals['server']}, specmeter {totals['self']}, over {totals['sweeps']} disturbed sweeps")
+    print(f"kills done: server {totals['server']}, specmeter {totals['self']}, "
+          f"over {totals['sweeps']} disturbed sweeps")
     print(f"finished requests lost: {totals['lost']}")
     print(f"points run twice: {totals['twice']}")
     print(f"disturbed sweeps whose final requests differ from the undisturbed sweep's: {totals['differ']}")

@@ -1,4 +1,5 @@
-"""Shared test setup: test helper modules (faultserver, data_fixtures, vllm_helpers) import by name."""
+"""Shared test setup: the fake engine package (fakeengine) and the helper modules (data_fixtures,
+vllm_helpers) import by name."""
 
 from __future__ import annotations
 

@@ -25,117 +25,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-
-@dataclass
-class AcceptanceResult:
-    """Accepted-token counts per speculative step, over one or more prompts."""
-
-    accepted: list[int] = field(default_factory=list)
-    generated_tokens: int = 0
-
-    @property
-    def steps(self) -> int:
-        return len(self.accepted)
-
-    @property
-    def al(self) -> float:
-        """Mean acceptance length: 1 + mean accepted draft tokens per step."""
-        return 1.0 + (sum(self.accepted) / len(self.accepted) if self.accepted else 0.0)
-
-    def extend(self, other: AcceptanceResult) -> None:
-        self.accepted += other.accepted
-        self.generated_tokens += other.generated_tokens
-
-
-def crop_cache(cache: Any, keep: int) -> None:
-    """Drop cached tokens beyond the first ``keep`` (negative ``crop`` = remove that many)."""
-    extra = cache.get_seq_length() - keep
-    if extra > 0:
-        cache.crop(-extra)
-
-
-def _new_cache(model: Any) -> Any:
-    from transformers import DynamicCache
-
-    try:
-        return DynamicCache(config=model.config)
-    except TypeError:  # older signature
-        return DynamicCache()
-
-
-@torch.inference_mode()
-def target_greedy(model: Any, prompt: Sequence[int], max_new_tokens: int, eos_id: int | None) -> list[int]:
-    """The target's greedy continuation (KV cache, batch 1), stopping after eos if ``eos_id``."""
-    cache = _new_cache(model)
-    inp = torch.tensor([list(prompt)])
-    out: list[int] = []
-    for _ in range(max_new_tokens):
-        logits = model(input_ids=inp, past_key_values=cache, use_cache=True).logits
-        t = int(logits[0, -1].argmax())
-        out.append(t)
-        if eos_id is not None and t == eos_id:
-            break
-        inp = torch.tensor([[t]])
-    return out
-
-
-@torch.inference_mode()
-def simulate_greedy_spec(draft: Any, prompt: Sequence[int], target_tokens: Sequence[int], k: int) -> AcceptanceResult:
-    """Simulate greedy speculative decoding of ``target_tokens`` with ``draft`` proposing ``k``.
-
-    With greedy verification the output equals the target's greedy output, so only the draft has
-    to run: at each step it proposes ``k`` tokens after the current context; the accepted count is
-    the longest prefix equal to the target's next tokens; the context then advances by the
-    accepted tokens plus the target's bonus token. The draft's KV cache is cropped on rejection.
-    """
-    res = AcceptanceResult(generated_tokens=len(target_tokens))
-    cache = _new_cache(draft)
-    context = list(prompt)
-    cached = 0  # tokens of `context` already in the draft's cache
-    pos = 0  # number of target tokens already emitted
-    n = len(target_tokens)
-    while pos < n:
-        inp = context[cached:]
-        drafted: list[int] = []
-        for _ in range(k):
-            logits = draft(input_ids=torch.tensor([inp]), past_key_values=cache, use_cache=True).logits
-            t = int(logits[0, -1].argmax())
-            drafted.append(t)
-            inp = [t]
-        cache_len = len(context) + k - 1
-        acc = 0
-        while acc < k and pos + acc < n and drafted[acc] == target_tokens[pos + acc]:
-            acc += 1
-        res.accepted.append(acc)
-        step_tokens = target_tokens[pos : pos + acc + 1]
-        # cache holds context + drafted[:k-1]; the first `acc` drafted tokens are correct
-        keep = min(cache_len, len(context) + acc)
-        crop_cache(cache, keep)
-        context += step_tokens
-        cached = keep
-        pos += len(step_tokens)
-    return res
-
-
-def acceptance_for_prompts(
-    target: Any, draft: Any, prompts: Sequence[Sequence[int]], k: int, max_new_tokens: int, eos_id: int | None
-) -> AcceptanceResult:
-    """Greedy AL at ``k`` aggregated over ``prompts`` (token ids)."""
-    total = AcceptanceResult()
-    for p in prompts:
-        toks = target_greedy(target, p, max_new_tokens, eos_id)
-        total.extend(simulate_greedy_spec(draft, p, toks, k))
-    return total
+from demo_models.acceptance import AcceptanceResult, crop_cache, new_cache, simulate_greedy_spec, target_greedy
+from demo_models.corpus import collect_corpus
 
 
 @torch.inference_mode()
@@ -156,7 +55,7 @@ def time_steps(
             vocab = model.config.vocab_size
             ctx = torch.randint(10, vocab, (1, context_len), generator=gen)
             step = torch.randint(10, vocab, (1, n_tokens), generator=gen)
-            cache = _new_cache(model)
+            cache = new_cache(model)
             model(input_ids=ctx, past_key_values=cache, use_cache=True)
             times = []
             for i in range(warmup + per_block):
@@ -203,9 +102,6 @@ def corpus_prompts(tokenizer: Any, n: int, seed: int, prompt_tokens: int = 64) -
     """``n`` excerpts of held-out standard-library files (same split as the training script)."""
     import random
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from train_demo_models import collect_corpus
-
     _, heldout = collect_corpus()
     rng = random.Random(seed)
     out = []
@@ -219,7 +115,8 @@ def corpus_prompts(tokenizer: Any, n: int, seed: int, prompt_tokens: int = 64) -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--target", type=Path, default=Path("models/demo-target"))
     p.add_argument("--draft", type=Path, default=Path("models/demo-draft"))
     p.add_argument("--prompts", type=Path, default=None, help="JSONL with {'turns': [...], 'category': ...}")
@@ -290,7 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "steps": overall.steps,
             "generated_tokens": overall.generated_tokens,
             "mean_acceptance_length": round(overall.al, 3) if overall.steps else None,
-            "per_category": {c: {"steps": r.steps, "tokens": r.generated_tokens, "mean_acceptance_length": round(r.al, 3)}
+            "per_category": {c: {"steps": r.steps, "tokens": r.generated_tokens,
+                                 "mean_acceptance_length": round(r.al, 3)}
                              for c, r in sorted(per_cat.items())},
             "seconds": round(acc_seconds, 1),
         },

@@ -25,12 +25,11 @@ import sys
 import time
 from typing import Any
 
-from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
+from specmeter.config import ConcurrencyPoint, EventLoop, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.engines.vllm import VLLMStats
 from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
-from specmeter.config import EventLoop
 from specmeter.load.point import run_point
 from specmeter.load.traffic import PointKey, PointTraffic
 

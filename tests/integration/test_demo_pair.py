@@ -3,6 +3,7 @@ of the sample workload is reported with an acceptance length the engine can prod
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def test_per_request_sums_equal_counter_deltas(summary: RunSummary) -> None:
     assert al is not None and 1.0 <= al <= K + 1
     # Unconditional per-position rates can only fall with position.
     rates = sd.counters.per_position_rate
-    assert len(rates) == K and all(a >= b for a, b in zip(rates, rates[1:]))
+    assert len(rates) == K and all(a >= b for a, b in itertools.pairwise(rates))
 
 
 def test_all_categories_reported(summary: RunSummary) -> None:

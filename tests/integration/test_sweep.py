@@ -108,7 +108,7 @@ def test_speedups_are_paired_with_intervals(finished: tuple[RunSummary, Path]) -
 
 
 def test_same_requests_and_arrivals_for_every_config(finished: tuple[RunSummary, Path]) -> None:
-    summary, run_dir = finished
+    _, run_dir = finished
     records = [r for r in RunStore(run_dir).read_records() if not r.warmup]
     by_config: dict[str, dict[tuple[str, str, int], float | None]] = {}
     for r in records:

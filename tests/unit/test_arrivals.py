@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -81,7 +82,7 @@ def test_times_start_at_zero_and_never_decrease(
     assert all(isinstance(t, float) and math.isfinite(t) for t in times)
     if count:
         assert times[0] == 0.0
-    assert all(a <= b for a, b in zip(times, times[1:]))
+    assert all(a <= b for a, b in itertools.pairwise(times))
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,8 @@ def fake_model(root: Path, name: str, vocab: int, tokenizer: str) -> Path:
         (["--spec", '{"method": "ngram", "num_speculative_tokens": 2, "lookahead": 3}'], "lookahead"),
         (["--spec", '{"method": "draft_model", "num_speculative_tokens": 2}'], "draft_model"),
         (["--spec", "{not json"], "--spec"),
-        (["--spec", '{"method": "ngram", "num_speculative_tokens": 4, "num_speculative_tokens_per_batch_size": [[2, 8, 4]]}'],
+        (["--spec", '{"method": "ngram", "num_speculative_tokens": 4, '
+                    '"num_speculative_tokens_per_batch_size": [[2, 8, 4]]}'],
          "start at 1"),
         (["--concurrency", "0"], "concurrency"),
         (["--concurrency", "1,x"], "concurrency"),

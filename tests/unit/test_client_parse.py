@@ -18,12 +18,12 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fakeengine.threaded import serve_post
 from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import StreamError
 from specmeter.load.client import OpenAIClient, RequestSpec, StreamResult, _chunk_tokens, parse_sse_line
 from specmeter.metrics.requests import with_sd
 from specmeter.schemas.records import RequestRecord
-from standin import serve_post
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
 STREAM = (FIXTURES / "chat_stream.sse").read_bytes()
@@ -76,7 +76,8 @@ def test_real_stream_content_chunks_and_final_usage() -> None:
     assert out.chunk_cum_tokens == [e["usage"]["completion_tokens"] for e in content_events]
     # Chunks whose tokens decode to no text still count (the tiny model emits such tokens).
     assert "" in out.text_parts
-    assert "".join(out.text_parts) == "".join(e["choices"][0]["delta"].get("content") or "" for e in evs if e["choices"])
+    assert "".join(out.text_parts) == "".join(
+        e["choices"][0]["delta"].get("content") or "" for e in evs if e["choices"])
     assert out.chunk_offsets == sorted(out.chunk_offsets)
 
 

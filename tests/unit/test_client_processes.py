@@ -3,8 +3,8 @@
 parent's t0), the point's concurrency limit held across processes, the open-loop schedule kept, and errors,
 dead processes and cancellation reaching the parent with nothing finished lost.
 
-The server is a small aiohttp app in a thread of this process: it stamps each request's arrival with
-time.perf_counter() (the client processes' clock too) and counts the requests it is streaming.
+The server is a small aiohttp app in a thread of this process (fakeengine.threaded): it stamps each request's
+arrival with time.perf_counter() (the client processes' clock too) and counts the requests it is streaming.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import hashlib
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from aiohttp import web
 
+from fakeengine.threaded import ThreadedServer
 from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.engines.vllm import VLLMStats
@@ -42,48 +43,20 @@ class Seen:
     first_chunk: float | None = None
 
 
-@dataclass
-class StubServer:
+class StubServer(ThreadedServer):
     """Streams `chunks` content chunks `gap_s` apart (tokens per chunk from the prompt), continuous usage, a
     final usage chunk, [DONE]. A prompt containing FAIL gets HTTP 500."""
 
-    chunks: int = 4
-    gap_s: float = 0.005
-    url: str = ""
-    seen: dict[str, Seen] = field(default_factory=dict)  # by the request's last user message
-    in_flight: int = 0
-    max_in_flight: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(self, chunks: int = 4, gap_s: float = 0.005) -> None:
+        super().__init__()
+        self.chunks, self.gap_s = chunks, gap_s
+        self.seen: dict[str, Seen] = {}  # by the request's last user message
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
 
-    def __post_init__(self) -> None:
-        self._ready = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
-
-    def __enter__(self) -> StubServer:
-        self._thread.start()
-        assert self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None and self._stop is not None
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-
-    async def _serve(self) -> None:
-        app = web.Application()
+    def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._handle)
-        runner = web.AppRunner(app, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        self._ready.set()
-        await self._stop.wait()
-        await runner.cleanup()
 
     @staticmethod
     def tokens(prompt: str, i: int) -> int:
@@ -398,11 +371,12 @@ def test_a_process_stopped_by_its_own_sigterm_fails_the_point() -> None:
 def test_a_run_through_the_runner_with_client_processes(tmp_path: Any) -> None:
     """The whole pipeline (runner, store, summary) with a point split over 2 processes: every request stored
     once, the point's numbers computed from them, SD stats read from each record."""
-    from faultserver import FaultServer, attach_plan, conversations, only_config, point_requests, run_plan
+    from fakeengine.drive import attach_plan, conversations, only_config, point_requests, run_plan
+    from fakeengine.server import FakeEngine
     from specmeter.store import RunStore
 
     convs = conversations([f"Question {i}: explain caching." for i in range(12)])
-    with FaultServer() as srv:
+    with FakeEngine() as srv:
         plan = attach_plan(srv.url, convs, concurrency=[4], client_processes=2, warmup=2)
         summary, error, _ = run_plan(plan, tmp_path / "run")
         max_running = srv.max_running

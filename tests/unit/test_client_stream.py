@@ -20,7 +20,8 @@ from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from faultserver import FaultServer, fault_server  # noqa: F401 - pytest fixture
+from fakeengine.server import FakeEngine
+from fakeengine.threaded import serve_post
 from specmeter.errors import StreamError
 from specmeter.load import client as client_mod
 from specmeter.load.client import (
@@ -32,7 +33,6 @@ from specmeter.load.client import (
     parse_sse_end,
 )
 from specmeter.schemas.records import RequestRecord
-from standin import serve_post
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
 REAL = (FIXTURES / "chat_stream.sse").read_bytes()
@@ -232,10 +232,10 @@ def _fault_body(url: str, fault: str, api: str) -> bytes:
 
 
 @pytest.mark.parametrize("api", ["chat", "completions"])
-def test_fault_streams_parse_as_before_however_split(fault_server: FaultServer, api: str) -> None:  # noqa: F811
+def test_fault_streams_parse_as_before_however_split(fake_engine: FakeEngine, api: str) -> None:
     seen: dict[str, str | None] = {}
     for fault in STREAM_FAULTS:
-        body = _fault_body(fault_server.url, fault, api)
+        body = _fault_body(fake_engine.url, fault, api)
         _, err = assert_same([body])
         seen[fault] = err[0] if err else None
         assert_same(body.splitlines(keepends=True))

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from specmeter import config
-from specmeter.load import eventloop
 from specmeter.config import (
     ConcurrencyPoint,
     EngineSpec,
@@ -26,6 +25,7 @@ from specmeter.config import (
     validate_dynamic_k,
 )
 from specmeter.errors import InputError
+from specmeter.load import eventloop
 
 
 def spec_error(raw: Any) -> str:
@@ -188,7 +188,7 @@ def test_dynamic_k_contiguous_tables_accepted_iff_k_in_range(widths_ks: list[tup
 def test_engine_spec_modes() -> None:
     assert EngineSpec(model="m").launch
     assert not EngineSpec(endpoint="http://h:8000").launch
-    with pytest.raises(InputError, match="endpoint .* or model"):
+    with pytest.raises(InputError, match=r"endpoint .* or model"):
         build_model(EngineSpec, {}, "engine")
     with pytest.raises(InputError, match="http://"):
         build_model(EngineSpec, {"endpoint": "localhost:8000"}, "engine")

@@ -21,8 +21,7 @@ from data_fixtures import (
 from specmeter.data.speed_bench import CONFIGS, DATASET, DEFAULT_REVISION, load_speed_bench, prepared_file_name
 from specmeter.data.speed_bench_prepare import MANIFEST, prepare
 from specmeter.data.speed_bench_sources import FILLERS, FillContext, fill_template, find_filler
-from specmeter.errors import RowNotFillable
-from specmeter.errors import InputError
+from specmeter.errors import InputError, RowNotFillable
 
 # ---------------------------------------------------------------- loading prepared data
 

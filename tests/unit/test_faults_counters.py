@@ -1,27 +1,22 @@
 """Run-level SD numbers against a server whose /metrics misbehave: restarts (counters go down), missing SD
 series, foreign traffic, and per-request stats that lie. And the clean case, where everything agrees.
 
-Driven through runner.execute in attach mode; the fault server knows the true step counts, so every
+Driven through runner.execute in attach mode; the fake engine knows the true step counts, so every
 expectation is exact.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import pytest
 
-from faultserver import (
-    FaultServer,
-    Tally,
-    attach_plan,
-    conversations,
-    negative_numbers,
-    only_config,
-    point_requests,
-    run_plan,
-)
+from fakeengine.drive import attach_plan, conversations, negative_numbers, only_config, point_requests, run_plan
+from fakeengine.server import FakeEngine
+from fakeengine.steps import Tally
+from fakeengine.vllm import VLLM
 from specmeter.engines.registry import plan_stats
 from specmeter.metrics.requests import parse_records
 from specmeter.store import RunStore
@@ -38,10 +33,10 @@ WORKLOAD = [
 ]
 
 
-def _run(server: FaultServer, root: Path, **load):  # type: ignore[no-untyped-def]
+def _run(server: FakeEngine, root: Path, **load):  # type: ignore[no-untyped-def]
     load.setdefault("concurrency", [2])
     plan = attach_plan(server.url, conversations(WORKLOAD), k=K, **load)
-    summary, error, reporter = run_plan(plan, root)
+    summary, error, _ = run_plan(plan, root)
     assert error is None, repr(error)
     assert summary.status == "complete"
     assert not server.problems, server.problems
@@ -53,7 +48,7 @@ def _sd(summary):  # type: ignore[no-untyped-def]
     return only_config(summary).points[0].sd
 
 
-def _measured_reported(server: FaultServer, records) -> Tally:  # type: ignore[no-untyped-def]
+def _measured_reported(server: FakeEngine, records) -> Tally:  # type: ignore[no-untyped-def]
     """What the server's per-request stats claimed for the measured (non-warmup) requests."""
     t = Tally()
     for r in records:
@@ -77,9 +72,10 @@ def _no_negatives(root: Path, summary) -> None:  # type: ignore[no-untyped-def]
     [(True, 1, False), (False, 1, False), (True, 2, True), (False, 2, False)],
     ids=["detailed", "histogram-only", "two-engines+draft-per-pos", "histogram-two-engines"],
 )
-def test_clean_run_counters_and_per_request_agree(tmp_path: Path, detailed: bool, num_engines: int, draft_per_pos: bool) -> None:
-    with FaultServer(k=K, detailed=detailed, num_engines=num_engines, draft_per_pos=draft_per_pos,
-                     prior_requests=3) as server:
+def test_clean_run_counters_and_per_request_agree(tmp_path: Path, detailed: bool, num_engines: int,
+                                                   draft_per_pos: bool) -> None:
+    with FakeEngine(VLLM(detailed=detailed, draft_per_pos=draft_per_pos), k=K, num_engines=num_engines,
+                    prior_requests=3) as server:
         summary, records = _run(server, tmp_path / "run", concurrency=[1, 3], warmup=2)
     levels = only_config(summary).points
     assert [lv.point_id for lv in levels] == ["c1", "c3"]
@@ -93,14 +89,15 @@ def test_clean_run_counters_and_per_request_agree(tmp_path: Path, detailed: bool
         assert sd.agreement and "equal" in sd.agreement
         c, p = sd.counters, sd.per_request
         assert c is not None and p is not None
-        assert (c.num_steps, c.num_draft_tokens, c.num_accepted_tokens) == (p.num_steps, p.num_draft_tokens, p.num_accepted_tokens)
+        assert (c.num_steps, c.num_draft_tokens, c.num_accepted_tokens) == (
+            p.num_steps, p.num_draft_tokens, p.num_accepted_tokens)
         assert c.num_steps > 0
         assert 1.0 <= c.acceptance_length <= K + 1
         assert 0.0 <= c.acceptance_rate <= 1.0
         assert c.mean_draft_length == pytest.approx(K)
         rates = c.per_position_rate
         assert len(rates) == K and all(0.0 <= a <= 1.0 for a in rates)
-        assert all(x >= y for x, y in zip(rates, rates[1:]))  # accepting i+1 tokens needs accepting i
+        assert all(x >= y for x, y in itertools.pairwise(rates))  # accepting i+1 tokens needs accepting i
         # every request of the point (the workload, cycled up to 4 x concurrency requests) has stats
         assert sd.requests_with_stats == lv.latency.num_requests == point_requests(convs, n)
         assert lv.latency.num_requests == sum(1 for r in records if r.point_id == lv.point_id and not r.warmup)
@@ -118,7 +115,7 @@ def test_clean_run_counters_and_per_request_agree(tmp_path: Path, detailed: bool
 
 def test_counters_only_server(tmp_path: Path) -> None:
     """vLLM without per-request stats: the counters are the reference, nothing to compare."""
-    with FaultServer(k=K, per_request_stats=False) as server:
+    with FakeEngine(k=K, per_request_stats=False) as server:
         summary, _ = _run(server, tmp_path / "run")
     sd = _sd(summary)
     assert sd.available and sd.reference == "counters" and sd.per_request is None
@@ -127,7 +124,7 @@ def test_counters_only_server(tmp_path: Path) -> None:
 
 
 def test_speculation_off_server(tmp_path: Path) -> None:
-    with FaultServer(k=K, per_request_stats=False, hide_sd="all") as server:
+    with FakeEngine(k=K, per_request_stats=False, hide_sd="all") as server:
         summary, _ = _run(server, tmp_path / "run")
     sd = _sd(summary)
     assert not sd.available and sd.reason and "speculation is off" in sd.reason
@@ -148,12 +145,12 @@ RESTARTS = {
 @pytest.mark.parametrize("how", list(RESTARTS))
 def test_counter_reset_falls_back_to_per_request(tmp_path: Path, how: str) -> None:
     faults, prior = RESTARTS[how]
-    with FaultServer(k=K, prior_requests=prior, **faults) as server:
-        before_restart = json.loads(json.dumps(server._c))
+    with FakeEngine(k=K, prior_requests=prior, **faults) as server:
+        drafts_before_restart = server.counters[0].drafts
         summary, records = _run(server, tmp_path / "run", concurrency=[1])
     assert server.restarts == 1
     if how == "hidden-by-later-traffic":  # the premise: no counter went down
-        assert server._c["drafts"][0] > before_restart["drafts"][0]
+        assert server.counters[0].drafts > drafts_before_restart
     sd = _sd(summary)
     assert sd.counters is None
     assert sd.counters_invalid_reason and "restart" in sd.counters_invalid_reason
@@ -177,7 +174,7 @@ REQUIRED = ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tok
 
 def test_missing_required_sd_series_gives_a_clear_reason(tmp_path: Path) -> None:
     """Only the per-position series are exposed: the totals are missing, and the summary names them."""
-    with FaultServer(k=K, hide_sd="required") as server:
+    with FakeEngine(k=K, hide_sd="required") as server:
         summary, records = _run(server, tmp_path / "run")
     sd = _sd(summary)
     assert sd.counters is None
@@ -194,7 +191,7 @@ def test_missing_required_sd_series_gives_a_clear_reason(tmp_path: Path) -> None
 def test_all_sd_series_missing_but_per_request_stats_present(tmp_path: Path, from_scrape: int) -> None:
     """A server that shows no SD counters (or stops showing them) while its responses carry SD stats:
     per-request stats are used, and the summary says why the counters were not."""
-    with FaultServer(k=K, hide_sd="all", hide_sd_from_scrape=from_scrape) as server:
+    with FakeEngine(k=K, hide_sd="all", hide_sd_from_scrape=from_scrape) as server:
         summary, records = _run(server, tmp_path / "run")
     sd = _sd(summary)
     assert sd.available and sd.reference == "per_request"
@@ -208,7 +205,7 @@ def test_all_sd_series_missing_but_per_request_stats_present(tmp_path: Path, fro
 
 # ---- foreign traffic ----------------------------------------------------------------------------------------
 def test_foreign_traffic_is_flagged_and_per_request_used(tmp_path: Path) -> None:
-    with FaultServer(k=K, foreign_per_request=1) as server:
+    with FakeEngine(k=K, foreign_per_request=1) as server:
         summary, records = _run(server, tmp_path / "run")
     sd = _sd(summary)
     ours = sum(1 for r in records if not r.warmup)
@@ -224,15 +221,15 @@ def test_foreign_traffic_is_flagged_and_per_request_used(tmp_path: Path) -> None
 
 
 def test_no_foreign_traffic_when_the_server_counts_exactly_our_requests(tmp_path: Path) -> None:
-    with FaultServer(k=K, prior_requests=5) as server:
+    with FakeEngine(k=K, prior_requests=5) as server:
         summary, _ = _run(server, tmp_path / "run")
     assert _sd(summary).foreign_traffic is None
 
 
 # ---- lying per-request stats -----------------------------------------------------------------------------------
 def test_lying_per_request_stats_disagree_and_say_by_how_much(tmp_path: Path) -> None:
-    with FaultServer(k=K, lie_extra_accepted=1) as server:
-        summary, records = _run(server, tmp_path / "run")
+    with FakeEngine(k=K, lie_extra_accepted=1) as server:
+        summary, _ = _run(server, tmp_path / "run")
     sd = _sd(summary)
     told, true = server.reported_totals, server.true_totals
     diff = told.accepted - true.accepted
@@ -253,7 +250,7 @@ def test_lying_per_request_stats_disagree_and_say_by_how_much(tmp_path: Path) ->
 def test_garbage_metrics_page_does_not_stop_the_run(tmp_path: Path) -> None:
     """A server whose /metrics answers HTML: the run completes, per-request stats are used, and the
     summary names the problem instead of reporting counters."""
-    with FaultServer(k=K, garbage_metrics=True) as server:
+    with FakeEngine(k=K, garbage_metrics=True) as server:
         summary, records = _run(server, tmp_path / "run")
     sd = _sd(summary)
     assert sd.available and sd.reference == "per_request" and sd.counters is None

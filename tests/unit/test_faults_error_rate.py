@@ -12,15 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from faultserver import (
-    FaultServer,
-    attach_plan,
-    conversations,
-    fault_server,  # noqa: F401 - pytest fixture
-    only_config,
-    run_plan,
-)
-
+from fakeengine.drive import attach_plan, conversations, only_config, run_plan
+from fakeengine.server import FakeEngine
 from specmeter.errors import RunIncomplete
 from specmeter.load.stops import MIN_REQUESTS_FOR_ERROR_LIMIT
 from specmeter.store import RunStore
@@ -32,11 +25,11 @@ def _disk_records(root: Path) -> list[dict]:
     return [json.loads(line) for line in (root / "requests.jsonl").read_text().splitlines() if line.strip()]
 
 
-def test_error_rate_stops_the_run_with_a_clear_message(fault_server: FaultServer, tmp_path: Path) -> None:
-    fault_server.default_fault = "http_500"
-    fault_server.schedule = {0: "none", 3: "none"}  # two successes among the failures
+def test_error_rate_stops_the_run_with_a_clear_message(fake_engine: FakeEngine, tmp_path: Path) -> None:
+    fake_engine.default_fault = "http_500"
+    fake_engine.schedule = {0: "none", 3: "none"}  # two successes among the failures
     root = tmp_path / "run"
-    plan = attach_plan(fault_server.url, conversations([f"Q{i}" for i in range(30)]), concurrency=[1],
+    plan = attach_plan(fake_engine.url, conversations([f"Q{i}" for i in range(30)]), concurrency=[1],
                        max_error_rate=0.25)
     summary, error, reporter = run_plan(plan, root)
 
@@ -52,7 +45,7 @@ def test_error_rate_stops_the_run_with_a_clear_message(fault_server: FaultServer
     assert "\n" not in msg.strip()  # one line for the terminal
 
     # it stopped early: the server never saw most of the workload
-    assert len(fault_server.completion_requests()) == MIN_REQUESTS_FOR_ERROR_LIMIT
+    assert len(fake_engine.completion_requests()) == MIN_REQUESTS_FOR_ERROR_LIMIT
 
     on_disk = json.loads((root / "summary.json").read_text())
     assert on_disk["status"] == "incomplete"
@@ -67,14 +60,15 @@ def test_error_rate_stops_the_run_with_a_clear_message(fault_server: FaultServer
     assert RunStore(root).read_summary().status == "incomplete"  # specmeter can read it back
 
 
-def test_error_rate_stop_under_concurrency_keeps_every_finished_request(fault_server: FaultServer, tmp_path: Path) -> None:
+def test_error_rate_stop_under_concurrency_keeps_every_finished_request(fake_engine: FakeEngine,
+                                                                        tmp_path: Path) -> None:
     """With several requests in flight, those cancelled by the stop are not 'finished'; all others are on disk."""
-    fault_server.default_fault = "stream_error"
-    fault_server.schedule = {i: "slow" for i in range(0, 40, 3)}
+    fake_engine.default_fault = "stream_error"
+    fake_engine.schedule = {i: "slow" for i in range(0, 40, 3)}
     root = tmp_path / "run"
-    plan = attach_plan(fault_server.url, conversations([f"Q{i}" for i in range(40)]), concurrency=[4],
+    plan = attach_plan(fake_engine.url, conversations([f"Q{i}" for i in range(40)]), concurrency=[4],
                        max_error_rate=0.3)
-    summary, error, reporter = run_plan(plan, root)
+    _, error, reporter = run_plan(plan, root)
 
     assert isinstance(error, RunIncomplete), repr(error)
     assert "server error in stream" in str(error)
@@ -83,17 +77,17 @@ def test_error_rate_stop_under_concurrency_keeps_every_finished_request(fault_se
     assert sorted((r["conversation_id"], r["turn"]) for r in disk) == sorted(
         (r.conversation_id, r.turn) for r in reporter.records
     )
-    assert len(disk) <= len(fault_server.completion_requests()) < 40
+    assert len(disk) <= len(fake_engine.completion_requests()) < 40
     on_disk = json.loads((root / "summary.json").read_text())
     assert on_disk["status"] == "incomplete" and "requests failed" in on_disk["incomplete_reason"]
 
 
-def test_error_rate_stop_in_a_later_level_keeps_the_finished_levels(fault_server: FaultServer, tmp_path: Path) -> None:
+def test_error_rate_stop_in_a_later_level_keeps_the_finished_levels(fake_engine: FakeEngine, tmp_path: Path) -> None:
     # point 1 (concurrency 1): requests 0-9 fine; point 2: everything fails
-    fault_server.schedule = {i: "none" for i in range(10)}
-    fault_server.default_fault = "http_429"
+    fake_engine.schedule = {i: "none" for i in range(10)}
+    fake_engine.default_fault = "http_429"
     root = tmp_path / "run"
-    plan = attach_plan(fault_server.url, conversations([f"Q{i}" for i in range(10)]), concurrency=[1, 2],
+    plan = attach_plan(fake_engine.url, conversations([f"Q{i}" for i in range(10)]), concurrency=[1, 2],
                        max_error_rate=0.5)
     _, error, _ = run_plan(plan, root)
     assert isinstance(error, RunIncomplete) and "HTTP 429" in str(error)
@@ -109,9 +103,9 @@ def test_error_rate_stop_in_a_later_level_keeps_the_finished_levels(fault_server
     assert all(r["error_kind"] == "http_429" for r in disk if r["point_id"] == "c2")
 
 
-def test_below_the_limit_the_run_completes(fault_server: FaultServer, tmp_path: Path) -> None:
-    fault_server.schedule = {2: "http_500", 7: "reset"}
-    plan = attach_plan(fault_server.url, conversations([f"Q{i}" for i in range(12)]), concurrency=[2],
+def test_below_the_limit_the_run_completes(fake_engine: FakeEngine, tmp_path: Path) -> None:
+    fake_engine.schedule = {2: "http_500", 7: "reset"}
+    plan = attach_plan(fake_engine.url, conversations([f"Q{i}" for i in range(12)]), concurrency=[2],
                        max_error_rate=0.25)
     summary, error, _ = run_plan(plan, tmp_path / "run")
     assert error is None, repr(error)
@@ -119,23 +113,23 @@ def test_below_the_limit_the_run_completes(fault_server: FaultServer, tmp_path: 
     assert only_config(summary).points[0].latency.errors_by_kind == {"http_5xx": 1, "connection": 1}
 
 
-def test_few_early_failures_are_not_a_rate(fault_server: FaultServer, tmp_path: Path) -> None:
+def test_few_early_failures_are_not_a_rate(fake_engine: FakeEngine, tmp_path: Path) -> None:
     """Below MIN_REQUESTS_FOR_ERROR_LIMIT finished requests the limit never trips, even at 100% errors."""
-    fault_server.default_fault = "http_400"
+    fake_engine.default_fault = "http_400"
     n = MIN_REQUESTS_FOR_ERROR_LIMIT - 1
-    plan = attach_plan(fault_server.url, conversations([f"Q{i}" for i in range(n)]), concurrency=[1],
+    plan = attach_plan(fake_engine.url, conversations([f"Q{i}" for i in range(n)]), concurrency=[1],
                        max_error_rate=0.0)
     summary, error, _ = run_plan(plan, tmp_path / "run")
     assert error is None, repr(error)
     assert only_config(summary).points[0].latency.errors_by_kind == {"http_4xx": n}
 
 
-def test_cli_reports_the_stop_and_exits_with_the_incomplete_code(fault_server: FaultServer, tmp_path: Path) -> None:
-    fault_server.default_fault = "http_500"
+def test_cli_reports_the_stop_and_exits_with_the_incomplete_code(fake_engine: FakeEngine, tmp_path: Path) -> None:
+    fake_engine.default_fault = "http_500"
     specmeter = Path(sys.executable).with_name("specmeter")
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
     proc = subprocess.run(
-        [str(specmeter), "run", "--endpoint", fault_server.url, "--no-baseline", "--dataset", "sample",
+        [str(specmeter), "run", "--endpoint", fake_engine.url, "--no-baseline", "--dataset", "sample",
          "--num-prompts", "12", "--max-tokens", "8", "--warmup", "0", "--concurrency", "1",
          "--max-error-rate", "0.5", "--out", str(tmp_path), "--name", "r"],
         env=env, capture_output=True, text=True, timeout=50,

@@ -1,7 +1,7 @@
 """Per-request faults: each becomes an error kind on its record, is counted per level, and the run goes on.
 
 Driven through specmeter's real OpenAIClient, and through runner.execute in attach mode against the
-fault server (tests/faultserver.py). A fault never escapes as an exception.
+fake engine (tests/fakeengine). A fault never escapes as an exception.
 """
 
 from __future__ import annotations
@@ -12,16 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from faultserver import (
-    REQUEST_FAULTS,
-    FaultServer,
-    attach_plan,
-    conversations,
-    fault_server,  # noqa: F401 - pytest fixture
-    only_config,
-    point_requests,
-    run_plan,
-)
+from fakeengine.drive import attach_plan, conversations, only_config, point_requests, run_plan
+from fakeengine.faults import REQUEST_FAULTS
+from fakeengine.server import FakeEngine
 from specmeter.engines.vllm import VLLMStats
 from specmeter.load.client import OpenAIClient, RequestSpec
 from specmeter.metrics.requests import with_sd
@@ -85,8 +78,8 @@ def _cases() -> list[tuple[str, str, str]]:
 
 
 @pytest.mark.parametrize(("fault", "kind", "api"), _cases())
-def test_client_records_each_fault_as_its_error_kind(fault_server: FaultServer, fault: str, kind: str, api: str) -> None:
-    rec, text = _send(fault_server.url, f"Tell me a story. FAULT:{fault}", api)
+def test_client_records_each_fault_as_its_error_kind(fake_engine: FakeEngine, fault: str, kind: str, api: str) -> None:
+    rec, text = _send(fake_engine.url, f"Tell me a story. FAULT:{fault}", api)
     if fault in MAY_BE_IGNORED and rec.ok:
         assert isinstance(text, str) and isinstance(rec.output_text, str)
         assert rec.finish_reason is None or isinstance(rec.finish_reason, str), rec.finish_reason
@@ -109,8 +102,8 @@ def test_client_records_each_fault_as_its_error_kind(fault_server: FaultServer, 
 
 @pytest.mark.parametrize("api", ["chat", "completions"])
 @pytest.mark.parametrize("fault", ["none", "slow"])
-def test_client_clean_and_slow_requests_succeed(fault_server: FaultServer, fault: str, api: str) -> None:
-    rec, text = _send(fault_server.url, f"Hello. FAULT:{fault}", api)
+def test_client_clean_and_slow_requests_succeed(fake_engine: FakeEngine, fault: str, api: str) -> None:
+    rec, text = _send(fake_engine.url, f"Hello. FAULT:{fault}", api)
     assert rec.ok and rec.error_kind is None, rec.error
     assert rec.output_tokens == 24 and text.split()[0] == "w0"
     sd = with_sd(rec, VLLMStats()).sd
@@ -123,7 +116,7 @@ def _fault_workload(faults: dict[str, str], clean: int) -> tuple[list, dict[str,
     """One single-turn conversation per fault, `clean` clean ones, and two multi-turn ones."""
     turns: list = [f"Question {i}: explain caching." for i in range(clean)]
     expected: dict[str, str] = {}
-    for fault, kind in faults.items():
+    for fault in faults:
         turns.append(f"Explain {fault}. FAULT:{fault}")
     convs = conversations(turns)
     for conv, fault in zip(convs[clean:], faults):
@@ -136,9 +129,9 @@ def _fault_workload(faults: dict[str, str], clean: int) -> tuple[list, dict[str,
 
 
 @pytest.mark.parametrize("api", ["chat", "completions"])
-def test_run_records_every_fault_and_goes_on(fault_server: FaultServer, tmp_path: Path, api: str) -> None:
+def test_run_records_every_fault_and_goes_on(fake_engine: FakeEngine, tmp_path: Path, api: str) -> None:
     convs, expected = _fault_workload(BRIEF_FAULTS, clean=8)
-    plan = attach_plan(fault_server.url, convs, api=api, concurrency=[6], request_timeout_s=1,
+    plan = attach_plan(fake_engine.url, convs, api=api, concurrency=[6], request_timeout_s=1,
                        max_error_rate=1.0)
     summary, error, reporter = run_plan(plan, tmp_path / "run")
     assert error is None, repr(error)
@@ -182,14 +175,14 @@ def test_run_records_every_fault_and_goes_on(fault_server: FaultServer, tmp_path
 
 
 @pytest.mark.parametrize("fault", list(HOSTILE_FAULTS))
-def test_run_survives_hostile_stream_data(fault_server: FaultServer, tmp_path: Path, fault: str) -> None:
+def test_run_survives_hostile_stream_data(fake_engine: FakeEngine, tmp_path: Path, fault: str) -> None:
     """JSON nested 100000 deep (RecursionError), a 5000-digit integer (ValueError), a number where the
     text belongs (TypeError when joining the text), a number as finish_reason (written to
     requests.jsonl, which then no longer reads back) and token counts as strings (summed into the
     level's totals) are malformed streams, not crashes of the run."""
     convs, expected = _fault_workload({fault: HOSTILE_FAULTS[fault]}, clean=3)
-    plan = attach_plan(fault_server.url, convs, concurrency=[2], request_timeout_s=5, max_error_rate=1.0)
-    summary, error, reporter = run_plan(plan, tmp_path / "run")
+    plan = attach_plan(fake_engine.url, convs, concurrency=[2], request_timeout_s=5, max_error_rate=1.0)
+    summary, error, _ = run_plan(plan, tmp_path / "run")
     assert error is None, f"a hostile stream ({fault}) crashed the run: {error!r}"
     records = {r.conversation_id: r for r in RunStore(tmp_path / "run").read_records() if r.turn == 0}
     for conv_id, kind in expected.items():
@@ -201,10 +194,10 @@ def test_run_survives_hostile_stream_data(fault_server: FaultServer, tmp_path: P
     )
 
 
-def test_scheduled_faults_without_markers(fault_server: FaultServer, tmp_path: Path) -> None:
+def test_scheduled_faults_without_markers(fake_engine: FakeEngine, tmp_path: Path) -> None:
     """Server-side schedule (request index -> fault): specmeter sees nothing special in its prompts."""
-    fault_server.schedule = {1: "http_429", 3: "incomplete"}
-    plan = attach_plan(fault_server.url, conversations([f"Q{i}" for i in range(6)]), concurrency=[1],
+    fake_engine.schedule = {1: "http_429", 3: "incomplete"}
+    plan = attach_plan(fake_engine.url, conversations([f"Q{i}" for i in range(6)]), concurrency=[1],
                        max_error_rate=1.0)
     summary, error, _ = run_plan(plan, tmp_path / "run")
     assert error is None, repr(error)
@@ -213,12 +206,12 @@ def test_scheduled_faults_without_markers(fault_server: FaultServer, tmp_path: P
     assert only_config(summary).points[0].latency.errors_by_kind == {"http_429": 1, "incomplete_stream": 1}
 
 
-def test_warmup_failures_do_not_count_in_the_level(fault_server: FaultServer, tmp_path: Path) -> None:
-    fault_server.schedule = {0: "http_500"}  # the first warmup request
+def test_warmup_failures_do_not_count_in_the_level(fake_engine: FakeEngine, tmp_path: Path) -> None:
+    fake_engine.schedule = {0: "http_500"}  # the first warmup request
     # 8 conversations at concurrency 2: each is measured once (the point's floor is 4 x 2 requests)
     convs = conversations([f"Q{i}" for i in range(8)])
     assert point_requests(convs, 2) == 8
-    plan = attach_plan(fault_server.url, convs, concurrency=[2], warmup=2)
+    plan = attach_plan(fake_engine.url, convs, concurrency=[2], warmup=2)
     summary, error, _ = run_plan(plan, tmp_path / "run")
     assert error is None, repr(error)
     level = only_config(summary).points[0]

@@ -1,4 +1,4 @@
-"""Resume of a killed multi-configuration plan against fault servers (plans/resume.py + runner.execute).
+"""Resume of a killed multi-configuration plan against fake engines (plans/resume.py + runner.execute).
 
 A full run gives real records; the run directory is then cut back to what a run killed (SIGKILL) in the
 middle of one cell leaves: the summary with the cells finished before it (status still "running"), the
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from faultserver import FaultServer, attach_pair, run_plan
+from fakeengine.drive import attach_pair, run_plan
+from fakeengine.server import FakeEngine
 from specmeter.config import LoadSpec
 from specmeter.data.workload import load_conversations
 from specmeter.errors import InputError
@@ -43,7 +44,7 @@ def test_resume_of_a_killed_plan_runs_only_what_is_missing(tmp_path: Path, inter
     load = LoadSpec(concurrency=[1, 2], warmup=0, max_tokens=16)
     convs, selection = load_conversations("jsonl", str(data), load)
 
-    with FaultServer(seed=1) as sd, FaultServer(seed=2) as base:
+    with FakeEngine(seed=1) as sd, FakeEngine(seed=2) as base:
         # -- a complete run, to get real records --------------------------------------------------------
         full = tmp_path / "full"
         ex = attach_pair(sd.url, base.url, convs, workload=selection, interleave=interleave,

@@ -1,4 +1,4 @@
-"""runner.execute against the fault server (tests/faultserver.py) for what the restructured core adds:
+"""runner.execute against the fake engine (tests/fakeengine) for what the restructured core adds:
 the engine's running batch sampled during a point, generated token ids and the lossless check on them,
 open-loop (request-rate) points, and a server that fails to start while the rest of the plan goes on.
 """
@@ -13,14 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from faultserver import (
-    FaultServer,
-    attach_pair,
-    attach_plan,
-    conversations,
-    only_config,
-    run_plan,
-)
+from fakeengine.drive import attach_pair, attach_plan, conversations, only_config, run_plan
+from fakeengine.server import FakeEngine
 from specmeter.analysis.lossless import first_difference
 from specmeter.config import EngineSpec, LoadSpec, SpecConfig
 from specmeter.engines.vllm import VLLMStats
@@ -54,7 +48,7 @@ def _max_overlap(records: list[RequestRecord]) -> int:
 # ---- running batch and token ids ---------------------------------------------------------------------
 def test_run_samples_the_running_batch_and_records_token_ids(tmp_path: Path) -> None:
     convs = conversations([f"Question {i}: explain caching." for i in range(8)])
-    with FaultServer(output_tokens=24, slow_chunk_s=0.05, default_fault="slow") as server:
+    with FakeEngine(output_tokens=24, slow_chunk_s=0.05, default_fault="slow") as server:
         summary, error, _ = run_plan(attach_plan(server.url, convs, concurrency=[2]), tmp_path / "run")
     assert error is None, repr(error)
     assert not server.problems, server.problems
@@ -85,7 +79,7 @@ def test_run_samples_the_running_batch_and_records_token_ids(tmp_path: Path) -> 
 
 def test_sampled_runs_ask_for_no_token_ids_and_skip_the_lossless_check(tmp_path: Path) -> None:
     convs = conversations([f"Q{i}" for i in range(8)])
-    with FaultServer() as sd, FaultServer() as base:
+    with FakeEngine() as sd, FakeEngine() as base:
         ex = attach_pair(sd.url, base.url, convs, concurrency=[2], temperature=0.8)
         summary, error, _ = run_plan(ex, tmp_path / "run")
     assert error is None, repr(error)
@@ -101,7 +95,7 @@ def test_lossless_check_compares_token_ids_of_both_configurations(tmp_path: Path
     """Two servers with the same seed generate the same tokens for the same prompt (a lossless drafter);
     another seed stands for a drafter that changes the output."""
     convs = conversations([f"Q{i}" for i in range(6)] + [["First turn.", "Second turn."]])
-    with FaultServer(seed=1) as sd, FaultServer(seed=1 if same_model else 2, hide_sd="all",
+    with FakeEngine(seed=1) as sd, FakeEngine(seed=1 if same_model else 2, hide_sd="all",
                                                     per_request_stats=False) as base:
         summary, error, _ = run_plan(attach_pair(sd.url, base.url, convs, concurrency=[2]), tmp_path / "run")
     assert error is None, repr(error)
@@ -136,7 +130,7 @@ def test_open_loop_offers_every_configuration_the_same_schedule(tmp_path: Path) 
     convs = conversations([f"Q{i}" for i in range(9)] + [["First turn.", "Second turn."]])
     runs = {"a": (3, False), "b": (3, True), "c": (4, False)}  # seed, interleave
     out = {}
-    with FaultServer() as sd, FaultServer() as base:
+    with FakeEngine() as sd, FakeEngine() as base:
         for name, (seed, interleave) in runs.items():
             ex = attach_pair(sd.url, base.url, convs, request_rate=[20.0], seed=seed, interleave=interleave)
             summary, error, _ = run_plan(ex, tmp_path / name)
@@ -165,7 +159,7 @@ def test_open_loop_max_concurrency_is_respected(tmp_path: Path, cap: int | None)
     load: dict[str, object] = {"request_rate": [100.0]}
     if cap is not None:
         load["max_concurrency"] = cap
-    with FaultServer(output_tokens=24, slow_chunk_s=0.02, default_fault="slow") as server:
+    with FakeEngine(output_tokens=24, slow_chunk_s=0.02, default_fault="slow") as server:
         summary, error, _ = run_plan(attach_plan(server.url, convs, **load), tmp_path / "run")
     assert error is None, repr(error)
     records = _records(tmp_path / "run")
@@ -205,7 +199,7 @@ def _failing_engine(tmp_path: Path) -> EngineSpec:
 def test_a_server_that_fails_to_start_is_recorded_and_the_plan_goes_on(tmp_path: Path, interleave: bool) -> None:
     convs = conversations([f"Q{i}" for i in range(8)])
     root = tmp_path / "run"
-    with FaultServer() as server:
+    with FakeEngine() as server:
         configs = [  # the failing server first: what comes after it must still run
             PlannedConfig(id=BASELINE, role=Role.baseline, spec=SpecConfig(), engine=_failing_engine(tmp_path),
                           server=BASELINE),

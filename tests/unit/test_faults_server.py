@@ -1,4 +1,4 @@
-"""Self-tests of the fault server (tests/faultserver.py): when these fail, the fake is wrong, not specmeter.
+"""Self-tests of the fake engine (tests/fakeengine): when these fail, the fake is wrong, not specmeter.
 
 They check that it speaks vLLM's formats as specmeter's own parsers read them, that its counters
 advance by exactly the per-request stats it returns, and that each server-wide fault does what it says.
@@ -13,13 +13,9 @@ import urllib.request
 
 import pytest
 
-from faultserver import (
-    ACCEPTED,
-    DRAFTS,
-    FaultServer,
-    fault_server,  # noqa: F401 - pytest fixture
-    sd_stats,
-)
+from fakeengine.server import FakeEngine
+from fakeengine.steps import sd_stats
+from fakeengine.vllm import ACCEPTED, DRAFTS
 from specmeter.engines.vllm import REQUESTS_DONE, VLLMStats
 from specmeter.load.client import OpenAIClient, RequestSpec
 from specmeter.metrics.requests import with_sd
@@ -31,7 +27,7 @@ ADAPTER = VLLMStats()
 
 
 def _get(url: str) -> tuple[int, str]:
-    with urllib.request.urlopen(url, timeout=5) as resp:
+    with urllib.request.urlopen(url, timeout=5) as resp:  # 127.0.0.1 only
         return resp.status, resp.read().decode()
 
 
@@ -50,31 +46,33 @@ async def _send_many(url: str, texts: list[str], chat: bool = True) -> list[Requ
     async with OpenAIClient(url, timeout_s=5) as client:
         for t in texts:
             rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id=t)
-            await client.send(RequestSpec("/v1/chat/completions" if chat else "/v1/completions", _body(t, chat)), rec, 0.0)
+            path = "/v1/chat/completions" if chat else "/v1/completions"
+            await client.send(RequestSpec(path, _body(t, chat)), rec, 0.0)
             out.append(rec)
     return out
 
 
-def test_health_models_and_metrics_parse(fault_server: FaultServer) -> None:
-    assert _get(fault_server.url + "/health")[0] == 200
-    status, text = _get(fault_server.url + "/v1/models")
-    assert status == 200 and json.loads(text)["data"][0]["id"] == fault_server.model
-    snap = parse_exposition(_get(fault_server.url + "/metrics")[1])
+def test_health_models_and_metrics_parse(fake_engine: FakeEngine) -> None:
+    assert _get(fake_engine.url + "/health")[0] == 200
+    status, text = _get(fake_engine.url + "/v1/models")
+    assert status == 200 and json.loads(text)["data"][0]["id"] == fake_engine.model
+    snap = parse_exposition(_get(fake_engine.url + "/metrics")[1])
     assert ADAPTER.sd_enabled_in(snap)
-    for name in ADAPTER.sd_counter_names[:4] + [REQUESTS_DONE]:
+    for name in [*ADAPTER.sd_counter_names[:4], REQUESTS_DONE]:
         assert snap.has(name), name
     assert snap.has("vllm:spec_decode_num_drafts_created")  # the _created twins are there
     assert set(snap.series("vllm:spec_decode_num_accepted_tokens_per_pos_total")) == {
-        f"position={i}" for i in range(fault_server.k)
+        f"position={i}" for i in range(fake_engine.k)
     }
 
 
 @pytest.mark.parametrize("chat", [True, False])
 @pytest.mark.parametrize("num_engines", [1, 2])
 def test_counters_advance_by_exactly_the_per_request_stats(chat: bool, num_engines: int) -> None:
-    with FaultServer(num_engines=num_engines, prior_requests=3) as server:
+    with FakeEngine(num_engines=num_engines, prior_requests=3) as server:
         before = parse_exposition(server.scrape())
-        records = [with_sd(r, ADAPTER) for r in asyncio.run(_send_many(server.url, [f"question {i}" for i in range(5)], chat))]
+        sent = asyncio.run(_send_many(server.url, [f"question {i}" for i in range(5)], chat))
+        records = [with_sd(r, ADAPTER) for r in sent]
         after = parse_exposition(server.scrape())
     assert all(r.ok for r in records), [r.error for r in records]
     delta = counter_delta(before, after, ADAPTER.sd_counter_names)
@@ -88,7 +86,8 @@ def test_counters_advance_by_exactly_the_per_request_stats(chat: bool, num_engin
     # chunks carry a+1 tokens per step, and usage says how many
     for r in records:
         assert r.output_tokens == sum(r.chunk_tokens or [])
-        assert r.output_tokens == 1 + r.sd.num_steps + r.sd.num_accepted_tokens + (len(r.chunk_tokens) - 1 - r.sd.num_steps)
+        plain_steps = len(r.chunk_tokens) - 1 - r.sd.num_steps  # decode steps that drafted nothing
+        assert r.output_tokens == 1 + r.sd.num_steps + r.sd.num_accepted_tokens + plain_steps
 
 
 def test_per_request_stats_match_vllm_fields() -> None:
@@ -98,19 +97,19 @@ def test_per_request_stats_match_vllm_fields() -> None:
     assert stats["mean_acceptance_length"] == pytest.approx(1 + 7 / 3)
 
 
-def test_restart_zeroes_counters_and_changes_created(fault_server: FaultServer) -> None:
-    asyncio.run(_send_many(fault_server.url, ["a", "b"]))
-    before = parse_exposition(fault_server.scrape())
+def test_restart_zeroes_counters_and_changes_created(fake_engine: FakeEngine) -> None:
+    asyncio.run(_send_many(fake_engine.url, ["a", "b"]))
+    before = parse_exposition(fake_engine.scrape())
     time.sleep(0.01)
-    fault_server.restart()
-    after = parse_exposition(fault_server.scrape())
+    fake_engine.restart()
+    after = parse_exposition(fake_engine.scrape())
     assert after.value(DRAFTS + "_total") == 0 < before.value(DRAFTS + "_total")
     assert after.value(DRAFTS + "_created") > before.value(DRAFTS + "_created")
     assert counter_delta(before, after, ADAPTER.sd_counter_names).invalid_reason
 
 
 def test_hide_sd_modes() -> None:
-    with FaultServer() as server:
+    with FakeEngine() as server:
         server.hide_sd = "required"
         snap = parse_exposition(server.scrape())
         assert not snap.has(DRAFTS + "_total") and not snap.has(ACCEPTED + "_total")
@@ -120,7 +119,7 @@ def test_hide_sd_modes() -> None:
 
 
 def test_foreign_and_lying_modes() -> None:
-    with FaultServer(foreign_per_request=2) as server:
+    with FakeEngine(foreign_per_request=2) as server:
         server.lie_extra_accepted = 1
         before = parse_exposition(server.scrape())
         records = [with_sd(r, ADAPTER) for r in asyncio.run(_send_many(server.url, ["x", "y"]))]
@@ -130,17 +129,17 @@ def test_foreign_and_lying_modes() -> None:
     assert told == server.reported_totals.accepted == server.true_totals.accepted + 2
 
 
-def test_fault_selection_by_marker_header_and_schedule(fault_server: FaultServer) -> None:
-    fault_server.schedule = {1: "http_500"}
+def test_fault_selection_by_marker_header_and_schedule(fake_engine: FakeEngine) -> None:
+    fake_engine.schedule = {1: "http_500"}
 
     async def go() -> list[RequestRecord]:
         recs = []
-        async with OpenAIClient(fault_server.url, timeout_s=5) as client:
+        async with OpenAIClient(fake_engine.url, timeout_s=5) as client:
             for i, text in enumerate(["plain", "plain again", "please FAULT:http_429 now"]):
                 rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id=str(i))
                 await client.send(RequestSpec("/v1/chat/completions", _body(text)), rec, 0.0)
                 recs.append(rec)
-        async with OpenAIClient(fault_server.url, timeout_s=5) as client:
+        async with OpenAIClient(fake_engine.url, timeout_s=5) as client:
             client._session.headers["X-Fault"] = "http_400"  # type: ignore[union-attr]
             rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id="h")
             await client.send(RequestSpec("/v1/chat/completions", _body("plain")), rec, 0.0)
@@ -149,17 +148,17 @@ def test_fault_selection_by_marker_header_and_schedule(fault_server: FaultServer
 
     kinds = [r.error_kind for r in asyncio.run(go())]
     assert kinds == [None, "http_5xx", "http_429", "http_4xx"]
-    assert [r.fault for r in fault_server.completion_requests()] == [None, "http_500", "http_429", "http_400"]
+    assert [r.fault for r in fake_engine.completion_requests()] == [None, "http_500", "http_429", "http_400"]
 
 
 def test_unknown_fault_is_reported_as_a_problem() -> None:
-    with FaultServer() as server:
+    with FakeEngine() as server:
         asyncio.run(_send_many(server.url, ["FAULT:no_such_fault"]))
     assert server.problems and "no_such_fault" in server.problems[0]
 
 
 def test_server_stops_by_itself() -> None:
-    server = FaultServer(max_lifetime_s=0.3).start()
+    server = FakeEngine(max_lifetime_s=0.3).start()
     assert server._thread is not None
     server._thread.join(5)
     assert not server._thread.is_alive() and server.expired
@@ -173,7 +172,7 @@ def test_running_gauge_counts_the_requests_being_streamed() -> None:
     """vllm:num_requests_running is what specmeter samples during a point: it must be real."""
     from specmeter.telemetry.prometheus import gauge_sum
 
-    with FaultServer(num_engines=2, output_tokens=40, slow_chunk_s=0.05, default_fault="slow") as server:
+    with FakeEngine(num_engines=2, output_tokens=40, slow_chunk_s=0.05, default_fault="slow") as server:
         assert gauge_sum(server.scrape(), RUNNING) == 0.0
 
         async def go() -> tuple[list[RequestRecord], list[float]]:
@@ -201,13 +200,13 @@ def test_running_gauge_counts_the_requests_being_streamed() -> None:
 
 
 @pytest.mark.parametrize("chat", [True, False])
-def test_token_ids_are_returned_when_asked_and_deterministic(fault_server: FaultServer, chat: bool) -> None:
+def test_token_ids_are_returned_when_asked_and_deterministic(fake_engine: FakeEngine, chat: bool) -> None:
     async def send(text: str, ask: bool) -> RequestRecord:
         body = _body(text, chat)
         if ask:
             body["return_token_ids"] = True
         rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id=text)
-        async with OpenAIClient(fault_server.url, timeout_s=5) as client:
+        async with OpenAIClient(fake_engine.url, timeout_s=5) as client:
             await client.send(RequestSpec("/v1/chat/completions" if chat else "/v1/completions", body), rec, 0.0)
         return rec
 
@@ -220,17 +219,17 @@ def test_token_ids_are_returned_when_asked_and_deterministic(fault_server: Fault
     assert plain.output_token_ids is None and plain.output_text == a.output_text
 
 
-def test_restart_on_idle_scrape_waits_for_the_traffic_to_finish(fault_server: FaultServer) -> None:
-    fault_server.restart_on_idle_scrape = 2
-    _get(fault_server.url + "/metrics")  # nothing finished yet
-    asyncio.run(_send_many(fault_server.url, ["a"]))
-    _get(fault_server.url + "/metrics")
-    assert fault_server.restarts == 0  # one finished, two needed
-    asyncio.run(_send_many(fault_server.url, ["b"]))
-    assert fault_server.restarts == 0  # the restart comes with the next scrape, not with the request
-    before = fault_server.scrape()
-    _get(fault_server.url + "/metrics")
-    _get(fault_server.url + "/metrics")
-    assert fault_server.restarts == 1  # once
-    after = parse_exposition(fault_server.scrape())
+def test_restart_on_idle_scrape_waits_for_the_traffic_to_finish(fake_engine: FakeEngine) -> None:
+    fake_engine.restart_on_idle_scrape = 2
+    _get(fake_engine.url + "/metrics")  # nothing finished yet
+    asyncio.run(_send_many(fake_engine.url, ["a"]))
+    _get(fake_engine.url + "/metrics")
+    assert fake_engine.restarts == 0  # one finished, two needed
+    asyncio.run(_send_many(fake_engine.url, ["b"]))
+    assert fake_engine.restarts == 0  # the restart comes with the next scrape, not with the request
+    before = fake_engine.scrape()
+    _get(fake_engine.url + "/metrics")
+    _get(fake_engine.url + "/metrics")
+    assert fake_engine.restarts == 1  # once
+    after = parse_exposition(fake_engine.scrape())
     assert after.value(DRAFTS + "_total") == 0 < parse_exposition(before).value(DRAFTS + "_total")

@@ -21,7 +21,8 @@ KEYS = ["choices", "usage", "error", "delta", "content", "reasoning_content", "t
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
 json_values = st.recursive(
     json_scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=8), inner, max_size=4),
+    lambda inner: (st.lists(inner, max_size=3)
+                   | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=8), inner, max_size=4)),
     max_leaves=10,
 )
 

@@ -1,6 +1,6 @@
 """The raw HTTP/1.1 streaming transport (load/http_stream.py) and OpenAIClient over it: response framing however
 the bytes are split, connection reuse and its one retry, failures as the aiohttp transport reports them, and
-the same records as the aiohttp transport on every stream of the fault server."""
+the same records as the aiohttp transport on every stream of the fake engine."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import uvloop
 
-from faultserver import FaultServer, fault_server  # noqa: F401 - pytest fixture
+from fakeengine.server import FakeEngine
 from specmeter.engines.llamacpp import LlamaCppStats
 from specmeter.engines.vllm import VLLMStats
 from specmeter.load.client import OpenAIClient, RequestSpec
@@ -433,7 +433,7 @@ def test_transport_choice() -> None:
         OpenAIClient("http://127.0.0.1:8000", raw_http=False).settings)._raw_target is None
 
 
-# ---- the same records as aiohttp on the fault server -----------------------------------------------------
+# ---- the same records as aiohttp on the fake engine ------------------------------------------------------
 
 EQUIVALENT_FAULTS = ["none", "slow", "malformed", "malformed_deep", "malformed_bigint", "bad_content_type",
                      "bad_finish_reason", "bad_usage_type", "no_usage", "incomplete", "stream_error",
@@ -443,7 +443,7 @@ FIELDS = ("ok", "error_kind", "http_status", "output_text", "output_tokens", "pr
 
 
 @pytest.mark.parametrize("api", ["chat", "completions"])
-def test_raw_and_aiohttp_transports_give_the_same_records(fault_server: FaultServer, api: str) -> None:  # noqa: F811
+def test_raw_and_aiohttp_transports_give_the_same_records(fake_engine: FakeEngine, api: str) -> None:
     def request(fault: str) -> RequestSpec:
         body: dict[str, Any] = {"model": "fake/target-model", "max_tokens": 32, "temperature": 0.0,
                                 "stream": True, "return_token_ids": True,
@@ -457,7 +457,7 @@ def test_raw_and_aiohttp_transports_give_the_same_records(fault_server: FaultSer
 
     async def run(raw: bool) -> list[RequestRecord]:
         out = []
-        async with OpenAIClient(fault_server.url, timeout_s=5, raw_http=raw) as client:
+        async with OpenAIClient(fake_engine.url, timeout_s=5, raw_http=raw) as client:
             assert (client._pool is not None) is raw
             for fault in EQUIVALENT_FAULTS:
                 rec = new_record()

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from faultserver import FaultServer
 
+from fakeengine.server import FakeEngine
 from specmeter.errors import RunIncomplete
 from specmeter.store import RunStore, load_summary
 
@@ -31,7 +31,7 @@ def _finished(path: Path) -> int:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_stops_run_promptly_and_keeps_results(sig: signal.Signals, tmp_path: Path) -> None:
-    with FaultServer(output_tokens=40, slow_chunk_s=0.05, default_fault="slow") as server:
+    with FakeEngine(output_tokens=40, slow_chunk_s=0.05, default_fault="slow") as server:
         data = tmp_path / "prompts.jsonl"
         data.write_text("".join(json.dumps({"prompt": f"question {i}", "category": "qa"}) + "\n" for i in range(40)))
         proc = subprocess.Popen(

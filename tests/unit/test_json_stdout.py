@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from faultserver import FaultServer, fault_server  # noqa: F401 - pytest fixture
+from fakeengine.server import FakeEngine
 from specmeter.errors import InputError, RunIncomplete
 from specmeter.runner import Reporter
 from specmeter.schemas.recommend import Recommendation
@@ -66,8 +66,8 @@ def test_stored_run_commands_print_one_document(stored: Path, tmp_path: Path) ->
 
 
 def test_run_sweep_resume_and_compare_workloads_print_one_document(
-        fault_server: FaultServer, tmp_path: Path) -> None:  # noqa: F811
-    url = fault_server.url
+        fake_engine: FakeEngine, tmp_path: Path) -> None:
+    url = fake_engine.url
     run = one_document(specmeter("run", "--endpoint", url, "--no-baseline", *SMALL, "--json", "--out", tmp_path,
                                  "--name", "run"))
     assert run == json.loads((tmp_path / "run" / "summary.json").read_text(encoding="utf-8"))
@@ -85,12 +85,12 @@ def test_run_sweep_resume_and_compare_workloads_print_one_document(
     assert sweep["plan"]["kind"] == "sweep" and sweep["status"] == "complete"
 
     # A run the error rate stops still prints what finished, with the 'incomplete' exit code; resume finishes it.
-    fault_server.default_fault = "http_500"
+    fake_engine.default_fault = "http_500"
     stopped = one_document(specmeter("run", "--endpoint", url, "--no-baseline", *SMALL, "--num-prompts", "12",
                                      "--max-error-rate", "0.5", "--json", "--out", tmp_path, "--name", "stopped"),
                            RunIncomplete.exit_code)
     assert stopped["status"] == "incomplete"
-    fault_server.default_fault = None
+    fake_engine.default_fault = None
     assert one_document(specmeter("resume", tmp_path / "stopped", "--json"))["status"] == "complete"
 
 

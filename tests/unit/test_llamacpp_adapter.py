@@ -188,7 +188,7 @@ def test_no_server_binary_names_the_setup(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.delenv("SPECMETER_LLAMA_SERVER", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     (tmp_path / "t.gguf").write_bytes(b"GGUF")
-    with pytest.raises(InputError, match="setup-llamacpp.sh"):
+    with pytest.raises(InputError, match=r"setup-llamacpp\.sh"):
         LAUNCHER.server_command(EngineSpec(model=str(tmp_path / "t.gguf"), kind="llamacpp"), SpecConfig(), 1)
 
 
@@ -203,7 +203,7 @@ def test_the_demo_tokenizer_declares_gpt2_pretokenization(tmp_path: Path) -> Non
 def test_to_gguf_refuses_what_is_neither_gguf_nor_a_model_dir(tmp_path: Path) -> None:
     (tmp_path / "x.gguf").write_bytes(b"GGUF")
     assert to_gguf(str(tmp_path / "x.gguf")) == str(tmp_path / "x.gguf")  # a GGUF file is used as it is
-    with pytest.raises(InputError, match="neither a .gguf file nor a Hugging Face model directory"):
+    with pytest.raises(InputError, match=r"neither a \.gguf file nor a Hugging Face model directory"):
         to_gguf(str(tmp_path))
     with pytest.raises(InputError, match="no GGUF type"):
         to_gguf(str(ROOT / "models" / "demo-target"), "int8")

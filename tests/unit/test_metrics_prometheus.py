@@ -76,7 +76,7 @@ def test_real_nospec_has_no_sd_counters_but_has_traffic_counters() -> None:
 
 def test_real_counter_delta() -> None:
     before, after = load("metrics_before.txt"), load("metrics_after.txt")
-    d = counter_delta(before, after, SD_NAMES + ["vllm:generation_tokens_total"])
+    d = counter_delta(before, after, [*SD_NAMES, "vllm:generation_tokens_total"])
     assert d.valid and d.invalid_reason is None
     assert d.missing == []
     assert d.value(DRAFTS) == 30.0

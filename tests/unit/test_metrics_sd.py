@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -233,7 +234,7 @@ def test_identities_fixed_k(case: tuple[int, list[int]]) -> None:
     # Per-position rates are non-increasing and within [0, 1]; conditional rates in [0, 1].
     rates = c.per_position_rate
     assert all(0.0 <= r <= 1.0 for r in rates)
-    assert all(x >= y for x, y in zip(rates, rates[1:]))
+    assert all(x >= y for x, y in itertools.pairwise(rates))
     assert all(0.0 <= r <= 1.0 + 1e-12 for r in c.conditional_rate)
     # product of conditional rates up to i gives back a_i
     prod = 1.0

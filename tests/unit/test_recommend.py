@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import zlib
 from typing import Any
 
@@ -121,8 +122,8 @@ def test_ranges_start_at_1_reach_max_num_seqs_and_merge_equal_k() -> None:
     assert best is not None and best.speculative_config is not None
     table = best.speculative_config["num_speculative_tokens_per_batch_size"]
     assert table[0][0] == 1 and table[-1][1] == 64
-    assert all(a[1] + 1 == b[0] for a, b in zip(table, table[1:]))  # contiguous
-    assert all(a[2] != b[2] for a, b in zip(table, table[1:]))  # merged: neighbours differ in K
+    assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(table))  # contiguous
+    assert all(a[2] != b[2] for a, b in itertools.pairwise(table))  # merged: neighbours differ in K
     lookup = {bs: k for start, end, k in table for bs in range(start, end + 1)}
     assert (lookup[1], lookup[4], lookup[13]) == (4, 2, 0)
     assert best.speculative_config["num_speculative_tokens"] == max(k for _, _, k in table)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from faultserver import FaultServer, attach_plan, conversations, only_config, run_plan
+from fakeengine.drive import attach_plan, conversations, only_config, run_plan
+from fakeengine.server import FakeEngine
 from specmeter.schemas.capture import PointCapture
 from specmeter.store import CAPTURES, RunStore, load_summary
 from specmeter.workflows.recompute import recompute
@@ -23,7 +24,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "20261123-
 
 def test_a_run_recomputed_from_its_captures_gives_the_results_it_stored(tmp_path: Path) -> None:
     root = tmp_path / "run"
-    with FaultServer(k=4) as server:
+    with FakeEngine(k=4) as server:
         plan = attach_plan(server.url, conversations([f"Question {i}: explain caching." for i in range(6)]),
                            concurrency=[1, 2], warmup=1)
         summary, error, _ = run_plan(plan, root)

@@ -118,7 +118,8 @@ def test_sd_table_only_lists_configurations_with_sd() -> None:
 
 
 def test_differing_counts_are_flagged() -> None:
-    out = rendered(make_summary(agree=False, agreement="per-request sums differ from /metrics deltas: num_steps 9 vs 10"))
+    agreement = "per-request sums differ from /metrics deltas: num_steps 9 vs 10"
+    out = rendered(make_summary(agree=False, agreement=agreement))
     assert "DIFFER" in out
     assert "num_steps 9 vs 10" in out
 

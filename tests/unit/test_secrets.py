@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from faultserver import FaultServer, attach_plan, conversations, only_config, point_requests, run_plan
-
+from fakeengine.drive import attach_plan, conversations, only_config, point_requests, run_plan
+from fakeengine.server import FakeEngine
 from specmeter.errors import RunIncomplete
 
 pytestmark = pytest.mark.timeout(60)
@@ -39,7 +39,7 @@ def _text_leaks(text: str) -> list[str]:
     return [n for n in NEEDLES if n in text]
 
 
-def _assert_server_got_the_key(server: FaultServer) -> None:
+def _assert_server_got_the_key(server: FakeEngine) -> None:
     v1 = [r for r in server.log if r.path.startswith("/v1/")]
     assert any(r.path == "/v1/models" for r in v1)
     assert any(r.index is not None for r in v1)
@@ -51,7 +51,7 @@ def _assert_server_got_the_key(server: FaultServer) -> None:
 def test_runner_sends_the_key_and_writes_it_nowhere(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "run"
     convs = conversations(["Q one", ["Q two", "Q two again"], "Q three"])
-    with FaultServer(api_key=SECRET) as server:
+    with FakeEngine(api_key=SECRET) as server:
         plan = attach_plan(server.url, convs, api_key=SECRET, concurrency=[2], warmup=1)
         summary, error, _ = run_plan(plan, root)
     assert error is None, repr(error)
@@ -65,12 +65,13 @@ def test_runner_sends_the_key_and_writes_it_nowhere(tmp_path: Path, capfd: pytes
     assert _text_leaks(out + err) == []
 
 
-def test_a_server_that_echoes_the_key_in_its_errors_does_not_leak_it(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_server_that_echoes_the_key_in_its_errors_does_not_leak_it(tmp_path: Path,
+                                                                     capfd: pytest.CaptureFixture[str]) -> None:
     """Some gateways answer 401 with 'Incorrect API key provided: sk-...'. specmeter keeps the error
     text (requests.jsonl, the incomplete_reason in summary.json, the RunIncomplete message shown to
     the user): the key must be masked in all of them."""
     root = tmp_path / "run"
-    with FaultServer(api_key=SECRET) as server:
+    with FakeEngine(api_key=SECRET) as server:
         server.default_fault = "http_401_echo_key"
         server.schedule = {0: "none"}
         plan = attach_plan(server.url, conversations([f"Q{i}" for i in range(12)]), api_key=SECRET,
@@ -84,7 +85,8 @@ def test_a_server_that_echoes_the_key_in_its_errors_does_not_leak_it(tmp_path: P
     assert _text_leaks(out + err) == []
 
 
-def _cli(server: FaultServer, out_dir: Path, extra: list[str], env_key: str | None, json_out: bool) -> subprocess.CompletedProcess[str]:
+def _cli(server: FakeEngine, out_dir: Path, extra: list[str], env_key: str | None,
+         json_out: bool) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("SPECMETER_API_KEY", "OPENAI_API_KEY")}
     env.update({"NO_COLOR": "1", "COLUMNS": "200", "PYTHONUNBUFFERED": "1"})
     if env_key is not None:
@@ -110,10 +112,11 @@ def _cli(server: FaultServer, out_dir: Path, extra: list[str], env_key: str | No
     ],
     ids=["--api-key KEY", "--api-key=KEY --json", "$SPECMETER_API_KEY"],
 )
-def test_cli_sends_the_key_and_writes_it_nowhere(tmp_path: Path, extra: list[str], env_key: str | None, json_out: bool) -> None:
+def test_cli_sends_the_key_and_writes_it_nowhere(tmp_path: Path, extra: list[str], env_key: str | None,
+                                                 json_out: bool) -> None:
     assert SPECMETER.exists(), f"{SPECMETER} missing: install the project into the venv"
     out_dir = tmp_path / "runs"
-    with FaultServer(api_key=SECRET) as server:
+    with FakeEngine(api_key=SECRET) as server:
         proc = _cli(server, out_dir, extra, env_key, json_out)
     assert proc.returncode == 0, proc.stderr[-2000:]
     _assert_server_got_the_key(server)
@@ -134,7 +137,7 @@ def test_cli_masks_the_key_in_engine_args(tmp_path: Path) -> None:
     config (extra_args, and server_command in launch mode): the key must be masked there too. Attach
     mode writes the same fields, so it shows the leak without launching an engine."""
     out_dir = tmp_path / "runs"
-    with FaultServer(api_key=SECRET) as server:
+    with FakeEngine(api_key=SECRET) as server:
         proc = _cli(server, out_dir, ["--api-key", SECRET, f"--engine-arg=--api-key={SECRET}"], None, False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert _leaks(out_dir) == []
@@ -144,7 +147,7 @@ def test_cli_masks_the_key_in_engine_args(tmp_path: Path) -> None:
 def test_cli_without_the_key_is_refused_by_the_server(tmp_path: Path) -> None:
     """Control: the fake really checks the key, so the tests above prove it was sent."""
     out_dir = tmp_path / "runs"
-    with FaultServer(api_key=SECRET) as server:
+    with FakeEngine(api_key=SECRET) as server:
         proc = _cli(server, out_dir, [], None, False)
     assert proc.returncode != 0
     assert all(r.headers.get("Authorization") is None for r in server.log)

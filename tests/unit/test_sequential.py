@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from faultserver import FaultServer, attach_pair, conversations, run_plan
 from test_recommend import latency, sweep
 
+from fakeengine.drive import attach_pair, conversations, run_plan
+from fakeengine.server import FakeEngine
 from specmeter.analysis.headtohead import Side, head_to_head
 from specmeter.analysis.sequential import ALPHA, confidence_after, look_confidence, looks
 from specmeter.config import ConcurrencyPoint, LoadSpec
@@ -131,8 +132,8 @@ def test_the_wrong_decision_rate_under_optional_stopping_is_at_most_five_percent
 
 def _adaptive_pair(tmp_path: Path, sd_chunk_s: float, base_chunk_s: float, **load: object) -> RunSummary:
     convs = conversations([f"Question {i}: explain caching." for i in range(6)])
-    with FaultServer(output_tokens=12, slow_chunk_s=sd_chunk_s, default_fault="slow") as sd, \
-            FaultServer(output_tokens=12, slow_chunk_s=base_chunk_s, default_fault="slow", seed=1) as base:
+    with FakeEngine(output_tokens=12, slow_chunk_s=sd_chunk_s, default_fault="slow") as sd, \
+            FakeEngine(output_tokens=12, slow_chunk_s=base_chunk_s, default_fault="slow", seed=1) as base:
         ex = attach_pair(sd.url, base.url, convs, interleave=True, concurrency=[2], precision="adaptive",
                          max_rounds=3, **load)
         summary, error, _ = run_plan(ex, tmp_path / "run")

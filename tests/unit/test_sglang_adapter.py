@@ -1,25 +1,17 @@
 """The SGLang engine: launch command from SpecConfig, /metrics names, per-request stats in every name
-generation, engine detection, and a whole attach-mode run against a local stand-in that serves SGLang's
+generation, engine detection, and a whole attach-mode run against the fake engine in SGLang's
 shapes (/health, /v1/models, /metrics, streaming chat and completions with `sglext.spec_tokens_details`
 in a chunk of its own before the usage chunk)."""
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import json
-import random
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from faultserver import only_config, run_plan
+from fakeengine.drive import attach_execution, only_config, run_plan
+from fakeengine.server import FakeEngine
 from specmeter.config import EngineSpec, SpecConfig
 from specmeter.engines.base import ServerProbe
 from specmeter.engines.registry import detect_engine, get_engine
@@ -35,7 +27,6 @@ from specmeter.engines.trtllm import TRTLLMStats
 from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import InputError
 from specmeter.telemetry.prometheus import counter_delta, parse_exposition
-from standin import ThreadedApp, attach_execution
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -270,177 +261,35 @@ def test_counters_give_steps_summed_over_label_sets_and_never_token_counts() -> 
     assert counter_steps(counter_delta(after, before, stats.sd_counter_names)) is None  # went down: a restart
 
 
-# ---- a stand-in SGLang server ---------------------------------------------------------------------------
-class SGLangStandIn(ThreadedApp):
-    """SGLang's HTTP shapes over deterministic speculative steps (K-chain, acceptance seeded by the prompt);
-    counters advance by exactly what the per-request stats report."""
-
-    def __init__(self, k: int = 4, model: str = "stand-in/sglang-target", alpha: float = 0.6) -> None:
-        self.k, self.model, self.alpha = k, model, alpha
-        self.bodies: list[dict[str, Any]] = []
-        self.truth = {"requests": 0, "steps": 0, "drafted": 0, "accepted": 0}
-        self.problems: list[str] = []
-        self.running = 0
-        self._lock = threading.Lock()
-        self.registry = CollectorRegistry()
-        labels = ["model_name"]
-        self.verify = Counter("sglang:spec_verify_calls", "verify calls", labels, registry=self.registry)
-        self.gen = Counter("sglang:generation_tokens", "generation tokens", labels, registry=self.registry)
-        self.prompt = Counter("sglang:prompt_tokens", "prompt tokens", labels, registry=self.registry)
-        self.done = Counter("sglang:num_requests", "requests", labels, registry=self.registry)
-        self.gauge = Gauge("sglang:num_running_reqs", "running", ["model_name", "tp_rank"], registry=self.registry)
-        self.accept_gauge = Gauge("sglang:spec_accept_length", "windowed", ["model_name", "tp_rank"],
-                                  registry=self.registry)
-        for c in (self.verify, self.gen, self.prompt, self.done):
-            c.labels(model_name=model)
-        self.gauge.labels(model_name=model, tp_rank="0").set(0)
-        self.accept_gauge.labels(model_name=model, tp_rank="0").set(0)
-        super().__init__()
-
-    def scrape(self) -> str:
-        return generate_latest(self.registry).decode()
-
-    def routes(self, app: web.Application) -> None:
-        app.router.add_get("/health", self._health)
-        app.router.add_get("/v1/models", self._models)
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_post("/v1/chat/completions", self._generate)
-        app.router.add_post("/v1/completions", self._generate)
-
-    async def _health(self, request: web.Request) -> web.Response:
-        return web.Response(text="")
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        return web.Response(text=self.scrape(), content_type="text/plain")
-
-    async def _models(self, request: web.Request) -> web.Response:
-        card = {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "sglang",
-                "root": self.model, "parent": None, "max_model_len": 4096}
-        return web.json_response({"object": "list", "data": [card]})
-
-    def _plan(self, prompt: str, max_tokens: int) -> tuple[list[int], list[int], str]:
-        """(tokens per chunk, accepted per step, finish reason); the last step's accepted drafts count in
-        full even where max_tokens cuts its tokens, as SGLang counts them."""
-        rng = random.Random(hashlib.sha256(prompt.encode()).digest())
-        chunks, accepted, total = [1], [], 1  # the first token comes from prefill
-        while total < max_tokens:
-            a = 0
-            while a < self.k and rng.random() < self.alpha:
-                a += 1
-            accepted.append(a)
-            emit = min(a + 1, max_tokens - total)
-            chunks.append(emit)
-            total += emit
-            if rng.random() < 0.08:
-                return chunks, accepted, "stop"
-        return chunks, accepted, "length"
-
-    async def _generate(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        self.bodies.append(body)
-        chat = request.path.endswith("/chat/completions")
-        prompt = json.dumps(body.get("messages") if chat else body.get("prompt"), sort_keys=True)
-        chunks, accepted, finish = self._plan(prompt, int(body.get("max_tokens") or 16))
-        steps, out_tokens = len(accepted), sum(chunks)
-        hist = [0] * (self.k + 1)
-        for a in accepted:
-            hist[a] += 1
-        details = {
-            "spec_accept_rate": sum(accepted) / (steps * self.k) if steps else 0.0,
-            "spec_accept_length": out_tokens / steps if steps else 0.0,
-            "spec_cap_length": 0.0, "spec_block_accept_length": 0.0,
-            "spec_num_correct_drafts": sum(accepted), "spec_num_proposed_drafts": steps * self.k,
-            "spec_verify_ct": steps, "spec_correct_drafts_histogram": hist, "spec_cap_lens_histogram": [],
-        }
-        rid, created = f"{len(self.bodies):032x}", int(time.time())
-        kind = "chat.completion.chunk" if chat else "text_completion"
-
-        def event(choices: list[dict[str, Any]], **extra: Any) -> bytes:
-            obj = {"id": rid, "object": kind, "created": created, "model": body.get("model"), "choices": choices,
-                   "usage": None, **extra}
-            return b"data: " + json.dumps(obj).encode() + b"\n\n"
-
-        def choice(text: str | None, finish_reason: str | None, role: bool = False) -> dict[str, Any]:
-            if chat:
-                delta: dict[str, Any] = {"role": "assistant", "content": ""} if role else (
-                    {"content": text} if text is not None else {})
-                return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason,
-                        "matched_stop": None}
-            return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish_reason,
-                    "matched_stop": None}
-
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        with self._lock:
-            self.running += 1
-            self.gauge.labels(model_name=self.model, tp_rank="0").set(self.running)
-        try:
-            if chat:
-                await resp.write(event([choice(None, None, role=True)]))
-            word = 0
-            for n in chunks:
-                await resp.write(event([choice("".join(f" w{word + j}" for j in range(n)), None)]))
-                word += n
-                await asyncio.sleep(0.002)
-            await resp.write(event([choice(None if chat else "", finish)]))
-            with self._lock:
-                self.verify.labels(model_name=self.model).inc(steps)
-                self.gen.labels(model_name=self.model).inc(out_tokens)
-                self.prompt.labels(model_name=self.model).inc(len(prompt.split()))
-                self.done.labels(model_name=self.model).inc()
-                self.truth["requests"] += 1
-                self.truth["steps"] += steps
-                self.truth["drafted"] += steps * self.k
-                self.truth["accepted"] += sum(accepted)
-            if body.get("return_spec_tokens_details"):
-                sglext = {"routed_experts": None, "cached_tokens_details": None, "spec_tokens_details": details}
-                await resp.write(event([], sglext=sglext))
-            if (body.get("stream_options") or {}).get("include_usage"):
-                usage = {"prompt_tokens": len(prompt.split()), "total_tokens": len(prompt.split()) + out_tokens,
-                         "completion_tokens": out_tokens, "prompt_tokens_details": None, "reasoning_tokens": 0}
-                await resp.write(event([], usage=usage))
-            await resp.write(b"data: [DONE]\n\n")
-        finally:
-            with self._lock:
-                self.running -= 1
-                self.gauge.labels(model_name=self.model, tp_rank="0").set(self.running)
-        await resp.write_eof()
-        return resp
-
-
-@pytest.fixture
-def sglang_server() -> Iterator[SGLangStandIn]:
-    with SGLangStandIn() as server:
-        yield server
-
-
-def _check_run(server: SGLangStandIn, root: Path, kind: str | None, api: str) -> None:
+# ---- a whole run against the SGLang-shaped fake engine ------------------------------------------------
+def _check_run(server: FakeEngine, root: Path, kind: str | None, api: str) -> None:
     before = parse_exposition(server.scrape())
-    summary, error, _ = run_plan(attach_execution(server.url, kind, api, "sglang-stand-in"), root)
+    summary, error, _ = run_plan(attach_execution(server.url, kind, api, "sglang-fake"), root)
     after = parse_exposition(server.scrape())
     assert error is None, repr(error)
     config = only_config(summary)
     point = config.points[0]
-    assert point.latency.num_ok == server.truth["requests"] == len(server.bodies) > 0
-    assert all(b.get("return_spec_tokens_details") is True for b in server.bodies)
+    bodies = [r.body for r in server.completion_requests()]
+    assert point.latency.num_ok == server.true_totals.requests == len(bodies) > 0
+    assert all(b.get("return_spec_tokens_details") is True for b in bodies)
     assert point.running_batch is not None and point.running_batch.gauge == "sglang:num_running_reqs"
     sd = point.sd
     assert sd.available and sd.reference == "per_request", sd
     assert sd.counters is None  # SGLang has no token counters
-    assert sd.per_request is not None and sd.requests_with_stats == server.truth["requests"]
-    truth = server.truth
+    truth = server.true_totals
+    assert sd.per_request is not None and sd.requests_with_stats == truth.requests
     assert (sd.per_request.num_steps, sd.per_request.num_draft_tokens, sd.per_request.num_accepted_tokens) == (
-        truth["steps"], truth["drafted"], truth["accepted"])
+        truth.steps, truth.drafted, truth.accepted)
     # the one counter SGLang has agrees with the per-request step counts
-    assert counter_steps(counter_delta(before, after, SGLangStats().sd_counter_names)) == truth["steps"]
-    assert sd.per_request.acceptance_length == pytest.approx(1 + truth["accepted"] / truth["steps"])
-    assert sum(sd.per_request.accepted_per_pos) == truth["accepted"]
+    assert counter_steps(counter_delta(before, after, SGLangStats().sd_counter_names)) == truth.steps
+    assert sd.per_request.acceptance_length == pytest.approx(1 + truth.accepted / truth.steps)
+    assert sum(sd.per_request.accepted_per_pos) == truth.accepted
     assert "SD from /metrics counters" in sd.not_available
 
 
 @pytest.mark.parametrize("kind", ["sglang", None], ids=["given", "detected"])
 @pytest.mark.parametrize("api", ["chat", "completions"])
-def test_a_run_against_sglang_sums_its_per_request_stats(sglang_server: SGLangStandIn, tmp_path: Path,
+def test_a_run_against_sglang_sums_its_per_request_stats(fake_sglang: FakeEngine, tmp_path: Path,
                                                          kind: str | None, api: str) -> None:
-    _check_run(sglang_server, tmp_path / "run", kind, api)
+    _check_run(fake_sglang, tmp_path / "run", kind, api)
     assert get_engine("sglang").stats.name == "sglang"

@@ -1,29 +1,25 @@
 """The TensorRT-LLM engine: trtllm-serve command and its YAML from SpecConfig, Prometheus counters (with and
 without per-position counters), the JSON iteration stats of /metrics in both field-name styles, per-request
-stats in the shape of TensorRT-LLM PR #19311, engine detection, and a whole attach-mode run against a
-local stand-in that serves trtllm-serve's shapes (/health, /v1/models with owned_by tensorrt_llm, JSON
+stats in the shape of TensorRT-LLM PR #19311, engine detection, and a whole attach-mode run against the
+fake engine in trtllm-serve's shapes (/health, /v1/models with owned_by tensorrt_llm, JSON
 iteration stats at /metrics cleared by every read, Prometheus text at /prometheus/metrics, streaming chat
 and completions with no SD numbers in them)."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import random
 import re
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from faultserver import only_config, run_plan
+from fakeengine.drive import attach_execution, only_config, run_plan
+from fakeengine.server import FakeEngine
+from fakeengine.trtllm import TensorRTLLM
 from specmeter.config import EngineSpec, SpecConfig
 from specmeter.engines.base import ServerProbe
 from specmeter.engines.registry import detect_engine
@@ -47,7 +43,6 @@ from specmeter.store import load_summary
 from specmeter.telemetry.feed import FeedPoller, replay
 from specmeter.telemetry.prometheus import counter_delta, parse_exposition
 from specmeter.workflows.recompute import recompute
-from standin import ThreadedApp, attach_execution
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -296,193 +291,19 @@ def test_trtllm_is_recognised_by_its_models_listing_or_its_prometheus_names() ->
     assert detect_engine(_probe(None, "tensorrt_llm")) == "trtllm"
 
 
-# ---- a stand-in trtllm-serve ---------------------------------------------------------------------------------
-class TRTLLMStandIn(ThreadedApp):
-    """trtllm-serve's HTTP shapes over deterministic K-chain steps: each decode step is one iteration in the
-    JSON list of /metrics (cleared by every read), and the Prometheus counters advance by exactly the steps.
-    Builds differ: `per_position=False` serves no per-position counters, `prometheus=False` no
-    /prometheus/metrics at all; `capacity` bounds the JSON list (the oldest iterations are evicted silently,
-    like the tee buffer of `iter_stats_max_iterations`); `garble_next` reads answer non-JSON (after clearing)."""
-
-    def __init__(self, k: int = 4, model: str = "stand-in/trtllm-target", alpha: float = 0.6, *,
-                 per_position: bool = True, prometheus: bool = True, capacity: int | None = None,
-                 step_s: float = 0.002) -> None:
-        self.k, self.model, self.alpha = k, model, alpha
-        self.per_position, self.serves_prometheus, self.capacity, self.step_s = (per_position, prometheus,
-                                                                                 capacity, step_s)
-        self.evicted = 0
-        self.garble_next = 0
-        self.garbled = 0
-        self.bodies: list[dict[str, Any]] = []
-        self.paths: list[str] = []
-        self.truth = {"requests": 0, "steps": 0, "drafted": 0, "accepted": 0,
-                      "accepted_per_pos": [0] * k}
-        self.iterations: list[dict[str, Any]] = []
-        self._iter = 0
-        self.running = 0
-        self._lock = threading.Lock()
-        self.registry = CollectorRegistry()
-        base = ["engine_type", "model_name"]
-        self.drafted = Counter("trtllm_spec_decode_num_draft_tokens", "drafted", base, registry=self.registry)
-        self.accepted = Counter("trtllm_spec_decode_num_accepted_tokens", "accepted", base, registry=self.registry)
-        self.drafted_pos = Counter("trtllm_spec_decode_drafted_tokens", "drafted per position",
-                                   [*base, "token_position"], registry=self.registry if per_position else None)
-        self.accepted_pos = Counter("trtllm_spec_decode_accepted_tokens", "accepted per position",
-                                    [*base, "token_position"], registry=self.registry if per_position else None)
-        self.success = Counter("trtllm_request_success", "finished", [*base, "finished_reason"],
-                               registry=self.registry)
-        self.gen = Counter("trtllm_generation_tokens", "generated", base, registry=self.registry)
-        self.gauge = Gauge("trtllm_num_requests_running", "running", base, registry=self.registry)
-        self.gauge.labels("trtllm", model).set(0)
-        super().__init__()
-
-    def prometheus(self) -> str:
-        return generate_latest(self.registry).decode()
-
-    def middlewares(self) -> list[Any]:
-        return [self._log]
-
-    def routes(self, app: web.Application) -> None:
-        app.router.add_get("/health", self._health)
-        app.router.add_get("/v1/models", self._models)
-        app.router.add_get("/metrics", self._iteration_stats)
-        if self.serves_prometheus:
-            app.router.add_get("/prometheus/metrics", self._prometheus)
-        app.router.add_post("/v1/chat/completions", self._generate)
-        app.router.add_post("/v1/completions", self._generate)
-
-    @web.middleware
-    async def _log(self, request: web.Request, handler: Any) -> web.StreamResponse:
-        self.paths.append(request.path)
-        response: web.StreamResponse = await handler(request)
-        return response
-
-    async def _health(self, request: web.Request) -> web.Response:
-        return web.Response(status=200)
-
-    async def _models(self, request: web.Request) -> web.Response:
-        card = {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "tensorrt_llm"}
-        return web.json_response({"object": "list", "data": [card]})
-
-    async def _iteration_stats(self, request: web.Request) -> web.Response:
-        with self._lock:
-            drained, self.iterations = self.iterations, []
-            if self.garble_next:
-                self.garble_next -= 1
-                self.garbled += 1
-                return web.Response(text="<html>busy</html>", content_type="text/html")
-        return web.json_response(drained)
-
-    async def _prometheus(self, request: web.Request) -> web.Response:
-        return web.Response(text=self.prometheus(), content_type="text/plain")
-
-    def _plan(self, prompt: str, max_tokens: int) -> tuple[list[int], list[int], str]:
-        rng = random.Random(hashlib.sha256(prompt.encode()).digest())
-        chunks, accepted, total = [1], [], 1
-        while total < max_tokens:
-            a = 0
-            while a < self.k and rng.random() < self.alpha:
-                a += 1
-            accepted.append(a)
-            emit = min(a + 1, max_tokens - total)
-            chunks.append(emit)
-            total += emit
-            if rng.random() < 0.08:
-                return chunks, accepted, "stop"
-        return chunks, accepted, "length"
-
-    def _record_step(self, a: int) -> None:
-        with self._lock:
-            self._iter += 1
-            self.iterations.append({
-                "iter": self._iter, "iterLatencyMS": 3.0, "numActiveRequests": self.running,
-                "numQueuedRequests": 0, "numCompletedRequests": 0,
-                "specDecodingStats": {"numDraftTokens": self.k, "numAcceptedTokens": a,
-                                      "numRequestsWithDraftTokens": 1, "acceptanceLength": 1.0 + a,
-                                      "iterLatencyMS": 1.0, "draftOverhead": 0.3},
-            })
-            if self.capacity is not None and len(self.iterations) > self.capacity:
-                self.evicted += len(self.iterations) - self.capacity
-                del self.iterations[:-self.capacity]
-            self.drafted.labels("trtllm", self.model).inc(self.k)
-            self.accepted.labels("trtllm", self.model).inc(a)
-
-    async def _generate(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        self.bodies.append(body)
-        chat = request.path.endswith("/chat/completions")
-        prompt = json.dumps(body.get("messages") if chat else body.get("prompt"), sort_keys=True)
-        chunks, accepted, finish = self._plan(prompt, int(body.get("max_tokens") or 16))
-        rid, created = f"{'chatcmpl' if chat else 'cmpl'}-{len(self.bodies)}", int(time.time())
-
-        def event(choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> bytes:
-            obj = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
-                   "model": body.get("model"), "choices": choices, "usage": usage}
-            return b"data: " + json.dumps(obj).encode() + b"\n\n"
-
-        def choice(text: str, finish_reason: str | None) -> dict[str, Any]:
-            if chat:
-                return {"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish_reason,
-                        "stop_reason": None}
-            return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}
-
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        with self._lock:
-            self.running += 1
-        if chat:
-            await resp.write(event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                                     "finish_reason": None}]))
-        word = 0
-        for i, n in enumerate(chunks):
-            if i > 0:
-                self._record_step(accepted[i - 1])
-            last = i == len(chunks) - 1
-            await resp.write(event([choice("".join(f" w{word + j}" for j in range(n)), finish if last else None)]))
-            word += n
-            await asyncio.sleep(self.step_s)
-        with self._lock:
-            self.running -= 1
-            t = self.truth
-            t["requests"] += 1
-            t["steps"] += len(accepted)
-            t["drafted"] += len(accepted) * self.k
-            t["accepted"] += sum(accepted)
-            for a in accepted:
-                for pos in range(self.k):
-                    self.drafted_pos.labels("trtllm", self.model, str(pos)).inc()
-                for pos in range(a):
-                    self.accepted_pos.labels("trtllm", self.model, str(pos)).inc()
-                    t["accepted_per_pos"][pos] += 1
-            self.success.labels("trtllm", self.model, finish).inc()
-            self.gen.labels("trtllm", self.model).inc(sum(chunks))
-        if (body.get("stream_options") or {}).get("include_usage"):
-            usage = {"prompt_tokens": len(prompt.split()), "total_tokens": len(prompt.split()) + sum(chunks),
-                     "completion_tokens": sum(chunks)}
-            await resp.write(event([], usage))
-        await resp.write(b"data: [DONE]\n\n")
-        await resp.write_eof()
-        return resp
-
-
-@pytest.fixture
-def trtllm_server() -> Iterator[TRTLLMStandIn]:
-    with TRTLLMStandIn() as server:
-        yield server
-
-
-def _run(server: TRTLLMStandIn, root: Path, kind: str | None = "trtllm", api: str = "chat") -> SDSummary:
+# ---- whole runs against the trtllm-serve-shaped fake engine ---------------------------------------------------
+def _run(server: FakeEngine, root: Path, kind: str | None = "trtllm", api: str = "chat") -> SDSummary:
     """A whole attach-mode run against `server`; the point's SD summary, after what every run must show."""
-    summary, error, _ = run_plan(attach_execution(server.url, kind, api, "trtllm-stand-in"), root)
+    summary, error, _ = run_plan(attach_execution(server.url, kind, api, "trtllm-fake"), root)
     assert error is None, repr(error)
     point = only_config(summary).points[0]
-    assert point.latency.num_ok == server.truth["requests"] == len(server.bodies) > 0
+    assert point.latency.num_ok == server.true_totals.requests == len(server.completion_requests()) > 0
     sd: SDSummary = point.sd
     assert sd.per_request is None and sd.requests_with_stats == 0  # no SD numbers in trtllm-serve responses
     assert sd.foreign_traffic is None
     assert set(sd.not_available) == set(TRTLLMStats().unavailable)
     # the run read the JSON list right before the point and once after it: nothing is left in it
-    assert server.paths.count("/metrics") >= 2 and json.loads(_get(server.url + "/metrics")) == []
+    assert _paths(server).count("/metrics") >= 2 and json.loads(_get(server.url + "/metrics")) == []
     # the feed's reads are in the capture as they came: summarizing them again gives the same SD
     recompute(root)
     assert only_config(load_summary(root)).points[0].sd == sd
@@ -494,25 +315,33 @@ def _totals(counts: SDCounts | None) -> tuple[int | None, int, int]:
     return counts.num_steps, counts.num_draft_tokens, counts.num_accepted_tokens
 
 
-def _truth(server: TRTLLMStandIn) -> tuple[int, int, int]:
-    truth = server.truth
-    steps, drafted, accepted = truth["steps"], truth["drafted"], truth["accepted"]
-    assert isinstance(steps, int) and isinstance(drafted, int) and isinstance(accepted, int)
-    return steps, drafted, accepted
+def _truth(server: FakeEngine) -> tuple[int, int, int]:
+    truth = server.true_totals
+    return truth.steps, truth.drafted, truth.accepted
+
+
+def _paths(server: FakeEngine) -> list[str]:
+    return [r.path for r in server.log]
+
+
+def _trtllm(server: FakeEngine) -> TensorRTLLM:
+    personality = server.personality
+    assert isinstance(personality, TensorRTLLM)
+    return personality
 
 
 FEED_AGREES = "the iteration stats of /metrics equal the /prometheus/metrics counter deltas"
 
 
-def _check_run(server: TRTLLMStandIn, root: Path, kind: str | None, api: str) -> None:
-    before = parse_exposition(server.prometheus())
+def _check_run(server: FakeEngine, root: Path, kind: str | None, api: str) -> None:
+    before = parse_exposition(server.scrape())
     sd = _run(server, root, kind, api)
-    truth = server.truth
+    truth = server.true_totals
     assert sd.available and sd.reference == "counters", sd
     counters = sd.counters
     assert counters is not None
     assert _totals(counters) == _truth(server)
-    assert counters.accepted_per_pos == truth["accepted_per_pos"]
+    assert counters.accepted_per_pos == truth.accepted_per_pos
     steps, _, accepted = _truth(server)
     assert counters.acceptance_length == pytest.approx(1 + accepted / steps)
     # both sources: the per-position counters are the run-level counts, the JSON iteration stats read
@@ -520,24 +349,24 @@ def _check_run(server: TRTLLMStandIn, root: Path, kind: str | None, api: str) ->
     assert sd.counters_invalid_reason is None
     assert sd.agree is True and sd.agreement == FEED_AGREES, sd.agreement
     # the aggregate counters (from iteration stats) say the same as the per-position ones
-    delta = counter_delta(before, parse_exposition(server.prometheus()), TRTLLMStats().sd_counter_names)
-    assert round(delta.value("trtllm_spec_decode_num_draft_tokens_total", "engine_type=trtllm")) == truth["drafted"]
+    delta = counter_delta(before, parse_exposition(server.scrape()), TRTLLMStats().sd_counter_names)
+    assert round(delta.value("trtllm_spec_decode_num_draft_tokens_total", "engine_type=trtllm")) == truth.drafted
 
 
 @pytest.mark.parametrize("kind", ["trtllm", None], ids=["given", "detected"])
 @pytest.mark.parametrize("api", ["chat", "completions"])
 def test_a_run_against_trtllm_reads_its_prometheus_counters_and_its_iteration_stats(
-        trtllm_server: TRTLLMStandIn, tmp_path: Path, kind: str | None, api: str) -> None:
-    _check_run(trtllm_server, tmp_path / "run", kind, api)
-    assert "/prometheus/metrics" in trtllm_server.paths
+        fake_trtllm: FakeEngine, tmp_path: Path, kind: str | None, api: str) -> None:
+    _check_run(fake_trtllm, tmp_path / "run", kind, api)
+    assert "/prometheus/metrics" in _paths(fake_trtllm)
 
 
 @pytest.mark.parametrize("build", ["no-per-position-counters", "no-prometheus"])
 def test_without_step_counters_sd_comes_from_the_iteration_stats_read_through_the_run(build: str,
                                                                                      tmp_path: Path) -> None:
-    with TRTLLMStandIn(per_position=False, prometheus=build != "no-prometheus") as server:
+    with FakeEngine(TensorRTLLM(per_position=False, prometheus=build != "no-prometheus"), step_s=0.002) as server:
         sd = _run(server, tmp_path / "run")
-        assert server.evicted == 0
+        assert _trtllm(server).evicted == 0
     assert sd.available and sd.reference == "counters", sd
     assert _totals(sd.counters) == _truth(server)
     assert sd.counters is not None and sd.counters.accepted_per_pos == []  # per-position rates: from nowhere
@@ -557,9 +386,10 @@ def test_without_step_counters_sd_comes_from_the_iteration_stats_read_through_th
 @pytest.mark.parametrize("prometheus", [True, False], ids=["with-counters", "without-counters"])
 def test_iterations_evicted_before_a_read_are_reported_never_undercounted(prometheus: bool, tmp_path: Path) -> None:
     # A list of 3 iterations and 20 ms steps: the polls every 0.5 s find it overrun.
-    with TRTLLMStandIn(capacity=3, step_s=0.02, prometheus=prometheus) as server:
+    with FakeEngine(TensorRTLLM(capacity=3, prometheus=prometheus), step_s=0.02) as server:
         sd = _run(server, tmp_path / "run")
-        assert server.evicted > 0
+        evicted = _trtllm(server).evicted
+        assert evicted > 0
     if prometheus:  # the per-position counters stay the run-level counts; the feed is reported, not used
         assert sd.available and sd.reference == "counters" and sd.counters_invalid_reason is None
         assert _totals(sd.counters) == _truth(server)
@@ -570,30 +400,30 @@ def test_iterations_evicted_before_a_read_are_reported_never_undercounted(promet
         text = sd.reason or ""
     assert "the iteration stats of /metrics are incomplete, so not used" in text, text
     found = re.search(r"at least (\d+) iterations were evicted from /metrics before a read got them", text)
-    assert found is not None and 0 < int(found.group(1)) <= server.evicted, text
+    assert found is not None and 0 < int(found.group(1)) <= evicted, text
 
 
-def test_an_answer_that_is_not_json_is_recorded_as_lost(trtllm_server: TRTLLMStandIn) -> None:
-    server = trtllm_server
+def test_an_answer_that_is_not_json_is_recorded_as_lost(fake_trtllm: FakeEngine) -> None:
+    trtllm = _trtllm(fake_trtllm)
 
     async def read_through() -> IterationStats:
         feed = TRTLLMStats().iteration_feed()
-        async with OpenAIClient(server.url) as client:
-            server._record_step(3)  # before the point: read by the first read and not counted
+        async with OpenAIClient(fake_trtllm.url) as client:
+            trtllm.record_iteration(3)  # before the point: read by the first read and not counted
             poller = FeedPoller(client.get_text, feed.path, time.perf_counter(), interval_s=0.02)
             async with poller:
-                server._record_step(2)
-                server.garble_next = 1  # its answer is cleared on the server, then lost
+                trtllm.record_iteration(2)
+                trtllm.garble_next = 1  # its answer is cleared on the server, then lost
                 for _ in range(200):
-                    if server.garbled:
+                    if trtllm.garbled:
                         break
                     await asyncio.sleep(0.01)
-                server._record_step(1)
+                trtllm.record_iteration(1)
         replay(feed, poller.reads)
         return feed
 
     feed = asyncio.run(read_through())
-    assert server.garbled == 1
+    assert trtllm.garbled == 1
     assert feed.lost and "not JSON" in feed.lost[0]
     assert _totals(feed.counts()) == (1, 4, 1)  # only what came after the garbled answer
     assert feed.missed == 1  # iteration 2 (the garbled one) is also a gap between 1 (the mark) and 3

@@ -1,4 +1,4 @@
-"""A paced OpenAI-compatible streaming server that records its own send times: the truth the load
+"""Pacing: a paced OpenAI-compatible streaming server that records its own send times, the truth the load
 generators of benchmarks/client_overhead.py are checked against.
 
 Every streaming request to /v1/chat/completions or /v1/completions is answered with exactly `--chunks`
@@ -18,7 +18,12 @@ logs, on time.perf_counter() (CLOCK_MONOTONIC: the same clock in every process o
   usage     what stream_options asked for; max_tokens; end: when [DONE] was written.
 GET /log returns the log since the last POST /reset as JSON; /v1/models and /health answer as vLLM does.
 
-Run: python benchmarks/peers/paced_server.py --port 8123 --chunks 20 --gap-ms 20
+Unlike the fake engine's in-process server (fakeengine.server), it has no speculative steps and no faults:
+it exists to cost as little as possible per chunk. It shares the fake engine's chunk shapes (fakeengine.chunks)
+and, like them, uses only the standard library (uvloop if installed).
+
+Run (from tests/, where the fakeengine package lives):
+    cd tests && python -m fakeengine.paced --port 8123 --chunks 20 --gap-ms 20
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from fakeengine.chunks import DONE, choice, chunk, model_card, usage
 
 MARKER = re.compile(rb"req-(\d+)")
 CRLF2 = b"\r\n\r\n"
@@ -78,45 +85,36 @@ class Log:
         self.reset_at = time.perf_counter()
 
 
-_DONE = b"data: [DONE]\n\n"
-_TRAILER = b"%x\r\n%s\r\n0\r\n\r\n" % (len(_DONE), _DONE)  # [DONE], then the last HTTP chunk
+_TRAILER = b"%x\r\n%s\r\n0\r\n\r\n" % (len(DONE), DONE)  # [DONE], then the last HTTP chunk
 _STREAM_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nCache-Control: no-cache\r\n"
                 b"Transfer-Encoding: chunked\r\n")
 
 
 STARTED = int(time.time())  # the `created` field of every chunk
 PROMPT_TOKENS = 16  # usage.prompt_tokens of every request (nothing here measures prompts)
+_NO_ID = b'{"id":"",'  # chunks are built once with an empty id; each request's id goes in front
 _rest_cache: dict[tuple[bool, bool, bool, int, int], bytes] = {}
 
 
+def _after_id(obj: dict[str, Any]) -> bytes:
+    """A chunk's JSON after its `"id":"..."` field (compact, as vLLM writes it)."""
+    text = json.dumps(obj, separators=(",", ":")).encode()
+    assert text.startswith(_NO_ID)
+    return text[len(_NO_ID):]
+
+
 def _chunk_rest(chat: bool, token_ids: bool, continuous: bool, i: int, chunks: int, settings: Settings) -> bytes:
-    """A content chunk's JSON after its `"id":"..."` field: the same for every request, so built once."""
+    """A content chunk after its id: the same for every request, so built once."""
     key = (chat, token_ids, continuous, i, chunks)
     found = _rest_cache.get(key)
     if found is not None:
         return found
-    last = i == chunks - 1
-    choice: dict[str, Any]
-    if chat:
-        delta = {"role": "assistant", "content": " tok"} if i == 0 else {"content": " tok"}
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": "length" if last else None}
-    else:
-        choice = {"index": 0, "text": " tok", "logprobs": None, "finish_reason": "length" if last else None,
-                  "stop_reason": None}
-    if token_ids:
-        choice["token_ids"] = [100 + i % 1000]
-    out: dict[str, Any] = {"object": "chat.completion.chunk" if chat else "text_completion",
-                           "created": STARTED, "model": settings.model, "choices": [choice]}
-    if continuous:
-        out["usage"] = _usage(i + 1)
-    rest = json.dumps(out, separators=(",", ":")).encode()[1:]  # drop "{": the id goes first
+    finish = "length" if i == chunks - 1 else None
+    picked = choice(chat, " tok", finish, [100 + i % 1000] if token_ids else None, role=chat and i == 0)
+    rest = _after_id(chunk("", chat, STARTED, settings.model, [picked],
+                           usage(PROMPT_TOKENS, i + 1) if continuous else None))
     _rest_cache[key] = rest
     return rest
-
-
-def _usage(completion: int) -> dict[str, int]:
-    return {"prompt_tokens": PROMPT_TOKENS, "total_tokens": PROMPT_TOKENS + completion,
-            "completion_tokens": completion}
 
 
 def _http_chunk(data: bytes) -> bytes:
@@ -163,10 +161,8 @@ class Stream:
             return
         tail = b""
         if self.entry.include_usage:
-            final: dict[str, Any] = {"object": "chat.completion.chunk" if self.chat else "text_completion",
-                                     "created": STARTED, "model": self.s.model, "choices": [],
-                                     "usage": _usage(self.chunks)}
-            tail = _http_chunk(self.head + json.dumps(final, separators=(",", ":")).encode()[1:] + b"\n\n")
+            final = chunk("", self.chat, STARTED, self.s.model, [], usage(PROMPT_TOKENS, self.chunks))
+            tail = _http_chunk(self.head + _after_id(final) + b"\n\n")
         self.proto.transport.write(tail + _TRAILER)
         self.entry.end = time.perf_counter()
         self.proto.response_done(self.close_after)
@@ -242,9 +238,7 @@ class HttpProtocol(asyncio.Protocol):
     def _dispatch(self, method: str, path: str, headers: dict[str, str], raw: bytes, arrival: float,
                   close: bool) -> None:
         if method == "GET" and path == "/v1/models":
-            model = {"id": self.s.model, "object": "model", "created": 0, "owned_by": "paced", "root": self.s.model,
-                     "max_model_len": 1 << 20}
-            models = {"object": "list", "data": [model]}
+            models = {"object": "list", "data": [model_card(self.s.model, "paced", 0, 1 << 20)]}
             self._simple(200, json.dumps(models).encode(), close)
         elif method == "GET" and path in ("/health", "/ping", "/v1/health"):
             self._simple(200, b"", close)
