@@ -22,16 +22,20 @@ AIPerf and GuideLLM, each as a process of its own with its own per-request outpu
 Points: the capacity point (gap 0, `--capacity-concurrency` streams); a closed loop at each `--concurrency`;
 an open loop with constant intervals, by default each tool at `--rate-fraction` of its own capacity (`--rate`).
 
-specmeter runs with its default client processes (one below 512 streams, then one per 256 up to the usable
-cores, all timing on one monotonic clock) and its own HTTP/1.1 streaming transport; `specmeter-1p` forces one
-process, `specmeter-mp` one per core (at least 2) at every point, `specmeter-aiohttp` streams over aiohttp,
-`specmeter-asyncio` runs on asyncio's own event loop instead of uvloop.
+specmeter runs the path a `specmeter run` against the server takes (benchmarks/peers/specmeter_driver.py: the
+runner, the vLLM engine's stats adapter, every finished request appended to requests.jsonl through the store's
+writer, the progress bars), with its default client processes (one below 512 streams, then one per 256 up to
+the usable cores, all timing on one monotonic clock) and its own HTTP/1.1 streaming transport.
+`specmeter-unrecorded` is the same run with nothing recorded (records kept in memory, no progress): the table
+under the main one gives specmeter's figures over its figures at each point, the cost of recording.
+`specmeter-1p` forces one process, `specmeter-mp` one per core (at least 2) at every point, `specmeter-aiohttp`
+streams over aiohttp, `specmeter-asyncio` runs on asyncio's own event loop instead of uvloop.
 
 Peers: `vllm bench serve` comes with the project's .venv; AIPerf and GuideLLM live in their own
 environments: run benchmarks/peers/setup.sh once. Nothing is downloaded: tokenizers come from --tokenizer.
 
 Run: .venv/bin/python benchmarks/client_overhead.py                       (full: c64, c256, c1024)
-     .venv/bin/python benchmarks/client_overhead.py --concurrency 16,64 --requests 100 --capacity-concurrency 64
+     .venv/bin/python benchmarks/client_overhead.py --concurrency 16,64 --requests 256 --capacity-concurrency 64
      .venv/bin/python benchmarks/client_overhead.py --tools specmeter-1p,specmeter-mp --concurrency 1024 \
          --requests 2048 --capacity-concurrency 0 --rate none      (one process against several, at c1024)
 """
@@ -268,15 +272,18 @@ class Tool(ABC):
 
 
 class Specmeter(Tool):
-    """specmeter's own load generator through benchmarks/peers/specmeter_driver.py, with its default number of
-    client processes (LoadSpec.client_processes unset: one below 512 streams, else one per 256 streams up to
-    the usable cores). The variants force a number: `specmeter-1p` one process (the client before it could
-    split), `specmeter-mp` one per usable core at every point."""
+    """specmeter through benchmarks/peers/specmeter_driver.py: the runner executing a one-point plan against the
+    server as `specmeter run --endpoint` does (vLLM stats adapter, requests.jsonl through the store's writer,
+    progress bars), with its default number of client processes (LoadSpec.client_processes unset: one below 512
+    streams, else one per 256 streams up to the usable cores). `specmeter-unrecorded` records nothing; the other
+    variants force a number of processes: `specmeter-1p` one (the client before it could split), `specmeter-mp`
+    one per usable core at every point."""
 
     name = key = "specmeter"
     processes: int | None = None  # None: specmeter's automatic choice
     transport = "raw"
     event_loop = "auto"  # uvloop when installed (it is, with the vLLM extra)
+    recording = True  # requests.jsonl through the store's writer, and the progress bars, as in a run
 
     def missing(self) -> str | None:
         return None if importlib.util.find_spec("specmeter") else "specmeter is not importable (pip install -e .)"
@@ -291,7 +298,9 @@ class Specmeter(Tool):
                 "--requests", str(n), "--max-tokens", str(setup.chunks), "--api", setup.api,
                 "--out", str(work / "specmeter.json"),
                 "--client-processes", "auto" if self.processes is None else str(self.processes),
-                "--transport", self.transport, "--event-loop", self.event_loop]
+                "--transport", self.transport, "--event-loop", self.event_loop, "--run-dir", str(work / "run")]
+        if not self.recording:
+            argv.append("--no-recording")
         if point.kind == "open":
             argv += ["--rate", f"{point.rate}", "--arrival", "constant"]
         else:
@@ -306,6 +315,12 @@ class Specmeter(Tool):
             out.append(Measured(("marker", r["marker"]), bool(r["ok"]), r["ttft_s"],
                                 gaps_s=[b - a for a, b in itertools.pairwise(offs)]))
         return out
+
+
+class SpecmeterUnrecorded(Specmeter):
+    """The same run with nothing recorded (records in memory, no progress): the cost of recording, by difference."""
+
+    name, key, recording = "specmeter, nothing recorded", "specmeter-unrecorded", False
 
 
 class SpecmeterOneProcess(Specmeter):
@@ -474,7 +489,8 @@ class GuideLLM(Tool):
         return out
 
 
-TOOLS: dict[str, type[Tool]] = {"specmeter": Specmeter, "specmeter-1p": SpecmeterOneProcess,
+TOOLS: dict[str, type[Tool]] = {"specmeter": Specmeter, "specmeter-unrecorded": SpecmeterUnrecorded,
+                                "specmeter-1p": SpecmeterOneProcess,
                                 "specmeter-aiohttp": SpecmeterAiohttp, "specmeter-asyncio": SpecmeterAsyncio,
                                 "specmeter-mp": SpecmeterMultiProcess, "vllm": VllmBench, "aiperf": AIPerf,
                                 "guidellm": GuideLLM}
@@ -686,6 +702,41 @@ def add_ratios(rows: list[Row]) -> None:
             r.chunks_ratio = r.chunks_per_s / b.chunks_per_s
 
 
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b is not None and a > 0 and b > 0 else None
+
+
+@dataclass
+class RecordingCost:
+    """specmeter's figures over the same run's with nothing recorded, at one point (above 1: recording costs)."""
+
+    point: str
+    rates: tuple[float, float] | None  # open loop at each tool's own capacity: (recorded, unrecorded) req/s
+    cpu: float | None
+    chunks_per_s: float | None
+    ttft_err_mean: float | None
+    ttft_err_p99: float | None
+    gap_err_mean: float | None
+    gap_err_p99: float | None
+
+
+def recording_costs(rows: Sequence[Row]) -> list[RecordingCost]:
+    ok = {(r.tool, r.point): r for r in rows if r.error is None}
+    out = []
+    for point in dict.fromkeys(r.point for r in rows):
+        rec, bare = ok.get((Specmeter.name, point)), ok.get((SpecmeterUnrecorded.name, point))
+        if rec is None or bare is None:
+            continue
+        t, tb = rec.ttft_err_ms or {}, bare.ttft_err_ms or {}
+        g, gb = rec.gap_err_ms or {}, bare.gap_err_ms or {}
+        out.append(RecordingCost(
+            point, (rec.rate, bare.rate) if rec.rate and bare.rate and rec.rate != bare.rate else None,
+            _ratio(rec.cpu_us_per_chunk, bare.cpu_us_per_chunk), _ratio(rec.chunks_per_s, bare.chunks_per_s),
+            _ratio(t.get("mean"), tb.get("mean")), _ratio(t.get("p99"), tb.get("p99")),
+            _ratio(g.get("mean"), gb.get("mean")), _ratio(g.get("p99"), gb.get("p99"))))
+    return out
+
+
 # -- output -------------------------------------------------------------------------------------------------
 
 
@@ -729,7 +780,21 @@ def markdown(rows: Sequence[Row], meta: dict[str, Any]) -> str:
     extra = s.get("extra_args") or {}
     if extra:
         notes.append("Extra arguments: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in extra.items()) + ".")
-    return "\n".join(lines + notes)
+    return "\n".join(lines + notes + recording_table(recording_costs(rows)))
+
+
+def recording_table(costs: Sequence[RecordingCost]) -> list[str]:
+    if not costs:
+        return []
+    lines = ["", f"The cost of recording: {Specmeter.name} over {SpecmeterUnrecorded.name}, same run (requests.jsonl "
+             "through the store's writer, and the progress bars; above 1: recording costs that much more).", "",
+             "| point | CPU per chunk | chunks/s | TTFT err mean | TTFT err p99 | gap err mean | gap err p99 |",
+             "|" + "---|" * 7]
+    for c in costs:
+        where = c.point + (f" ({c.rates[0]:g} vs {c.rates[1]:g}/s)" if c.rates else "")
+        lines.append(f"| {where} | " + " | ".join(_f(x, ".2f") for x in (
+            c.cpu, c.chunks_per_s, c.ttft_err_mean, c.ttft_err_p99, c.gap_err_mean, c.gap_err_p99)) + " |")
+    return lines
 
 
 # -- main ---------------------------------------------------------------------------------------------------
@@ -745,7 +810,7 @@ def say(msg: str) -> None:
 
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tools", default="specmeter,vllm,aiperf,guidellm",
+    ap.add_argument("--tools", default="specmeter,specmeter-unrecorded,vllm,aiperf,guidellm",
                     help="comma-separated, from: " + ", ".join(TOOLS))
     ap.add_argument("--concurrency", default="64,256,1024", help="closed-loop points ('' for none)")
     ap.add_argument("--requests", type=int, default=None,

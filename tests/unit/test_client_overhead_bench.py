@@ -10,6 +10,8 @@ from types import ModuleType
 
 import pytest
 
+from specmeter.store import RunStore
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "client_overhead.py"
 
 
@@ -131,17 +133,40 @@ def test_markdown_has_one_row_per_result_and_explains_failures(co: ModuleType) -
     assert "failed: exited with 1" in text and "1.00 / 2.00" in text
 
 
+def test_recording_cost_is_the_recorded_run_over_the_unrecorded_one(co: ModuleType) -> None:
+    rec = co.Row(tool=co.Specmeter.name, point="c16", requests=10, cpu_us_per_chunk=33.0, chunks_per_s=800.0,
+                 ttft_err_ms={"mean": 1.5, "p99": 6.0, "n": 5}, gap_err_ms={"mean": 0.2, "p99": 1.0, "n": 5})
+    bare = co.Row(tool=co.SpecmeterUnrecorded.name, point="c16", requests=10, cpu_us_per_chunk=30.0,
+                  chunks_per_s=800.0, ttft_err_ms={"mean": 1.0, "p99": 4.0, "n": 5},
+                  gap_err_ms={"mean": 0.2, "p99": 2.0, "n": 5})
+    alone = co.Row(tool=co.Specmeter.name, point="c64", requests=10, cpu_us_per_chunk=30.0)
+    (cost,) = co.recording_costs([rec, bare, alone])  # c64 has no unrecorded run: no ratio
+    assert (cost.point, cost.cpu, cost.chunks_per_s) == ("c16", pytest.approx(1.1), pytest.approx(1.0))
+    assert (cost.ttft_err_mean, cost.ttft_err_p99) == (pytest.approx(1.5), pytest.approx(1.5))
+    assert (cost.gap_err_mean, cost.gap_err_p99) == (pytest.approx(1.0), pytest.approx(0.5))
+    meta = {"settings": {"chunks": 5, "gap_ms": 10.0, "ttft_ms": 10.0}, "versions": {}, "machine": "test"}
+    assert "| c16 | 1.10 | 1.00 | 1.50 | 1.50 | 1.00 | 0.50 |" in co.markdown([rec, bare, alone], meta)
+
+
 def test_specmeter_driver_against_the_paced_server(co: ModuleType, tmp_path: Path) -> None:
     server = co.PacedServer(tmp_path, chunks=3)
     try:
         setup = co.Setup(url=server.url, chunks=3, api="chat", tokenizer=tmp_path)
-        point = co.Point("closed", 8, 0.002, 0.002, concurrency=4)
-        run = co.run_tool(co.Specmeter(), setup, server, point, 8, tmp_path / "run", timeout_s=120)
+        point = co.Point("closed", 16, 0.002, 0.002, concurrency=4)
+        run = co.run_tool(co.Specmeter(), setup, server, point, 16, tmp_path / "run", timeout_s=120)
+        bare = co.run_tool(co.SpecmeterUnrecorded(), setup, server, point, 16, tmp_path / "bare", timeout_s=120)
     finally:
         server.stop()
-    assert (run.served, run.matched, run.failed, run.chunks) == (8, 8, 0, 24)
-    assert len(run.ttft_err) == 8 and len(run.gap_err) == 16
+    assert (run.served, run.matched, run.failed, run.chunks) == (16, 16, 0, 48)
+    assert len(run.ttft_err) == 16 and len(run.gap_err) == 32
     assert run.cpu_s > 0  # the driver's process was counted
+    # The real run's path: a run directory whose requests.jsonl holds every request, which is what was compared.
+    recorded = RunStore(tmp_path / "run" / "run").read_records()
+    assert sorted(r.conversation_id for r in recorded) == sorted(f"req-{i}" for i in range(16))
+    assert RunStore(tmp_path / "run" / "run").read_summary().status == "complete"
+    # Nothing recorded: the same requests measured, no requests.jsonl.
+    assert (bare.served, bare.matched, bare.failed) == (16, 16, 0)
+    assert not (tmp_path / "bare" / "run" / "requests.jsonl").exists()
 
 
 def test_specmeter_driver_split_over_client_processes(co: ModuleType, tmp_path: Path) -> None:
@@ -150,13 +175,13 @@ def test_specmeter_driver_split_over_client_processes(co: ModuleType, tmp_path: 
     server = co.PacedServer(tmp_path, chunks=3)
     try:
         setup = co.Setup(url=server.url, chunks=3, api="chat", tokenizer=tmp_path)
-        point = co.Point("closed", 8, 0.002, 0.002, concurrency=4)
+        point = co.Point("closed", 16, 0.002, 0.002, concurrency=4)
         tool = co.SpecmeterMultiProcess()
         assert tool.key == "specmeter-mp" and co.TOOLS[tool.key] is co.SpecmeterMultiProcess
-        run = co.run_tool(tool, setup, server, point, 8, tmp_path / "run", timeout_s=120)
+        run = co.run_tool(tool, setup, server, point, 16, tmp_path / "run", timeout_s=120)
     finally:
         server.stop()
-    assert (run.served, run.matched, run.failed, run.chunks) == (8, 8, 0, 24)
-    assert len(run.ttft_err) == 8 and len(run.gap_err) == 16
+    assert (run.served, run.matched, run.failed, run.chunks) == (16, 16, 0, 48)
+    assert len(run.ttft_err) == 16 and len(run.gap_err) == 32
     out = json.loads((tmp_path / "run" / "specmeter.json").read_text())
     assert out["client_processes"] == max(2, co.usable_cores())
