@@ -125,7 +125,7 @@ def main() -> None:
                     client_processes=None if args.client_processes == "auto" else int(args.client_processes),
                     event_loop=args.event_loop)
     if args.transport == "aiohttp":
-        runner.OpenAIClient = AiohttpClient  # type: ignore[misc]  # the runner makes its client by this name
+        runner.OpenAIClient = AiohttpClient  # type: ignore[attr-defined]  # the runner makes its client by this name
     cpu0, t0 = time.process_time(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="specmeter-driver-") as tmp:
         records = execute(args.url, args.model, args.requests, point, load, args.run_dir or Path(tmp),
