@@ -20,7 +20,8 @@ AIPerf and GuideLLM, each as a process of its own with its own per-request outpu
                   the tool was asked for (request i due at i/rate, anchored at the earliest request).
 
 Points: the capacity point (gap 0, `--capacity-concurrency` streams); a closed loop at each `--concurrency`;
-an open loop with constant intervals, by default each tool at `--rate-fraction` of its own capacity (`--rate`).
+an open loop with constant intervals, by default each tool at `--rate-fraction` of its own capacity (`--rate`;
+`specmeter-unrecorded` at specmeter's, so the cost of recording is read at one rate).
 
 specmeter runs the path a `specmeter run` against the server takes (benchmarks/peers/specmeter_driver.py: the
 runner, the vLLM engine's stats adapter, every finished request appended to requests.jsonl through the store's
@@ -61,7 +62,7 @@ from typing import Any
 from overhead.measures import Point, Row, Run, summarize
 from overhead.output import add_ratios, markdown
 from overhead.processes import PacedServer, ToolFailed, become_subreaper, run_tool
-from overhead.tools import DEFAULT_TOKENIZER, TOOLS, Setup, Specmeter, Tool
+from overhead.tools import DEFAULT_TOKENIZER, TOOLS, Setup, Specmeter, SpecmeterUnrecorded, Tool
 
 
 def parse_list(text: str, kind: Callable[[str], Any]) -> list[Any]:
@@ -170,7 +171,8 @@ class Bench:
         if a.rate == "own":
             out = []
             for tool in self.tools:
-                cap = self.capacity(tool.name)
+                # The unrecorded twin keeps specmeter's schedule: the cost of recording is read at one rate.
+                cap = self.capacity(Specmeter.name if isinstance(tool, SpecmeterUnrecorded) else tool.name)
                 if cap is None:
                     say(f"skipping {tool.name}'s open loop: --rate own needs its capacity point")
                     continue
