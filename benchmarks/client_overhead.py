@@ -39,6 +39,8 @@ Run: .venv/bin/python benchmarks/client_overhead.py                       (full:
      .venv/bin/python benchmarks/client_overhead.py --concurrency 16,64 --requests 256 --capacity-concurrency 64
      .venv/bin/python benchmarks/client_overhead.py --tools specmeter-1p,specmeter-mp --concurrency 1024 \
          --requests 2048 --capacity-concurrency 0 --rate none      (one process against several, at c1024)
+     .venv/bin/python benchmarks/client_overhead.py --json > run1.json   (... run2.json, run3.json), then
+     .venv/bin/python benchmarks/client_overhead.py --render run1.json run2.json run3.json   (median and range)
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from overhead.measures import Point, Row, Run, summarize
-from overhead.output import add_ratios, markdown
+from overhead.output import add_ratios, markdown, markdown_over_runs
 from overhead.processes import PacedServer, ToolFailed, become_subreaper, run_tool
 from overhead.tools import DEFAULT_TOKENIZER, TOOLS, Setup, Specmeter, SpecmeterUnrecorded, Tool
 
@@ -106,7 +108,9 @@ def parse_args() -> argparse.Namespace:
                     help="more arguments for one tool's command line, e.g. aiperf='--use-server-token-count' "
                          "(repeatable)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the Markdown table")
-    ap.add_argument("--render", type=Path, metavar="JSON", help="only print the Markdown table of a --json output")
+    ap.add_argument("--render", type=Path, nargs="+", metavar="JSON",
+                    help="only print the Markdown table of a --json output; of several: the median (min-max) of "
+                         "each figure over them")
     args = ap.parse_args()
     if args.render:
         return args
@@ -219,10 +223,13 @@ def _interrupt(signum: int, frame: object) -> None:
 def main() -> None:
     args = parse_args()
     if args.render:
-        saved = json.loads(args.render.read_text())
-        rows = [Row(**{**r, "cpu_ratio": None, "chunks_ratio": None}) for r in saved.pop("results")]
-        add_ratios(rows)
-        print(markdown(rows, saved))
+        runs = []
+        for path in args.render:
+            saved = json.loads(path.read_text())
+            rows = [Row(**{**r, "cpu_ratio": None, "chunks_ratio": None}) for r in saved.pop("results")]
+            add_ratios(rows)
+            runs.append(rows)
+        print(markdown(runs[0], saved) if len(runs) == 1 else markdown_over_runs(runs, saved))
         return
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # 1024 streams need more than 1024 sockets

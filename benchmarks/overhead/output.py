@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,3 +115,57 @@ def recording_table(costs: Sequence[RecordingCost]) -> list[str]:
             c.cpu, c.chunks_per_s, c.ttft_err_mean, c.ttft_err_p99, c.gap_err_mean, c.gap_err_p99)) + " |")
     return lines
 
+
+
+def spread(xs: Sequence[float | None], fmt: str = ".1f") -> str:
+    """Median (min-max) of the values that exist."""
+    v = sorted(x for x in xs if x is not None)
+    if not v:
+        return "-"
+    med = format(statistics.median(v), fmt)
+    return med if len(v) == 1 else f"{med} ({format(v[0], fmt)}-{format(v[-1], fmt)})"
+
+
+def markdown_over_runs(runs: Sequence[Sequence[Row]], meta: dict[str, Any]) -> str:
+    """Several runs of the same benchmark (each with its ratios added): per point and tool, the median and range
+    of each figure over the runs, then the same for the cost of recording."""
+    ok = [{(r.tool, r.point): r for r in run if r.error is None} for run in runs]
+    cells = list(dict.fromkeys((r.tool, r.point) for run in runs for r in run))
+
+    def over(cell: tuple[str, str], get: Callable[[Row], float | None], fmt: str = ".1f") -> str:
+        return spread([get(found[cell]) if cell in found else None for found in ok], fmt)
+
+    def stat(s: dict[str, float] | None, name: str) -> float | None:
+        return None if s is None else s.get(name)
+
+    lines = [f"Median (min-max) over {len(runs)} runs.", "",
+             "| point | tool | CPU µs/chunk | x specmeter | chunks/s | x specmeter | TTFT err ms mean "
+             "| TTFT err ms p99 | gap err ms mean | gap err ms p99 | send lag ms p50 | send lag ms p99 | failed |",
+             "|" + "---|" * 13]
+    for cell in cells:
+        tool, point = cell
+        failed = sum(found[cell].failed for found in ok if cell in found)
+        missing = sum(cell not in found for found in ok)
+        lines.append(f"| {point} | {tool} | " + " | ".join([
+            over(cell, lambda r: r.cpu_us_per_chunk), over(cell, lambda r: r.cpu_ratio, ".2f"),
+            over(cell, lambda r: r.chunks_per_s, ".0f"), over(cell, lambda r: r.chunks_ratio, ".2f"),
+            over(cell, lambda r: stat(r.ttft_err_ms, "mean"), ".2f"), over(cell, lambda r: stat(r.ttft_err_ms, "p99")),
+            over(cell, lambda r: stat(r.gap_err_ms, "mean"), ".2f"), over(cell, lambda r: stat(r.gap_err_ms, "p99")),
+            over(cell, lambda r: stat(r.send_lag_ms, "p50")), over(cell, lambda r: stat(r.send_lag_ms, "p99")),
+            f"{failed}" + (f" ({missing} runs failed)" if missing else "")]) + " |")
+    costs = [{c.point: c for c in recording_costs(run)} for run in runs]
+    points = list(dict.fromkeys(p for run_costs in costs for p in run_costs))
+    if points:
+        lines += ["", f"The cost of recording: {Specmeter.name} over {SpecmeterUnrecorded.name} in the same run, "
+                  f"median (min-max) over the runs (above 1: recording costs that much more).", "",
+                  "| point | CPU per chunk | chunks/s | TTFT err mean | TTFT err p99 | gap err mean | gap err p99 |",
+                  "|" + "---|" * 7]
+        fields = ("cpu", "chunks_per_s", "ttft_err_mean", "ttft_err_p99", "gap_err_mean", "gap_err_p99")
+        for p in points:
+            lines.append(f"| {p} | " + " | ".join(
+                spread([getattr(c[p], f) if p in c else None for c in costs], ".2f") for f in fields) + " |")
+    versions = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
+    s = meta["settings"]
+    lines += ["", f"{s['chunks']} chunks per request, {s['gap_ms']:g} ms apart; capacity points stream with no gap. "
+              f"{meta['machine']}. {versions}."]
+    return "\n".join(lines)

@@ -191,3 +191,17 @@ def test_specmeter_driver_split_over_client_processes(co: SimpleNamespace, tmp_p
     assert len(run.ttft_err) == 16 and len(run.gap_err) == 32
     out = json.loads((tmp_path / "run" / "specmeter.json").read_text())
     assert out["client_processes"] == max(2, co.usable_cores())
+
+
+def test_several_runs_render_as_median_and_range(co: SimpleNamespace) -> None:
+    def run(cpu: float, bare_cpu: float) -> list[object]:
+        rows = [co.Row(tool=co.Specmeter.name, point="c16", requests=10, cpu_us_per_chunk=cpu),
+                co.Row(tool=co.SpecmeterUnrecorded.name, point="c16", requests=10, cpu_us_per_chunk=bare_cpu)]
+        co.add_ratios(rows)
+        return rows
+
+    meta = {"settings": {"chunks": 5, "gap_ms": 10.0}, "versions": {}, "machine": "test"}
+    text = co.markdown_over_runs([run(30.0, 30.0), run(20.0, 10.0), run(40.0, 20.0)], meta)
+    assert "| c16 | specmeter | 30.0 (20.0-40.0) |" in text
+    assert "| c16 | 2.00 (1.00-2.00) |" in text  # recording's CPU ratio in each run: 1, 2, 2
+    assert co.spread([None, 1.0]) == "1.0" and co.spread([None]) == "-"
