@@ -1,9 +1,16 @@
 """Fault campaign: a small sweep on the demo models, disturbed by killing its engine servers and specmeter
 itself at random moments and resuming after each, against the same sweep run undisturbed.
 
+specmeter is killed with SIGKILL: no handler runs, its record writer dies mid-queue, nothing is fsync'd. A
+finished request's record is written (write(2)) by the writer as soon as it gets it, and what is written is
+in the kernel's page cache, which outlives the process: so every record on disk at the kill must survive it.
+(fsync guards against the machine going down, which this campaign does not do.)
+
 Reported (goal in brackets):
-  finished requests lost [0]   a request that was on disk as finished before a kill and is missing from
-                               the final results;
+  finished requests lost [0]   a request that was on disk as finished just before a kill (of the server or
+                               of specmeter) and is missing from the final results (of how many were);
+  damaged record lines [0]     lines of requests.jsonl that do not parse after a kill, a torn last line aside
+                               (resume cuts that one off);
   points run twice [0]          a point that was finished (in summary.json) before a kill and received
                                requests again afterwards;
   same request set [yes]        the final successful requests equal the undisturbed sweep's;
@@ -74,6 +81,19 @@ def records(run_dir: Path) -> list[dict]:  # type: ignore[type-arg]
     return out
 
 
+def damaged_lines(run_dir: Path) -> int:
+    """Lines of requests.jsonl that are not JSON, the last one aside (a torn tail)."""
+    path = run_dir / "requests.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()[:-1] if path.exists() else []
+    bad = 0
+    for line in lines:
+        try:
+            json.loads(line)
+        except ValueError:
+            bad += 1
+    return bad
+
+
 def key(r: dict) -> Key:  # type: ignore[type-arg]
     return (r["config_id"], r["point_id"], r["repeat"], r["conversation_id"], r["turn"])
 
@@ -127,7 +147,8 @@ def main() -> None:
 
     kills = ["server"] * args.server_kills + ["self"] * args.self_kills
     rng.shuffle(kills)
-    totals = {"server": 0, "self": 0, "lost": 0, "twice": 0, "replayed": 0, "sweeps": 0, "differ": 0}
+    totals = {"server": 0, "self": 0, "lost": 0, "twice": 0, "replayed": 0, "sweeps": 0, "differ": 0,
+              "at_stake": 0, "damaged": 0}
     # A small sweep ends before it can take every kill: start disturbed sweeps until the kills are spent,
     # and check each one against the undisturbed sweep when it completes.
     while kills:
@@ -143,7 +164,8 @@ def main() -> None:
               f"{'yes' if final == reference else 'NO'} ({len(final)} vs {len(reference)})", flush=True)
     print(f"kills done: server {totals['server']}, specmeter {totals['self']}, "
           f"over {totals['sweeps']} disturbed sweeps")
-    print(f"finished requests lost: {totals['lost']}")
+    print(f"finished requests lost: {totals['lost']} (of {totals['at_stake']} on disk at one kill or more)")
+    print(f"damaged record lines after a kill: {totals['damaged']}")
     print(f"points run twice: {totals['twice']}")
     print(f"disturbed sweeps whose final requests differ from the undisturbed sweep's: {totals['differ']}")
     print(f"replayed requests (turns of conversations cut short): {totals['replayed']}")
@@ -180,9 +202,11 @@ def disturb(run_dir: Path, sweep: Path, kills: list[str], rng: random.Random, ma
                 proc.kill()
             totals[what] += 1
         proc.wait(timeout=600)
+        totals["damaged"] += damaged_lines(run_dir)
     if (read_json(run_dir / "summary.json") or {}).get("status") != "complete":
         run_to_end([*SPECMETER, "resume", str(run_dir)], log)
     final = final_ok(run_dir)
+    totals["at_stake"] += len(seen_finished)
     all_records = records(run_dir)
     twice = {cell for cell, count in cells_before.items()
              if sum(1 for r in all_records if key(r)[:3] == cell) != count}

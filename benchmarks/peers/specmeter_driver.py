@@ -1,18 +1,25 @@
-"""Drive a server with specmeter's own load generator, in a process of its own, and print what it measured.
+"""Drive a server with specmeter's own run machinery, in a process of its own, and print what it measured.
 
 benchmarks/client_overhead.py runs this like any other peer tool, so specmeter's client is measured
-the same way as theirs (its whole process's CPU, its own per-request timings). It goes through the
-same code as a real run: `run_point` with a closed-loop ConcurrencyPoint or an open-loop RatePoint,
-OpenAIClient, and the request bodies `build_request` makes (chat, continuous usage, and the vLLM
-adapter's request extensions, as the runner sends them). `--client-processes` sets
-LoadSpec.client_processes (default: specmeter's automatic choice), `--event-loop` LoadSpec.event_loop;
-`cpu_s` in the output is this process's own CPU (client processes are children: benchmarks/client_overhead.py
-counts the whole tree).
+the same way as theirs (its whole process's CPU, its own per-request timings). It takes the path a
+`specmeter run --endpoint URL --engine vllm --no-baseline` takes: a plan with one attached configuration
+and one load point (a closed-loop ConcurrencyPoint or an open-loop RatePoint), executed by the runner,
+with the vLLM engine's stats adapter (its request extensions, its per-chunk stats parsing, its /metrics
+snapshots and running-batch sampler), every finished request appended to requests.jsonl through the
+store's writer, and the CLI's progress bars (RichReporter on a console made the CLI's way). The records
+printed are the ones read back from requests.jsonl.
+
+`--no-recording` runs the same machinery with nothing recorded: records stay in memory and no progress is
+drawn (summary.json is still written between points), so benchmarks/client_overhead.py can put the cost of
+recording beside the figures. `--client-processes` sets LoadSpec.client_processes (default: specmeter's
+automatic choice), `--event-loop` LoadSpec.event_loop; `--transport aiohttp` streams over aiohttp (a run
+streams over specmeter's own HTTP/1.1 transport: this only compares the two). `cpu_s` in the output is this
+process's own CPU (client processes are children: benchmarks/client_overhead.py counts the whole tree).
 
 Prompts are `req-<i> ...`, so the server can key its log by request. Output: one JSON object on stdout
 (or --out) with per-request `marker`, `ok`, `error`, `start_s`, `scheduled_s`, `ttft_s`, `chunk_offsets_s`.
 
-Run: .venv/bin/python benchmarks/peers/specmeter_driver.py --url http://127.0.0.1:8123 --requests 200 \
+Run: .venv/bin/python benchmarks/peers/specmeter_driver.py --url http://127.0.0.1:8123 --requests 256 \
        --concurrency 64 --max-tokens 20       (or --rate 500 [--arrival constant])
 """
 
@@ -22,28 +29,66 @@ import argparse
 import json
 import resource
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
-from specmeter.config import ConcurrencyPoint, EventLoop, LoadSpec, RatePoint
+from rich.console import Console
+
+from specmeter import runner
+from specmeter.config import REQUESTS_PER_SLOT_FLOOR, ConcurrencyPoint, EngineSpec, LoadSpec, RatePoint, SpecConfig
 from specmeter.data.model import Conversation
-from specmeter.engines.vllm import VLLMStats
-from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
-from specmeter.load.point import run_point
-from specmeter.load.traffic import PointKey, PointTraffic
+from specmeter.load.split import client_processes
+from specmeter.plans.run import run_plan
+from specmeter.report.progress import RichReporter
+from specmeter.schemas.plan import WorkloadSelection
+from specmeter.schemas.progress import Reporter
+from specmeter.schemas.records import RequestRecord
+from specmeter.store import RunStore
 
 
-async def drive(url: str, model: str, requests: int, point: ConcurrencyPoint | RatePoint,
-                max_tokens: int, api: str, client_processes: int | None = None,
-                raw_http: bool = True, event_loop: EventLoop = "auto") -> PointTraffic:
+class UnrecordedStore(RunStore):
+    """The run machinery with nothing recorded: records are kept in memory, requests.jsonl is never opened."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.records: list[RequestRecord] = []
+
+    def append(self, record: RequestRecord) -> None:
+        self.records.append(record)
+
+    def read_records(self) -> list[RequestRecord]:
+        return list(self.records)
+
+
+class AiohttpClient(OpenAIClient):
+    """The runner's client streaming over aiohttp, to compare transports."""
+
+    made = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**kwargs, "raw_http": False})
+        AiohttpClient.made += 1
+
+
+def execute(url: str, model: str, requests: int, point: ConcurrencyPoint | RatePoint, load: LoadSpec, run_dir: Path,
+            recording: bool) -> list[RequestRecord]:
+    """Run the point as `specmeter run` would; the records as the run kept them."""
     convs = [Conversation(id=f"req-{i}", turns=[f"req-{i} Say something."]) for i in range(requests)]
-    load = LoadSpec(api=api, max_tokens=max_tokens, warmup=0, temperature=0.0, max_error_rate=1.0,  # type: ignore[arg-type]
-                    client_processes=client_processes, event_loop=event_loop)
-    adapter = VLLMStats()
-    async with OpenAIClient(url, extra_body=adapter.request_extensions(load.temperature),
-                            raw_http=raw_http) as client:
-        return await run_point(client, point, convs, load, model, PointKey("bench", point.id), lambda r: None)
+    engine = EngineSpec(endpoint=url, kind="vllm", served_model_name=model)
+    plan = run_plan(engine, SpecConfig(), load.model_copy(update={"points": [point]}), baseline=False,
+                    baseline_endpoint=None, workload=WorkloadSelection(dataset="bench", num_prompts=requests))
+    ex = runner.Execution(plan=plan, conversations=convs, command=sys.argv)
+    if not recording:
+        store = UnrecordedStore(run_dir)
+        runner.execute(ex, store, Reporter())
+        return store.records
+    # The console the CLI draws its progress on (stdout, 150 columns when not a terminal).
+    with RichReporter(Console(width=None if sys.stdout.isatty() else 150)) as reporter:
+        runner.execute(ex, RunStore(run_dir), reporter)
+    return RunStore(run_dir).read_records()
 
 
 def main() -> None:
@@ -64,24 +109,37 @@ def main() -> None:
                     help="streaming transport: specmeter's own HTTP/1.1 (default) or aiohttp (to compare)")
     ap.add_argument("--event-loop", choices=["auto", "uvloop", "asyncio"], default="auto",
                     help="LoadSpec.event_loop: uvloop, asyncio's own, or auto (uvloop when installed)")
+    ap.add_argument("--no-recording", action="store_true",
+                    help="keep records in memory and draw no progress (the cost of recording, by difference)")
+    ap.add_argument("--run-dir", type=Path, help="keep the run directory here (default: a temporary one, removed)")
     ap.add_argument("--out", help="write the JSON here instead of stdout")
     args = ap.parse_args()
+    if args.concurrency is not None and args.requests < REQUESTS_PER_SLOT_FLOOR * args.concurrency:
+        ap.error(f"--requests {args.requests}: a run sends at least {REQUESTS_PER_SLOT_FLOOR} requests per slot "
+                 f"(it would repeat prompts); give at least {REQUESTS_PER_SLOT_FLOOR * args.concurrency}")
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     point: ConcurrencyPoint | RatePoint = (
         ConcurrencyPoint(concurrency=args.concurrency) if args.concurrency is not None
         else RatePoint(rate=args.rate, arrival=args.arrival))
-    processes = None if args.client_processes == "auto" else int(args.client_processes)
-    cpu0 = time.process_time()
-    with eventloop.runner(args.event_loop) as loop_runner:
-        traffic = loop_runner.run(drive(args.url, args.model, args.requests, point, args.max_tokens, args.api,
-                                        processes, raw_http=args.transport == "raw", event_loop=args.event_loop))
-    records = traffic.records
+    load = LoadSpec(api=args.api, max_tokens=args.max_tokens, warmup=0, temperature=0.0, max_error_rate=1.0,
+                    client_processes=None if args.client_processes == "auto" else int(args.client_processes),
+                    event_loop=args.event_loop)
+    if args.transport == "aiohttp":
+        runner.OpenAIClient = AiohttpClient  # type: ignore[attr-defined]  # the runner makes its client by this name
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="specmeter-driver-") as tmp:
+        records = execute(args.url, args.model, args.requests, point, load, args.run_dir or Path(tmp),
+                          not args.no_recording)
+    if args.transport == "aiohttp" and not AiohttpClient.made:
+        sys.exit("--transport aiohttp: the runner no longer makes its client as runner.OpenAIClient; update "
+                 "benchmarks/peers/specmeter_driver.py")
     out: dict[str, Any] = {
-        "wall_s": traffic.wall_s, "cpu_s": time.process_time() - cpu0, "client_processes": traffic.processes,
+        "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0,
+        "client_processes": client_processes(point, load),
         "requests": [{"marker": int(r.conversation_id.removeprefix("req-")), "ok": r.ok, "error": r.error,
                       "start_s": r.start_s, "scheduled_s": r.scheduled_s, "ttft_s": r.ttft_s,
-                      "chunk_offsets_s": r.chunk_offsets_s} for r in records],
+                      "chunk_offsets_s": r.chunk_offsets_s} for r in records if not r.warmup],
     }
     text = json.dumps(out)
     if args.out:

@@ -256,6 +256,8 @@ class _Run:
 
     def _on_record(self) -> Callable[[RequestRecord], None]:
         def on_record(record: RequestRecord) -> None:
+            # Runs in the event loop that timestamps every other stream: nothing here may block. append only
+            # queues the record for the store's writer thread (file I/O and fsync happen there).
             self.store.append(record)
             self.reporter.request_done(record)
         return on_record
