@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from fakeengine.threaded import serve_post
 from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import StreamError
-from specmeter.load.client import OpenAIClient, RequestSpec, StreamResult, _chunk_tokens, parse_sse_line
+from specmeter.load.client import OpenAIClient, RequestSpec
+from specmeter.load.sse import StreamResult, chunk_tokens, parse_sse_line
 from specmeter.metrics.requests import with_sd
 from specmeter.schemas.records import RequestRecord
 
@@ -83,7 +84,7 @@ def test_real_stream_content_chunks_and_final_usage() -> None:
 
 def test_real_stream_tokens_per_chunk() -> None:
     out = parse_all(stream_lines())
-    tokens = _chunk_tokens(out.chunk_cum_tokens)
+    tokens = chunk_tokens(out.chunk_cum_tokens)
     assert tokens is not None
     total = out.usage["completion_tokens"] if out.usage else None
     assert sum(tokens) == total
@@ -108,7 +109,7 @@ def test_real_stream_finish_fills_the_record() -> None:
     assert record.finish_reason == "length"
     assert record.ttft_s == out.chunk_offsets[0]
     assert record.chunk_offsets_s == out.chunk_offsets
-    assert record.chunk_tokens == _chunk_tokens(out.chunk_cum_tokens)
+    assert record.chunk_tokens == chunk_tokens(out.chunk_cum_tokens)
     assert record.sd is not None
     raw = events()[-1]["metrics"]["speculative_decoding"]
     assert record.sd_raw == raw
@@ -118,9 +119,9 @@ def test_real_stream_finish_fills_the_record() -> None:
 
 
 def test_chunk_tokens_helper() -> None:
-    assert _chunk_tokens([1, 5, 9]) == [1, 4, 4]
-    assert _chunk_tokens([]) is None
-    assert _chunk_tokens([1, None, 3]) is None
+    assert chunk_tokens([1, 5, 9]) == [1, 4, 4]
+    assert chunk_tokens([]) is None
+    assert chunk_tokens([1, None, 3]) is None
 
 
 # ---- crafted lines -------------------------------------------------------------------------------
@@ -183,7 +184,7 @@ def test_completions_chunks_use_text() -> None:
     assert out.text_parts == [" is", " is is"]
     assert out.chunk_cum_tokens == [1, 3]
     assert out.finish_reason == "length"
-    assert _chunk_tokens(out.chunk_cum_tokens) == [1, 2]
+    assert chunk_tokens(out.chunk_cum_tokens) == [1, 2]
 
 
 def test_chunks_without_usage_still_time_text() -> None:
@@ -191,7 +192,7 @@ def test_chunks_without_usage_still_time_text() -> None:
     parse_sse_line(b'data: {"choices": [{"delta": {"content": "hi"}}]}', 0.5, out)
     parse_sse_line(b'data: {"choices": [{"delta": {"content": ""}}]}', 0.6, out)  # nothing new: not a chunk
     assert out.text_parts == ["hi"] and out.chunk_offsets == [0.5] and out.chunk_cum_tokens == [None]
-    assert _chunk_tokens(out.chunk_cum_tokens) is None
+    assert chunk_tokens(out.chunk_cum_tokens) is None
 
 
 def test_reasoning_delta_is_output() -> None:

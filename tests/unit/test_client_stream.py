@@ -23,15 +23,9 @@ from hypothesis import strategies as st
 from fakeengine.server import FakeEngine
 from fakeengine.threaded import serve_post
 from specmeter.errors import StreamError
-from specmeter.load import client as client_mod
-from specmeter.load.client import (
-    ERROR_BODY_CHARS,
-    OpenAIClient,
-    RequestSpec,
-    StreamResult,
-    parse_sse_bytes,
-    parse_sse_end,
-)
+from specmeter.load import sse as sse_mod
+from specmeter.load.client import OpenAIClient, RequestSpec
+from specmeter.load.sse import ERROR_BODY_CHARS, StreamResult, parse_sse_bytes, parse_sse_end
 from specmeter.schemas.records import RequestRecord
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"
@@ -311,7 +305,7 @@ def test_arbitrary_streams_however_split(lines: list[bytes], eol: bytes, cuts: l
 
 
 def test_a_line_that_never_ends_is_malformed_not_memory(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(client_mod, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(sse_mod, "MAX_LINE_BYTES", 1000)
     out = StreamResult()
     parse_sse_bytes(b"data: {" + b"1" * 500, 0.0, out)
     with pytest.raises(StreamError) as info:

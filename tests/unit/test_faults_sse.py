@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from specmeter.errors import StreamError
-from specmeter.load.client import StreamResult, parse_sse_line
+from specmeter.load.sse import StreamResult, parse_sse_line
 
 KEYS = ["choices", "usage", "error", "delta", "content", "reasoning_content", "text", "finish_reason",
         "completion_tokens", "prompt_tokens", "metrics", "speculative_decoding", "message", "index", "id"]

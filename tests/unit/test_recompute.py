@@ -15,6 +15,7 @@ import pytest
 from fakeengine.drive import attach_plan, conversations, only_config, run_plan
 from fakeengine.server import FakeEngine
 from specmeter.schemas.capture import PointCapture
+from specmeter.schemas.results import RunSummary
 from specmeter.store import CAPTURES, RunStore, load_summary
 from specmeter.workflows.recompute import recompute
 
@@ -84,5 +85,5 @@ def test_report_recompute_on_the_command_line(tmp_path: Path) -> None:
     done = subprocess.run([str(specmeter), "report", str(run), "--recompute", "--json"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["plan"] == json.loads((FIXTURE / "summary.json").read_text())["plan"]
+    assert RunSummary.model_validate_json(done.stdout).plan == load_summary(FIXTURE).plan
     assert "kept as stored" in done.stderr
