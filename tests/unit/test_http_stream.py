@@ -19,7 +19,8 @@ from fakeengine.server import FakeEngine
 from specmeter.engines.llamacpp import LlamaCppStats
 from specmeter.engines.vllm import VLLMStats
 from specmeter.load.client import OpenAIClient, RequestSpec
-from specmeter.load.http_stream import ConnectionPool, Response, _Connection
+from specmeter.load.http_response import Response
+from specmeter.load.http_stream import ConnectionPool, _Connection
 from specmeter.metrics.requests import with_sd
 from specmeter.schemas.records import RequestRecord
 

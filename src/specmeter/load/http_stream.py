@@ -20,11 +20,18 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import cast
+
+from specmeter.load.http_response import (
+    MAX_ERROR_BODY_BYTES,
+    BadHTTPResponse,
+    BodySink,
+    Response,
+    ServerDisconnected,
+)
 
 CONNECT_TIMEOUT_S = 30.0  # as aiohttp's sock_connect in the other transport
 MAX_HEAD_BYTES = 64 << 10  # status line and headers of one response
-MAX_ERROR_BODY_BYTES = 64 << 10  # what is kept of a non-200 response's body (the rest is read and dropped)
 MAX_CHUNK_LINE_BYTES = 4096  # a chunk-size line (with extensions), or a trailer line
 _HEX = b"0123456789abcdefABCDEF"
 
@@ -36,38 +43,8 @@ _CHUNKED, _LENGTH, _UNTIL_CLOSE = 0, 1, 2
 _SIZE, _DATA, _DATA_END, _TRAILER = 0, 1, 2, 3
 
 
-class ServerDisconnected(ConnectionError):
-    """The server closed the connection before the response was complete."""
-
-
-class BadHTTPResponse(ConnectionError):
-    """The bytes the server sent are not an HTTP/1.x response this client can read."""
-
-
 class _StaleConnection(ConnectionError):
     """A reused connection ended before any byte of the response: the server had closed it (retried once)."""
-
-
-class BodySink(Protocol):
-    """Where a 200 response's body goes, as it arrives."""
-
-    t_send: float  # arrival times are given relative to this (the transport resets it on a retry)
-    status: int | None  # set by the transport as soon as the status line is read
-
-    def feed(self, data: bytes, t_rel: float) -> bool:
-        """Body bytes of one socket read (framing removed), stamped on arrival. True: the sink wants no more."""
-        ...
-
-    def end(self, t_rel: float) -> None:
-        """The body ended (the sink had not said it was done)."""
-        ...
-
-
-@dataclass
-class Response:
-    status: int
-    headers: dict[str, str]
-    body: bytes = b""  # only for a non-200 response (at most MAX_ERROR_BODY_BYTES); a 200 body went to the sink
 
 
 @dataclass
