@@ -6,18 +6,14 @@ impossible value fails in one line that names the key and the fix.
 
 from __future__ import annotations
 
-import json
 from enum import Enum
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     field_serializer,
     field_validator,
     model_validator,
@@ -267,7 +263,7 @@ def _point_shorthand(raw: Any) -> Any:
 
 
 LoadPoint = Annotated[ConcurrencyPoint | RatePoint, Field(discriminator="kind")]
-_POINT_KINDS = ("concurrency", "rate")  # the discriminator tags of LoadPoint
+POINT_KINDS = ("concurrency", "rate")  # the discriminator tags of LoadPoint
 
 
 def _one_user() -> list[ConcurrencyPoint | RatePoint]:
@@ -381,61 +377,3 @@ class LoadSpec(StrictModel):
 
 def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [] if value is None else [value]
-
-
-def parse_spec_json(text: str, where: str = "--spec") -> SpecConfig:
-    """Parse a speculative config from JSON (CLI) with an error naming the key and the fix."""
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); quote it like "
-                         '\'{"method": "ngram", "num_speculative_tokens": 4}\'') from exc
-    spec: SpecConfig = build_model(SpecConfig, raw, where)
-    return spec
-
-
-def build_model(cls: type[BaseModel], raw: Any, where: str) -> Any:
-    """Validate `raw` into `cls`; turn the first pydantic error into one line naming the key."""
-    if not isinstance(raw, dict):
-        raise InputError(f"{where}: expected a mapping of keys to values, got {type(raw).__name__}")
-    try:
-        return cls.model_validate(raw)
-    except ValidationError as exc:
-        raise InputError(format_validation_error(exc, where)) from exc
-
-
-def _key_path(loc: tuple[Any, ...]) -> str:
-    """The key path of an error location, without the tag pydantic inserts after a load point's index
-    (('points', 0, 'concurrency', 'concurrency') is the key points.0.concurrency)."""
-    parts = [p for p in loc if p != "__root__"]
-    kept = [p for i, p in enumerate(parts)
-            if not (i >= 2 and parts[i - 2] == "points" and isinstance(parts[i - 1], int) and p in _POINT_KINDS)]
-    return ".".join(str(p) for p in kept)
-
-
-def format_validation_error(exc: ValidationError, where: str) -> str:
-    err = exc.errors()[0]
-    loc = _key_path(tuple(err.get("loc", ())))
-    msg = err.get("msg", "invalid value").removeprefix("Value error, ")
-    if err.get("type") == "extra_forbidden":
-        return f"{where}: unknown key {loc!r}; remove it or check the spelling"
-    key = f" key {loc!r}:" if loc else ""
-    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return f"{where}:{key} {msg}{more}"
-
-
-def load_yaml(path: Path) -> dict[str, Any]:
-    """Read a YAML config with the safe loader (no object construction)."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise InputError(f"{path}: config file not found; check the path") from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        raise InputError(f"{path}{line}: not valid YAML ({getattr(exc, 'problem', exc)}); fix the syntax") from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise InputError(f"{path}: top level must be a mapping of keys, got {type(data).__name__}")
-    return data

@@ -19,11 +19,9 @@ from specmeter.config import (
     RatePoint,
     SpecConfig,
     SpecMethod,
-    build_model,
-    load_yaml,
-    parse_spec_json,
     validate_dynamic_k,
 )
+from specmeter.config_files import build_model, load_yaml, parse_spec_json
 from specmeter.errors import InputError
 from specmeter.load import eventloop
 

@@ -21,15 +21,8 @@ from typing import Any
 
 from pydantic import AliasChoices, Field, ValidationError, model_validator
 
-from specmeter.config import (
-    EngineSpec,
-    LoadSpec,
-    SpecConfig,
-    SpecMethod,
-    StrictModel,
-    build_model,
-    load_yaml,
-)
+from specmeter.config import EngineSpec, LoadSpec, SpecConfig, SpecMethod, StrictModel
+from specmeter.config_files import build_model, load_yaml
 from specmeter.errors import InputError
 from specmeter.plans.run import BASELINE, config_id
 from specmeter.schemas.plan import Plan, PlannedConfig, Role, WorkloadSelection

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from specmeter.analysis.recommend import recommend as decide_table
-from specmeter.config import build_model
+from specmeter.config_files import build_model
 from specmeter.engines.deploy import render, sweep_engine
 from specmeter.errors import InputError
 from specmeter.report.console import render_recommendation

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig, build_model, load_yaml, parse_spec_json
+from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from specmeter.config_files import build_model, load_yaml, parse_spec_json
 from specmeter.data.matched import vocab_from_model
 from specmeter.data.selection import output_policy
 from specmeter.data.workload import load_conversations

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specmeter.config import build_model
+from specmeter.config_files import build_model
 from specmeter.data.selection import output_policy
 from specmeter.data.workload import load_conversations
 from specmeter.engines.preflight import check_local_models
