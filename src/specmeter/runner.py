@@ -27,9 +27,10 @@ from specmeter.config import ConcurrencyPoint, EngineSpec, RatePoint
 from specmeter.data.matched import matched_random
 from specmeter.data.model import Conversation
 from specmeter.engines.base import Engine
-from specmeter.engines.launcher import LaunchedServer, log_tail
+from specmeter.engines.launcher import LaunchedServer
 from specmeter.engines.probe import resolve_endpoints
 from specmeter.engines.registry import get_engine
+from specmeter.engines.server_log import failure_reason
 from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, InputError, RunIncomplete, SpecmeterError
 from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
@@ -325,10 +326,8 @@ class _Run:
             self.reporter.request_done(record)
             proc = server.process
             if proc is not None and not record.ok and not proc.alive():
-                raise EngineDied(
-                    f"the {server.engine.kind} server {server.head.server} died during the run (last log lines "
-                    f"of {proc.log_path}):\n{log_tail(proc.log_path)}"
-                )
+                raise EngineDied(f"the {server.engine.kind} server {server.head.server} died during the run: "
+                                 f"{failure_reason(proc.log_path)} (whole log: {proc.log_path})")
         return on_record
 
     # -- the whole plan ----------------------------------------------------------------------------------
