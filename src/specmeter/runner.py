@@ -26,8 +26,9 @@ from specmeter.config import ConcurrencyPoint, EventLoop, RatePoint
 from specmeter.data.matched import matched_random
 from specmeter.data.model import Conversation
 from specmeter.engines.base import Engine
-from specmeter.engines.launcher import LaunchedServer, log_tail
+from specmeter.engines.launcher import LaunchedServer
 from specmeter.engines.probe import resolve_endpoints
+from specmeter.engines.server_log import failure_reason
 from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, RunIncomplete, SpecmeterError
 from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
@@ -269,7 +270,7 @@ class _Run:
         if proc is None:
             return []
         return [ServerAlive(proc.alive, lambda: f"the {server.engine.kind} server {server.head.server} died during "
-                            f"the run (last log lines of {proc.log_path}):\n{log_tail(proc.log_path)}")]
+                            f"the run: {failure_reason(proc.log_path)} (whole log: {proc.log_path})")]
 
     # -- the whole plan ----------------------------------------------------------------------------------
     def run_block(self, block: Block) -> None:

@@ -11,6 +11,7 @@ from typing import Any, get_args
 import pytest
 
 from specmeter.config import ConcurrencyPoint, LoadPoint, LoadSpec, RatePoint
+from specmeter.engines.server_log import failure_reason
 from specmeter.errors import EngineDied, ErrorRateExceeded
 from specmeter.load.kinds import KINDS, kind_of
 from specmeter.load.stops import (
@@ -104,7 +105,8 @@ def test_the_runner_watches_a_launched_server_only(tmp_path: Path) -> None:
     (alive,) = _Run._stops(server)  # type: ignore[arg-type]
     stop = alive.check(progress([False]))
     assert stop is not None and isinstance(stop.error, EngineDied)
-    assert str(stop.error) == f"the vllm server s0 died during the run (last log lines of {log}):\nstarting\nKilled"
+    assert str(stop.error) == f"the vllm server s0 died during the run: {failure_reason(log)} (whole log: {log})"
+    assert "\n" not in str(stop.error)  # one line, with the log's root cause
     assert _Run._stops(SimpleNamespace(process=None)) == []  # type: ignore[arg-type]  # attached: not ours
 
 

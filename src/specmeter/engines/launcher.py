@@ -1,7 +1,7 @@
 """Launch an engine server in its own process group, wait until it serves, stop it cleanly.
 
 The server's stdout/stderr go to a log file in the run directory; when the server dies while starting,
-the error carries its last log lines so the user sees the engine's own reason.
+the one-line error carries the log's root-cause line (server_log.py) and where the whole log is.
 """
 
 from __future__ import annotations
@@ -14,15 +14,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections import deque
 from pathlib import Path
 from types import TracebackType
 
 from specmeter.config import EngineSpec, SpecConfig
 from specmeter.engines.base import EngineLauncher
+from specmeter.engines.server_log import failure_reason
 from specmeter.errors import EngineError
-
-LOG_TAIL_LINES = 15
 
 
 def _die_with_parent() -> None:
@@ -40,15 +38,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """Last lines of a log file (empty string when there is none)."""
-    try:
-        with path.open("r", encoding="utf-8", errors="replace") as fh:
-            return "".join(deque(fh, maxlen=lines)).rstrip()
-    except OSError:
-        return ""
 
 
 def _get_ok(url: str, api_key: str | None = None, timeout: float = 2.0) -> bool:
@@ -112,18 +101,17 @@ class LaunchedServer:
         while time.monotonic() < deadline:
             code = self.proc.poll()
             if code is not None:
-                raise EngineError(
-                    f"{self.launcher.name} server exited with code {code} while starting; "
-                    f"its last log lines ({self.log_path}):\n{log_tail(self.log_path)}"
-                )
+                raise EngineError(f"{self.launcher.name} server {_ended(code)} while starting: "
+                                  f"{failure_reason(self.log_path)} (whole log: {self.log_path})")
             if all(_get_ok(f"{self.base_url}{path}", self._api_key) for path in self.launcher.ready_paths):
                 self.startup_seconds = time.monotonic() - t0
                 return
             time.sleep(1.0)
+        reason = failure_reason(self.log_path)  # before stop(): its shutdown adds lines of its own
         self.stop()
         raise EngineError(
-            f"{self.launcher.name} server not ready after {self.engine.startup_timeout_s:.0f} s; raise "
-            f"--startup-timeout or read {self.log_path}; last log lines:\n{log_tail(self.log_path)}"
+            f"{self.launcher.name} server not ready after {self.engine.startup_timeout_s:.0f} s: {reason}; raise "
+            f"--startup-timeout or read {self.log_path}"
         )
 
     def alive(self) -> bool:
@@ -154,6 +142,16 @@ class LaunchedServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def _ended(code: int) -> str:
+    """How a process with this return code ended (negative: the signal that killed it)."""
+    if code >= 0:
+        return f"exited with code {code}"
+    try:
+        return f"was killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"was killed by signal {-code}"
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

@@ -42,8 +42,8 @@ class ConfigResult(BaseModel):
     server_log: str | None = None
     server_pid: int | None = Field(default=None, description="Process (group) id of the launched server.")
     startup_s: float | None = None
-    server_error: str | None = Field(default=None, description="Why its server did not start (with the log "
-                                     "tail); the rest of the plan went on without it.")
+    server_error: str | None = Field(default=None, description="Why its server did not start (the root-cause "
+                                     "line of its log, and the log's path); the rest of the plan went on without it.")
     points: list[PointResult] = Field(default_factory=list)
 
     def point(self, point_id: str, repeat: int = 0) -> PointResult | None:
