@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
 
 from specmeter import __version__
 from specmeter.analysis.decide import analyze
-from specmeter.config import ConcurrencyPoint, EventLoop, RatePoint
+from specmeter.config import ConcurrencyPoint, RatePoint
 from specmeter.data.matched import matched_random
 from specmeter.data.model import Conversation
 from specmeter.engines.base import Engine
@@ -289,7 +287,8 @@ class _Run:
                 if server.error is not None or not rounds.start(cell.point, cell.repeat):
                     continue
                 result = self.result(cell.config, server.engine)
-                point_result = _run_async(self.measure(cell, server), self.plan.load_for(cell.config).event_loop)
+                loop = self.plan.load_for(cell.config).event_loop
+                point_result = eventloop.run_cancellable(self.measure(cell, server), loop)
                 result.points.append(point_result)
                 self.reporter.point_done(cell.config, point_result)
                 self.save()
@@ -372,33 +371,6 @@ def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None,
 def _mark_incomplete(summary: RunSummary, reason: str) -> None:
     summary.status = "incomplete"
     summary.incomplete_reason = reason
-
-
-def _run_async(coro: Coroutine[Any, Any, PointResult], event_loop: EventLoop) -> PointResult:
-    """asyncio.run on the load's event loop, with SIGTERM treated like Ctrl-C: cancel in-flight requests,
-    then unwind."""
-    with eventloop.runner(event_loop) as runner:
-        loop = runner.get_loop()
-        task_holder: list[asyncio.Task[PointResult]] = []
-
-        def _cancel() -> None:
-            for t in task_holder:
-                t.cancel()
-
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread / not Unix
-            loop.add_signal_handler(signal.SIGTERM, _cancel)
-
-        async def main() -> PointResult:
-            task = asyncio.current_task()
-            assert task is not None
-            task_holder.append(task)
-            return await coro
-
-        try:
-            return runner.run(main())
-        finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signal.SIGTERM)
 
 
 def completed_conversations(records: Sequence[RequestRecord], conversations: Sequence[Conversation]) -> set[str]:

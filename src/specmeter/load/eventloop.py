@@ -10,12 +10,16 @@ Nothing else changes with the loop: the same code, the same clock (`time.perf_co
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Literal
+import contextlib
+import signal
+from collections.abc import Callable, Coroutine
+from typing import Any, Literal, TypeVar
 
 from specmeter.config import EventLoop
 from specmeter.errors import InputError
 from specmeter.installed import module_available
+
+T = TypeVar("T")
 
 
 def resolve_event_loop(kind: EventLoop) -> Literal["uvloop", "asyncio"]:
@@ -41,3 +45,30 @@ def loop_factory(kind: EventLoop) -> Callable[[], asyncio.AbstractEventLoop] | N
 
 def runner(kind: EventLoop) -> asyncio.Runner:
     return asyncio.Runner(loop_factory=loop_factory(kind))
+
+
+def run_cancellable(coro: Coroutine[Any, Any, T], event_loop: EventLoop) -> T:
+    """asyncio.run on the load's event loop, with SIGTERM treated like Ctrl-C: cancel in-flight requests,
+    then unwind."""
+    with runner(event_loop) as asyncio_runner:
+        loop = asyncio_runner.get_loop()
+        task_holder: list[asyncio.Task[T]] = []
+
+        def _cancel() -> None:
+            for t in task_holder:
+                t.cancel()
+
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread / not Unix
+            loop.add_signal_handler(signal.SIGTERM, _cancel)
+
+        async def main() -> T:
+            task = asyncio.current_task()
+            assert task is not None
+            task_holder.append(task)
+            return await coro
+
+        try:
+            return asyncio_runner.run(main())
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGTERM)
