@@ -24,16 +24,8 @@ from specmeter.config import EngineSpec, SpecConfig
 from specmeter.engines.base import ServerProbe
 from specmeter.engines.registry import detect_engine
 from specmeter.engines.sglang import SGLangStats
-from specmeter.engines.trtllm import (
-    CONFIG_DIR_ENV,
-    PROMETHEUS_PATH,
-    IterationStats,
-    TRTLLMLauncher,
-    TRTLLMStats,
-    iteration_entries,
-    positions,
-    sd_from_iteration_stats,
-)
+from specmeter.engines.trtllm import CONFIG_DIR_ENV, PROMETHEUS_PATH, TRTLLMLauncher, TRTLLMStats, positions
+from specmeter.engines.trtllm_iterations import IterationStats, iteration_entries, sd_from_iteration_stats
 from specmeter.engines.vllm import VLLMStats
 from specmeter.errors import InputError
 from specmeter.load.client import OpenAIClient
