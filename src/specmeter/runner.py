@@ -326,8 +326,8 @@ class _Run:
             self.reporter.request_done(record)
             proc = server.process
             if proc is not None and not record.ok and not proc.alive():
-                raise EngineDied(f"the {server.engine.kind} server {server.head.server} died during the run: "
-                                 f"{failure_reason(proc.log_path)} (whole log: {proc.log_path})")
+                raise EngineDied(f"the {server.engine.kind} server {server.head.server} {proc.ended()} during the "
+                                 f"run: {failure_reason(proc.log_path)} (whole log: {proc.log_path})")
         return on_record
 
     # -- the whole plan ----------------------------------------------------------------------------------
