@@ -267,8 +267,8 @@ class _Run:
         proc = server.process
         if proc is None:
             return []
-        return [ServerAlive(proc.alive, lambda: f"the {server.engine.kind} server {server.head.server} died during "
-                            f"the run: {failure_reason(proc.log_path)} (whole log: {proc.log_path})")]
+        return [ServerAlive(proc.alive, lambda: f"the {server.engine.kind} server {server.head.server} {proc.ended()} "
+                            f"during the run: {failure_reason(proc.log_path)} (whole log: {proc.log_path})")]
 
     # -- the whole plan ----------------------------------------------------------------------------------
     def run_block(self, block: Block) -> None:

@@ -11,6 +11,7 @@ scripts/setup-llamacpp.sh builds (a GGUF path that does not exist; an unknown fl
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -125,3 +126,12 @@ def test_a_server_that_never_serves_reports_what_it_logged(tmp_path: Path) -> No
     assert "\n" not in message
     assert message.startswith("stub server not ready after 1 s: OSError: [Errno 98] Address already in use; raise "
                               "--startup-timeout")
+
+
+def test_a_server_says_how_it_ended(tmp_path: Path) -> None:
+    server = LaunchedServer(_ScriptLauncher(""), EngineSpec(model=str(tmp_path)), SpecConfig(), tmp_path / "log")
+    server.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    assert server.ended() == "is still running"
+    server.proc.send_signal(signal.SIGKILL)
+    server.proc.wait(timeout=10)
+    assert server.ended() == "was killed by SIGKILL"

@@ -100,7 +100,7 @@ def test_server_alive_looks_only_when_a_request_failed() -> None:
 def test_the_runner_watches_a_launched_server_only(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("starting\nKilled\n")
-    proc = SimpleNamespace(alive=lambda: False, log_path=log)
+    proc = SimpleNamespace(alive=lambda: False, ended=lambda: "died", log_path=log)
     server = SimpleNamespace(process=proc, engine=SimpleNamespace(kind="vllm"), head=SimpleNamespace(server="s0"))
     (alive,) = _Run._stops(server)  # type: ignore[arg-type]
     stop = alive.check(progress([False]))

@@ -117,6 +117,11 @@ class LaunchedServer:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def ended(self) -> str:
+        """How the server process ended ("exited with code 1", "was killed by SIGKILL"), for messages."""
+        code = None if self.proc is None else self.proc.poll()
+        return "is still running" if code is None else _ended(code)
+
     def stop(self, grace_s: float = 20.0) -> None:
         """SIGTERM the whole process group, then SIGKILL what is left after `grace_s`."""
         if self.proc is None:

@@ -81,4 +81,5 @@ def failure_reason(path: Path) -> str:
     if reason is None:
         last = next((_payload(line)[1].strip() for line in reversed(lines) if line.strip()), None)
         reason = f"its last log line: {last}" if last else "it logged nothing"
+    reason = " ".join(reason.split())
     return reason if len(reason) <= _MAX_CHARS else reason[: _MAX_CHARS - 1] + "…"
