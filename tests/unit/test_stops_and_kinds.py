@@ -83,10 +83,10 @@ def test_duration_floor_needs_both_the_time_and_the_requests() -> None:
 
 
 def test_server_alive_looks_only_when_a_request_failed() -> None:
-    asked: list[bool] = []
+    asked: list[float] = []
 
-    def dead() -> bool:
-        asked.append(True)
+    def dead(wait_s: float) -> bool:
+        asked.append(wait_s)
         return False
 
     cond = ServerAlive(dead, lambda: "the vllm server s0 died")
@@ -94,13 +94,19 @@ def test_server_alive_looks_only_when_a_request_failed() -> None:
     assert not asked  # a success says the server answered: no need to ask
     stop = cond.check(progress([True, False]))
     assert stop is not None and isinstance(stop.error, EngineDied) and str(stop.error) == "the vllm server s0 died"
-    assert ServerAlive(lambda: True, lambda: "unused").check(progress([False])) is None
+    assert asked == [0.0]  # an HTTP error from a live server: no wait
+    refused = progress([])
+    failed = record(False)
+    failed.error_kind = "connection"
+    refused.add(failed, 0)
+    assert cond.check(refused) is not None and asked[-1] == cond.settle_s > 0  # a refused connection: wait for the exit
+    assert ServerAlive(lambda wait_s: True, lambda: "unused").check(progress([False])) is None
 
 
 def test_the_runner_watches_a_launched_server_only(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("starting\nKilled\n")
-    proc = SimpleNamespace(alive=lambda: False, ended=lambda: "died", log_path=log)
+    proc = SimpleNamespace(alive=lambda wait_s=0.0: False, ended=lambda: "died", log_path=log)
     server = SimpleNamespace(process=proc, engine=SimpleNamespace(kind="vllm"), head=SimpleNamespace(server="s0"))
     (alive,) = _Run._stops(server)  # type: ignore[arg-type]
     stop = alive.check(progress([False]))
@@ -113,7 +119,7 @@ def test_the_runner_watches_a_launched_server_only(tmp_path: Path) -> None:
 def test_traffic_checks_its_conditions_after_handing_each_record_on() -> None:
     seen: list[RequestRecord] = []
     traffic = Traffic(None, LoadSpec(), "m", PointKey("a", "p"), seen.append, False,  # type: ignore[arg-type]
-                      [ServerAlive(lambda: False, lambda: "gone"), ErrorRateLimit(0.0)])
+                      [ServerAlive(lambda wait_s: False, lambda: "gone"), ErrorRateLimit(0.0)])
     traffic.deliver(record(True), ended_turns=1)
     assert traffic.progress.sent == 1 and traffic.stopped is None
     with pytest.raises(EngineDied, match="gone"):  # the caller's condition comes before the error rate

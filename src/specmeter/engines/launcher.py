@@ -6,6 +6,7 @@ the one-line error carries the log's root-cause line (server_log.py) and where t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -114,8 +115,14 @@ class LaunchedServer:
             f"--startup-timeout or read {self.log_path}"
         )
 
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+    def alive(self, wait_s: float = 0.0) -> bool:
+        """Whether the server process runs, after giving it up to `wait_s` seconds to exit."""
+        if self.proc is None:
+            return False
+        if wait_s > 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(wait_s)
+        return self.proc.poll() is None
 
     def ended(self) -> str:
         """How the server process ended ("exited with code 1", "was killed by SIGKILL"), for messages."""

@@ -106,12 +106,17 @@ class ServerAlive:
     """A request failed and the launched server is gone: the point stops with EngineDied. Made by whoever
     holds the server process (`alive`), with the message that says where its log is (`obituary`)."""
 
-    alive: Callable[[], bool]
+    alive: Callable[[float], bool]  # whether the process still runs after waiting up to that many seconds to exit
     obituary: Callable[[], str]
+    # A killed server refuses connections before its process has finished exiting (a large one takes a while):
+    # on a connection error, wait this long for it, so a dead server is named as such, not as an error rate.
+    settle_s: float = 2.0
 
     def check(self, state: PointProgress, /) -> Stop | None:
         latest = state.latest
-        if latest is not None and not latest.ok and not self.alive():
+        if latest is None or latest.ok:
+            return None
+        if not self.alive(self.settle_s if latest.error_kind == "connection" else 0.0):
             error = EngineDied(self.obituary())
             return Stop(str(error), error)
         return None
