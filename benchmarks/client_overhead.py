@@ -190,13 +190,14 @@ class Bench:
         return [(point(r), self.tools) for r in parse_list(a.rate, float)]
 
     def run_point(self, point: Point, tools: Sequence[Tool]) -> None:
-        """Every tool's N and 2N runs (repeated). The tools take turns at each request count, so load from elsewhere
-        on the machine, which drifts, falls on all of them alike."""
+        """Every tool's N and 2N runs (repeated). The tools take turns at each request count, in reverse order at
+        every other one, so load from elsewhere on the machine, which drifts, and what a run leaves behind for the
+        next (the tool before it, its teardown), fall on all of them alike."""
         counts = [n for _ in range(self.args.repeats) for n in (point.requests, 2 * point.requests)]
         runs: dict[str, list[Run]] = {t.name: [] for t in tools}
         failed: dict[str, str] = {}
         for k, n in enumerate(counts):
-            for tool in (t for t in tools if t.name not in failed):
+            for tool in (t for t in (tools if k % 2 == 0 else tools[::-1]) if t.name not in failed):
                 say(f"{point.label}: {tool.name}, {n} requests ...")
                 name = f"{point.label}-{tool.name}-{n}" + (f"-{k // 2 + 1}" if self.args.repeats > 1 else "")
                 slug = re.sub(r"[^a-z0-9]+", "-", name.lower())
