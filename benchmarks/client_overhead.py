@@ -2,8 +2,9 @@
 
 One paced streaming server (tests/fakeengine/paced.py, a process of its own) streams every request as
 `--chunks` chunks `--gap-ms` apart and logs when it wrote each one: the truth. The same server is then driven,
-one tool at a time, by specmeter's client and by the clients users would otherwise pick: `vllm bench serve`,
-AIPerf and GuideLLM, each as a process of its own with its own per-request output. For every tool and load point:
+one tool at a time (taking turns at each point), by specmeter's client and by the clients users would otherwise
+pick: `vllm bench serve`, AIPerf and GuideLLM, each as a process of its own with its own per-request output.
+For every tool and load point:
 
   CPU per chunk   the tool's whole process tree (children, grandchildren, daemons), as the marginal cost
                   between a run of N and one of 2N requests: (cpu_2N - cpu_N) / (chunks_2N - chunks_N), so
@@ -174,37 +175,49 @@ class Bench:
             return [(point(frac * cap / a.chunks), self.tools)]
         if a.rate == "own":
             out = []
+            # The unrecorded twin runs with specmeter, on its schedule: the cost of recording is read at one rate.
+            twin = [t for t in self.tools if isinstance(t, SpecmeterUnrecorded)]
             for tool in self.tools:
-                # The unrecorded twin keeps specmeter's schedule: the cost of recording is read at one rate.
-                cap = self.capacity(Specmeter.name if isinstance(tool, SpecmeterUnrecorded) else tool.name)
+                if tool in twin:
+                    continue
+                cap = self.capacity(tool.name)
                 if cap is None:
                     say(f"skipping {tool.name}'s open loop: --rate own needs its capacity point")
                     continue
-                out.append((point(frac * cap / a.chunks, f"open {frac:g}x own capacity"), [tool]))
+                group = [tool, *twin] if tool.name == Specmeter.name else [tool]
+                out.append((point(frac * cap / a.chunks, f"open {frac:g}x own capacity"), group))
             return out
         return [(point(r), self.tools) for r in parse_list(a.rate, float)]
 
     def run_point(self, point: Point, tools: Sequence[Tool]) -> None:
+        """Every tool's N and 2N runs (repeated). The tools take turns at each request count, in reverse order at
+        every other one, so load from elsewhere on the machine, which drifts, and what a run leaves behind for the
+        next (the tool before it, its teardown), fall on all of them alike."""
         counts = [n for _ in range(self.args.repeats) for n in (point.requests, 2 * point.requests)]
-        for tool in tools:
-            runs: list[Run] = []
-            try:
-                for k, n in enumerate(counts):
-                    say(f"{point.label}: {tool.name}, {n} requests ...")
-                    name = f"{point.label}-{tool.name}-{n}" + (f"-{k // 2 + 1}" if self.args.repeats > 1 else "")
-                    slug = re.sub(r"[^a-z0-9]+", "-", name.lower())
+        runs: dict[str, list[Run]] = {t.name: [] for t in tools}
+        failed: dict[str, str] = {}
+        for k, n in enumerate(counts):
+            for tool in (t for t in (tools if k % 2 == 0 else tools[::-1]) if t.name not in failed):
+                say(f"{point.label}: {tool.name}, {n} requests ...")
+                name = f"{point.label}-{tool.name}-{n}" + (f"-{k // 2 + 1}" if self.args.repeats > 1 else "")
+                slug = re.sub(r"[^a-z0-9]+", "-", name.lower())
+                try:
                     r = run_tool(tool, self.setup, self.server, point, n, self.work / slug, self.args.timeout,
                                  self.args.tool_args.get(tool.key, []))
-                    runs.append(r)
-                    say(f"  {r.chunks} chunks ({r.sustained_cps:.0f}/s sustained) in {r.span_s:.2f} s, tool CPU "
-                        f"{r.cpu_s:.2f} s, server CPU {r.server_cpu_s:.2f} s, wall {r.wall_s:.1f} s, "
-                        f"matched {r.matched}, failed {r.failed}")
-            except ToolFailed as exc:
-                say(f"  {tool.name} failed: {exc}")
+                except ToolFailed as exc:
+                    say(f"  {tool.name} failed: {exc}")
+                    failed[tool.name] = f"failed: {str(exc)[:300]}"
+                    continue
+                runs[tool.name].append(r)
+                say(f"  {r.chunks} chunks ({r.sustained_cps:.0f}/s sustained) in {r.span_s:.2f} s, tool CPU "
+                    f"{r.cpu_s:.2f} s, server CPU {r.server_cpu_s:.2f} s, wall {r.wall_s:.1f} s, "
+                    f"matched {r.matched}, failed {r.failed}")
+        for tool in tools:
+            if tool.name in failed:
                 self.rows.append(Row(tool=tool.name, point=point.label, requests=point.requests, rate=point.rate,
-                                     error=f"failed: {str(exc)[:300]}"))
-                continue
-            self.rows.append(summarize(tool.name, point, runs))
+                                     error=failed[tool.name]))
+            else:
+                self.rows.append(summarize(tool.name, point, runs[tool.name]))
 
     def meta(self) -> dict[str, Any]:
         a = self.args

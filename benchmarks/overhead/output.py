@@ -152,7 +152,7 @@ def markdown_over_runs(runs: Sequence[Sequence[Row]], meta: dict[str, Any]) -> s
             over(cell, lambda r: stat(r.ttft_err_ms, "mean"), ".2f"), over(cell, lambda r: stat(r.ttft_err_ms, "p99")),
             over(cell, lambda r: stat(r.gap_err_ms, "mean"), ".2f"), over(cell, lambda r: stat(r.gap_err_ms, "p99")),
             over(cell, lambda r: stat(r.send_lag_ms, "p50")), over(cell, lambda r: stat(r.send_lag_ms, "p99")),
-            f"{failed}" + (f" ({missing} runs failed)" if missing else "")]) + " |")
+            f"{failed}" + (f" ({missing} of {len(runs)} runs failed)" if missing else "")]) + " |")
     costs = [{c.point: c for c in recording_costs(run)} for run in runs]
     points = list(dict.fromkeys(p for run_costs in costs for p in run_costs))
     if points:

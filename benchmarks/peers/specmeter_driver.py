@@ -6,8 +6,7 @@ the same way as theirs (its whole process's CPU, its own per-request timings). I
 and one load point (a closed-loop ConcurrencyPoint or an open-loop RatePoint), executed by the runner,
 with the vLLM engine's stats adapter (its request extensions, its per-chunk stats parsing, its /metrics
 snapshots and running-batch sampler), every finished request appended to requests.jsonl through the
-store's writer, and the CLI's progress bars (RichReporter on a console made the CLI's way). The records
-printed are the ones read back from requests.jsonl.
+store's writer, and the CLI's progress bars (RichReporter on a console made the CLI's way).
 
 `--no-recording` runs the same machinery with nothing recorded: records stay in memory and no progress is
 drawn (summary.json is still written between points), so benchmarks/client_overhead.py can put the cost of
@@ -63,6 +62,19 @@ class UnrecordedStore(RunStore):
         return list(self.records)
 
 
+class KeptStore(RunStore):
+    """requests.jsonl written as in a run; the appended records are also kept for the output (reading the file
+    back would add CPU per request that a run does not spend)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.kept: list[RequestRecord] = []
+
+    def append(self, record: RequestRecord) -> None:
+        super().append(record)
+        self.kept.append(record)
+
+
 class AiohttpClient(OpenAIClient):
     """The runner's client streaming over aiohttp, to compare transports."""
 
@@ -86,9 +98,10 @@ def execute(url: str, model: str, requests: int, point: ConcurrencyPoint | RateP
         runner.execute(ex, store, Reporter())
         return store.records
     # The console the CLI draws its progress on (stdout, 150 columns when not a terminal).
+    kept = KeptStore(run_dir)
     with RichReporter(Console(width=None if sys.stdout.isatty() else 150)) as reporter:
-        runner.execute(ex, RunStore(run_dir), reporter)
-    return RunStore(run_dir).read_records()
+        runner.execute(ex, kept, reporter)
+    return kept.kept
 
 
 def main() -> None:

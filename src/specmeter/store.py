@@ -247,8 +247,11 @@ class RecordWriter:
             self._fail(exc)
             return
         with self._state:
+            unsynced = self._written - self._synced
             self._written += records
-            self._state.notify_all()
+            # Wake the sync thread only when it has something to do: start its clock, or fsync a full batch.
+            if unsynced == 0 or unsynced < self._every <= unsynced + records:
+                self._state.notify_all()
 
     def _fsync(self) -> None:
         with self._state:
