@@ -70,7 +70,7 @@ def run(
     endpoint: Annotated[str | None, typer.Option(help="Attach to a running OpenAI-compatible server at this base URL.")] = None,
     engine: Annotated[str | None, typer.Option(help="vllm, llamacpp, sglang or trtllm (default: vllm when launching; detected from the server when attaching).")] = None,
     model: Annotated[str | None, typer.Option(help="Target model path or hub id to launch.")] = None,
-    spec: Annotated[str | None, typer.Option(help='Speculative config as JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\'.')] = None,
+    spec: Annotated[str | None, typer.Option(help='Speculative config as JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\'; "synthetic_acceptance": {"rates": [...]} or {"length": L} sets acceptance instead of verifying (benchmarking only).')] = None,
     config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/load sections (flags override it).")] = None,
     baseline: Annotated[bool, typer.Option(help="Also run the same engine with speculation off, for the speedup.")] = True,
     baseline_endpoint: Annotated[str | None, typer.Option(help="Attach mode: a server with speculation off, for the speedup.")] = None,
@@ -175,10 +175,12 @@ def sweep(
     slo: Annotated[str | None, typer.Option(help="With --verify and --objective goodput: e.g. ttft_ms=500,tpot_ms=50.")] = None,
     rounds: Annotated[int, typer.Option(min=1, help="With --verify: the most verification rounds (a table verification contradicts is corrected and verified again).")] = 2,
     min_gain: Annotated[float | None, typer.Option(help="A larger K (or costlier drafter) must beat a smaller one head to head by more than this fraction (default 0.01).")] = None,
+    ceiling: Annotated[bool, typer.Option("--ceiling", help="Add per drafter and K the same config at 100% synthetic acceptance (AL = K + 1; llama.cpp, or vLLM on a GPU build): the most that K could give here. Never recommended.")] = False,
 ) -> None:
     """Every speculative config at every load point against the baseline: which drafter and which K, at
     which load, and where speculation stops paying. Takes a sweep file, or the shorthand
-    `specmeter sweep --model M --spec '{...}' --k 1,2,4 --concurrency 1,4,16`."""
+    `specmeter sweep --model M --spec '{...}' --k 1,2,4 --concurrency 1,4,16`. A candidate may carry
+    `synthetic_acceptance: {rates: [...]}` or `{length: L}` (acceptance set, not verified: benchmarking only)."""
     if resume is not None:
         _resume(resume, api_key, json_out)
         return
@@ -195,7 +197,8 @@ def sweep(
     checks = VerifyRequest(criteria=Criteria.from_flags(objective, slo), rounds=rounds, api_key=key,
                            off_is_an_answer=True, command=_command()) if verify else None
     workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, repeats=repeats, interleave=interleave,
-                                         min_gain=min_gain, name=name, api_key=key, command=_command(),
+                                         min_gain=min_gain, ceiling=True if ceiling else None, name=name,
+                                         api_key=key, command=_command(),
                                          verify=checks), _terminal(json_out))
 
 

@@ -22,6 +22,7 @@ from pydantic import (
 from specmeter.errors import InputError
 from specmeter.installed import module_available
 from specmeter.redact import redact_argv, redact_env
+from specmeter.synthetic import SyntheticAcceptance, synthetic_extra
 
 # The names a config may use, owned here; the modules that act on them take them from here.
 ENGINE_KINDS = ("vllm", "llamacpp", "sglang", "trtllm")  # engines/registry.py maps each to its stats and launcher
@@ -70,6 +71,9 @@ class SpecConfig(StrictModel):
         default=None, description="Dynamic K: [[start_bs, end_bs, K], ...], inclusive ranges from 1."
     )
     draft_tensor_parallel_size: int | None = Field(default=None, ge=1)
+    synthetic_acceptance: SyntheticAcceptance | None = Field(
+        default=None, description="Benchmarking only: accept drafts at random with set rates instead of verifying "
+        "them (outputs are not valid text; costs are real). Never recommended, never checked for losslessness.")
     extra: dict[str, Any] = Field(default_factory=dict, description="Passed through to the engine as is.")
 
     @property
@@ -83,6 +87,8 @@ class SpecConfig(StrictModel):
     @model_validator(mode="after")
     def _check(self) -> SpecConfig:
         if not self.enabled:
+            if self.synthetic_acceptance is not None:
+                raise ValueError("synthetic_acceptance needs a drafter: give method and num_speculative_tokens")
             return self
         if self.num_speculative_tokens is None:
             raise ValueError(f"method {self.method.value} needs num_speculative_tokens (K >= 1)")
@@ -93,14 +99,25 @@ class SpecConfig(StrictModel):
             raise ValueError(f"prompt_lookup_min ({lo}) must not exceed prompt_lookup_max ({hi})")
         if self.num_speculative_tokens_per_batch_size is not None:
             validate_dynamic_k(self.num_speculative_tokens_per_batch_size, self.num_speculative_tokens)
+        if (key := synthetic_extra(self.extra)) is not None:
+            raise ValueError(f"extra.{key} switches synthetic acceptance on where results cannot see it; give "
+                             "synthetic_acceptance: {rates: [...]} or {length: L} instead")
+        if self.synthetic_acceptance is not None:
+            self.synthetic_acceptance.check_k(self.num_speculative_tokens)
         return self
 
+    @property
+    def synthetic(self) -> bool:
+        """Acceptance set at random, not verified: a measurement device, never a deployable configuration."""
+        return self.enabled and self.synthetic_acceptance is not None
+
     def label(self) -> str:
-        """Short human label, e.g. 'draft_model K=4' or 'off'."""
+        """Short human label, e.g. 'draft_model K=4', 'draft_model K=4 synthetic AL=3.4' or 'off'."""
         if not self.enabled:
             return "off"
         dyn = " dynamic" if self.num_speculative_tokens_per_batch_size else ""
-        return f"{self.method.value} K={self.k}{dyn}"
+        synth = f" {self.synthetic_acceptance.label(self.k)}" if self.synthetic_acceptance else ""
+        return f"{self.method.value} K={self.k}{dyn}{synth}"
 
 
 def validate_dynamic_k(table: list[tuple[int, int, int]], k_max: int) -> None:

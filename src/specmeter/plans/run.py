@@ -14,7 +14,9 @@ ATTACHED = "attached"
 
 
 def config_id(spec: SpecConfig) -> str:
-    """A readable, stable id for a speculative configuration: 'draft_model-k4', 'ngram-k3-n2-5'."""
+    """A readable, stable id for a speculative configuration: 'draft_model-k4', 'ngram-k3-n2-5'; synthetic
+    acceptance says so ('draft_model-k4-synth-al3.4', 'draft_model-k4-ceiling'), so every table and plot that
+    names the configuration shows it, and it never shares an id with the real drafter."""
     if not spec.enabled:
         return BASELINE
     parts = [spec.method.value, f"k{spec.k}"]
@@ -22,6 +24,8 @@ def config_id(spec: SpecConfig) -> str:
         parts.append(f"n{spec.prompt_lookup_min or ''}-{spec.prompt_lookup_max or ''}")
     if spec.num_speculative_tokens_per_batch_size:
         parts.append("dynamic")
+    if spec.synthetic_acceptance is not None:
+        parts.append(spec.synthetic_acceptance.id_part(spec.k))
     return "-".join(parts)
 
 

@@ -11,6 +11,10 @@ combination. The speculation-off baseline is always part of the plan: every spee
     load: {concurrency: [1, 4, 16], request_rate: [2.0], max_tokens: 128, temperature: 0}
     repeats: 3
     interleave: true
+    ceiling: true     # per drafter and K, the same at 100% acceptance (synthetic): the most that K could give
+
+A candidate with `synthetic_acceptance: {rates: [...]}` or `{length: L}` runs with acceptance set at random
+instead of verified (benchmarking only); its id says so, and it is never recommended.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from specmeter.config_files import build_model, load_yaml
 from specmeter.errors import InputError
 from specmeter.plans.run import BASELINE, config_id
 from specmeter.schemas.plan import Plan, PlannedConfig, Role, WorkloadSelection
+from specmeter.synthetic import SyntheticAcceptance
 
 # Keys of a candidate entry that take a list of values (expanded to every combination).
 EXPANDED = ("num_speculative_tokens", "draft_model", "prompt_lookup_min", "prompt_lookup_max")
@@ -43,6 +48,8 @@ class CandidateSpec(StrictModel):
     prompt_lookup_max: int | list[int] | None = None
     num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = None
     draft_tensor_parallel_size: int | None = None
+    synthetic_acceptance: SyntheticAcceptance | None = Field(
+        default=None, description="Benchmarking only: acceptance set at random instead of verified.")
     extra: dict[str, Any] = Field(default_factory=dict)
     endpoint: str | None = Field(default=None, description="Attach to a server already running this config.")
 
@@ -57,6 +64,9 @@ class CandidateSpec(StrictModel):
         if self.endpoint is not None and len(specs) > 1:
             raise ValueError("endpoint attaches to one running server, but this entry expands to "
                              f"{len(specs)} configurations")
+        if self.id is not None and self.synthetic_acceptance is not None and not _says_synthetic(self.id):
+            raise ValueError(f"id {self.id!r} names a synthetic-acceptance configuration: put 'synth' in it, so every "
+                             "table and plot that shows the id shows it is synthetic (or leave id out)")
         return self
 
     def expand(self) -> list[SpecConfig]:
@@ -74,6 +84,10 @@ class CandidateSpec(StrictModel):
                 msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
                 raise ValueError(f"{loc}={err.get('input')!r}: {msg}" if loc else msg) from exc
         return out
+
+
+def _says_synthetic(config_id: str) -> bool:
+    return "synth" in config_id.lower() or "ceiling" in config_id.lower()
 
 
 def _values(value: Any) -> list[Any]:
@@ -107,6 +121,9 @@ class SweepSpec(StrictModel):
     seed: int | None = Field(default=None, description="Sets load.seed: sampling, selection and arrivals.")
     min_gain: float = Field(default=0.01, ge=0.0, lt=1.0, description="A costlier configuration must beat a "
                             "cheaper one head to head by more than this fraction to be chosen.")
+    ceiling: bool = Field(default=False, description="Add, per drafter and K of the launched candidates, the same "
+                          "configuration at 100% synthetic acceptance (AL = K + 1): the most any drafter of that cost "
+                          "could give at that K on this engine and hardware. Never recommended.")
 
     @model_validator(mode="after")
     def _servable(self) -> SweepSpec:
@@ -115,6 +132,10 @@ class SweepSpec(StrictModel):
         for i, cand in enumerate(self.candidates):
             if cand.endpoint is None and not self.engine.launch:
                 raise ValueError(f"candidates.{i}: give it an endpoint, or engine.model so specmeter launches it")
+        if self.ceiling and not any(c.endpoint is None for c in self.candidates):
+            raise ValueError("ceiling launches each drafter at 100% synthetic acceptance, but every candidate attaches "
+                             "to a running server; give a candidate without endpoint (and engine.model), or drop "
+                             "ceiling")
         try:
             self.configs()  # configuration ids must be unique: say so while the file is validated
         except InputError as exc:
@@ -138,6 +159,26 @@ class SweepSpec(StrictModel):
                     raise InputError(f"candidates.{i}: gives configuration {cid} a second time; remove the "
                                      "duplicate or give ids")
                 out.append(PlannedConfig(id=cid, role=Role.candidate, spec=spec, engine=engine, server=cid))
+        return out + (self._ceilings(out) if self.ceiling else [])
+
+    def _ceilings(self, configs: list[PlannedConfig]) -> list[PlannedConfig]:
+        """Per drafter and K of the launched, verified (not synthetic), static candidates: the same configuration
+        with every draft accepted (synthetic length K + 1), under the candidate's id with '-ceiling'."""
+        out: list[PlannedConfig] = []
+        seen = {c.spec.model_dump_json() for c in configs}
+        for c in configs:
+            if (c.role is not Role.candidate or not c.engine.launch or c.spec.synthetic
+                    or c.spec.num_speculative_tokens_per_batch_size):
+                continue
+            spec = c.spec.model_copy(update={"synthetic_acceptance": SyntheticAcceptance(length=c.k + 1)})
+            key = spec.model_dump_json()
+            if key in seen:
+                continue
+            seen.add(key)
+            cid = f"{c.id}-ceiling"
+            if any(o.id == cid for o in [*configs, *out]):
+                raise InputError(f"ceiling: configuration {cid} is already in the sweep; rename that candidate")
+            out.append(PlannedConfig(id=cid, role=Role.candidate, spec=spec, engine=c.engine, server=cid))
         return out
 
     def effective_load(self) -> LoadSpec:

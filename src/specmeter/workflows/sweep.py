@@ -56,6 +56,7 @@ class SweepRequest:
     repeats: int | None = None
     interleave: bool | None = None
     min_gain: float | None = None
+    ceiling: bool | None = None
     name: str | None = None
     api_key: str | None = None
     command: list[str] = field(default_factory=list)
@@ -92,7 +93,7 @@ def sweep_from_flags(flags: SweepFlags) -> SweepSpec:
 
 
 def sweep_spec(req: SweepRequest) -> SweepSpec:
-    """The sweep as asked: the file or the flags, with --repeats, --interleave and --min-gain over them."""
+    """The sweep as asked: the file or the flags, with --repeats, --interleave, --min-gain and --ceiling over them."""
     if req.file is not None:
         if req.flags.given():
             raise InputError(f"{req.file}: give the sweep either as a file or as --model/--spec/--k flags, not both")
@@ -100,7 +101,8 @@ def sweep_spec(req: SweepRequest) -> SweepSpec:
     else:
         sw = sweep_from_flags(req.flags)
     updates = {key: v for key, v in (("repeats", req.repeats), ("interleave", req.interleave),
-                                     ("min_gain", check_min_gain(req.min_gain))) if v is not None}
+                                     ("min_gain", check_min_gain(req.min_gain)), ("ceiling", req.ceiling))
+               if v is not None}
     return SweepSpec.model_validate({**sw.model_dump(by_alias=False), **updates}) if updates else sw
 
 
