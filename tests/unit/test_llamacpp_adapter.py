@@ -166,8 +166,29 @@ def test_ngram_cache_has_no_settable_k(fake_binary: Path) -> None:
 
 def test_engine_settings_ride_in_extra(fake_binary: Path) -> None:
     cmd = _cmd(fake_binary, {"method": "draft_model", "model": str(fake_binary / "draft.gguf"),
-                             "num_speculative_tokens": 2, "extra": {"spec_synth_rates": "0.9,0.5"}})
-    assert _arg(cmd, "--spec-synth-rates") == "0.9,0.5"
+                             "num_speculative_tokens": 2, "extra": {"spec_draft_p_min": "0.5"}})
+    assert _arg(cmd, "--spec-draft-p-min") == "0.5"
+
+
+def test_synthetic_rates_become_the_synth_rates_flag(fake_binary: Path) -> None:
+    cmd = _cmd(fake_binary, {"method": "draft_model", "model": str(fake_binary / "draft.gguf"),
+                             "num_speculative_tokens": 3, "synthetic_acceptance": {"rates": [0.9, 0.5, 0.25]}})
+    assert [float(r) for r in _arg(cmd, "--spec-synth-rates").split(",")] == [0.9, 0.5, 0.25]
+    assert "--spec-synth-len" not in cmd
+    assert _arg(cmd, "--spec-draft-n-max") == "3"  # the rates cover exactly the K drafted positions
+
+
+def test_synthetic_length_becomes_the_synth_len_flag(fake_binary: Path) -> None:
+    cmd = _cmd(fake_binary, {"method": "ngram", "num_speculative_tokens": 4,
+                             "synthetic_acceptance": {"length": 5}})
+    assert float(_arg(cmd, "--spec-synth-len")) == 5.0 and "--spec-synth-rates" not in cmd
+
+
+def test_synthetic_acceptance_is_never_rendered_to_deploy(fake_binary: Path) -> None:
+    spec = SpecConfig.model_validate({"method": "draft_model", "model": "d.gguf", "num_speculative_tokens": 2,
+                                      "synthetic_acceptance": {"length": 2.5}})
+    with pytest.raises(InputError, match="measurement device"):
+        LAUNCHER.deploy_spec(spec, 4)
 
 
 @pytest.mark.parametrize("method", ["suffix", "eagle"])

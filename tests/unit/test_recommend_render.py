@@ -45,8 +45,8 @@ def on_engine(summary: RunSummary, kind: str, command: list[str] | None = None) 
 
 
 def llamacpp_sweep(slots: list[str], extras: dict[int, str] | None = None) -> tuple[RunSummary, Recommendation]:
-    """CLEAR run on llama-server launched with `slots` (its -np arguments); `extras`: spec_synth_rates per K."""
-    specs = {f"draft_model-k{k}": spec(k, extra={"spec_synth_rates": rates}) for k, rates in (extras or {}).items()}
+    """CLEAR run on llama-server launched with `slots` (its -np arguments); `extras`: spec_draft_p_min per K."""
+    specs = {f"draft_model-k{k}": spec(k, extra={"spec_draft_p_min": p}) for k, p in (extras or {}).items()}
     summary, records = sweep(CLEAR, BATCHES, max_num_seqs=None, extra_specs=specs or None)
     summary = on_engine(summary, "llamacpp", ["llama-server", "-m", "t.gguf", "--metrics", *slots])
     return summary, recommend(summary, records)
@@ -145,25 +145,25 @@ def config(cid: str, k: int, extra: dict[str, object]) -> PlannedConfig:
 
 
 def test_extras_that_differ_per_k_are_one_drafter_and_a_k_seen_twice_splits_them() -> None:
-    per_k = [config("k2", 2, {"spec_synth_rates": "0.9,0.8"}), config("k4", 4, {"spec_synth_rates": "0.9,0.8,0.7,0.6"})]
+    per_k = [config("k2", 2, {"spec_draft_p_min": "0.5"}), config("k4", 4, {"spec_draft_p_min": "0.7"})]
     assert [[c.id for c in f] for f in families(per_k, [])] == [["k2", "k4"]]
-    twice = [*per_k, config("k2-other", 2, {"spec_synth_rates": "0.5,0.4"})]
+    twice = [*per_k, config("k2-other", 2, {"spec_draft_p_min": "0.9"})]
     assert sorted([c.id for c in f] for f in families(twice, [])) == [["k2"], ["k2-other"], ["k4"]]
     same = [config("a", 2, {"x": 1}), config("b", 4, {"x": 1}), config("c", 2, {"y": 1}), config("d", 4, {"y": 1})]
     assert sorted([c.id for c in f] for f in families(same, [])) == [["a", "b"], ["c", "d"]]
 
 
 def test_a_family_with_per_k_extras_deploys_each_k_with_its_own() -> None:
-    rates = {2: "0.9,0.8", 4: "0.9,0.8,0.7,0.6"}
-    _, neutral = llamacpp_sweep(["-np", "64"], rates)
+    p_min = {2: "0.5", 4: "0.7"}
+    _, neutral = llamacpp_sweep(["-np", "64"], p_min)
     best = neutral.best
     assert best is not None and best.candidates == ["draft_model-k2", "draft_model-k4"]
-    assert best.static_spec is not None and best.static_spec.extra == {"spec_synth_rates": rates[best.static_k]}
-    assert best.spec is not None and best.spec.extra == {"spec_synth_rates": rates[best.spec.k]}
+    assert best.static_spec is not None and best.static_spec.extra == {"spec_draft_p_min": p_min[best.static_k]}
+    assert best.spec is not None and best.spec.extra == {"spec_draft_p_min": p_min[best.spec.k]}
     assert any("extras differ per K" in n for n in neutral.notes)
     deploy = render(neutral, "llamacpp").drafters[0].deploy
     assert deploy is not None
-    assert deploy.flags[deploy.flags.index("--spec-synth-rates") + 1] == rates[best.static_k]
+    assert deploy.flags[deploy.flags.index("--spec-draft-p-min") + 1] == p_min[best.static_k]
 
 
 def test_verify_refuses_an_engine_without_a_per_batch_k() -> None:

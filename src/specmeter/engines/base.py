@@ -21,6 +21,7 @@ from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.errors import InputError
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
+from specmeter.synthetic import LengthSchedule
 from specmeter.telemetry.feed import IterationFeed
 from specmeter.telemetry.prometheus import CounterDelta, Snapshot, position_list
 
@@ -110,6 +111,11 @@ class EngineStats(ABC):
     keeps_connections: bool = True
     # Where the Prometheus text is (trtllm-serve's /metrics is JSON that each read clears).
     metrics_path: str = "/metrics"
+    # How the engine turns a synthetic mean acceptance length into per-position rates.
+    synthetic_length_schedule: LengthSchedule = "geometric"
+    # Whether the engine shortens a draft to fit the request's remaining output (llama.cpp drafts at most
+    # max_tokens - generated - 1), so the last steps of a request that reaches max_tokens draft fewer than K.
+    drafts_fit_output_cap: bool = False
 
     def can_adapt(self, probe: ServerProbe) -> bool:
         """Whether `probe` came from this engine (default: its SD or traffic counters are exposed)."""
@@ -170,6 +176,8 @@ class EngineLauncher(ABC):
     # Whether the engine takes a K per batch size (vLLM's num_speculative_tokens_per_batch_size); one that
     # does not deploys a recommendation's static K.
     per_batch_k: bool = False
+    # Whether the engine can accept drafts at random with set rates instead of verifying them.
+    synthetic: bool = False
 
     @abstractmethod
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
@@ -211,11 +219,22 @@ class EngineLauncher(ABC):
         self.check_method(spec)
 
     def check_method(self, spec: SpecConfig) -> None:
-        """Refuse a drafter this engine lacks, naming the ones it has."""
+        """Refuse a drafter this engine lacks, naming the ones it has, and synthetic acceptance where it has none."""
         if spec.enabled and spec.method not in self.methods:
             have = ", ".join(m.value for m in self.methods)
             raise InputError(f"{self.name} cannot run speculation method {spec.method.value!r}; "
                              f"it supports: {have}")
+        if spec.synthetic and not self.synthetic:
+            raise InputError(f"{self.name} has no synthetic acceptance (no option accepts drafts at set rates); "
+                             "synthetic_acceptance runs on llamacpp (llama-server) and on GPU builds of vllm")
+
+    @staticmethod
+    def check_deployable(spec: SpecConfig) -> None:
+        """Refuse to render synthetic acceptance as a config to deploy: it sets acceptance instead of verifying,
+        so its outputs are not the target's."""
+        if spec.synthetic:
+            raise InputError("synthetic acceptance is a measurement device (outputs are not valid text), not a "
+                             "configuration to deploy; recommend from the verified configurations")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 Facts (shared/REFERENCE.md §5, checked against the source scripts/setup-llamacpp.sh builds,
 tools/server/server-task.cpp and server-common.cpp):
 - drafting needs `--spec-type` (without it a draft model loads and nothing is drafted); K is
-  `--spec-draft-n-max` with `--spec-draft-n-min 0`; `--spec-synth-rates` gives synthetic acceptance.
+  `--spec-draft-n-max` with `--spec-draft-n-min 0`; `--spec-synth-rates` / `--spec-synth-len` give synthetic
+  acceptance (tools/server/server-context.cpp: a step drafts at most max_tokens - generated - 1 tokens, and a
+  drafted end-of-generation token is never accepted).
 - with `--metrics`, /metrics always carries the SD counters (zero with speculation off), a per-position
   accepted counter once something was accepted, `requests_processing` (the running batch) and no count of
   finished requests.
@@ -86,6 +88,10 @@ def speculative_args(spec: SpecConfig, draft_gguf: str | None) -> list[str]:
         if draft_gguf:
             args += ["--spec-draft-model", draft_gguf]
         args += ["--spec-draft-n-max", str(spec.k), "--spec-draft-n-min", "0"]
+    synth = spec.synthetic_acceptance
+    if synth is not None:
+        args += (["--spec-synth-rates", ",".join(str(float(r)) for r in synth.rates)] if synth.rates is not None
+                 else ["--spec-synth-len", str(float(synth.length or 1.0))])
     # Engine-specific settings ride in `extra`, one flag each: {"spec_synth_rates": "0.8,0.5"}.
     for key, value in extra.items():
         args += [_flag(key)] if value is True else [_flag(key), str(value)]
@@ -102,6 +108,7 @@ def _binary() -> str:
 class LlamaCppLauncher(EngineLauncher):
     name = "llamacpp"
     methods = tuple(_SPEC_TYPES)
+    synthetic = True
 
     def version(self) -> str | None:
         binary = server_binary()
@@ -140,6 +147,7 @@ class LlamaCppLauncher(EngineLauncher):
         if spec.num_speculative_tokens_per_batch_size:
             raise InputError("llamacpp has no per-batch-size K (num_speculative_tokens_per_batch_size); deploy the "
                              "static K")
+        self.check_deployable(spec)
         self.check_method(spec)
         flags = speculative_args(spec, spec.draft_model)
         notes: list[str] = []

