@@ -251,7 +251,7 @@ class _Run:
         attempt.rebase(traffic.t0 - t0)  # client processes start their clock once every one is ready
         self.store.write_capture(capture)
         return summarize_point(capture, [*prior, *traffic.records], point, stats,
-                               expect_sd=config.role is Role.candidate)
+                               expect_sd=config.role is Role.candidate, spec=config.spec, load=load)
 
     def _on_record(self) -> Callable[[RequestRecord], None]:
         def on_record(record: RequestRecord) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint, SpecConfig
 from specmeter.engines.base import EngineStats
 from specmeter.errors import EngineError
 from specmeter.load.kinds import kind_of
@@ -17,10 +17,11 @@ from specmeter.metrics.latency import summarize_latency
 from specmeter.metrics.requests import with_sd
 from specmeter.metrics.running import summarize_running
 from specmeter.metrics.sd_summary import summarize_sd
+from specmeter.metrics.synthetic import synthetic_check
 from specmeter.schemas.capture import Attempt, PointCapture, Scrape
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import PointResult
-from specmeter.schemas.sd import SDSummary
+from specmeter.schemas.sd import SDSummary, SyntheticCheck
 from specmeter.store import latest_records
 from specmeter.telemetry.feed import IterationFeed, replay
 from specmeter.telemetry.prometheus import Snapshot, parse_exposition
@@ -30,10 +31,12 @@ RESUMED_SD = ("point finished by --resume on a new server: counter deltas cover 
 
 
 def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], point: ConcurrencyPoint | RatePoint,
-                    stats: EngineStats, *, expect_sd: bool) -> PointResult:
+                    stats: EngineStats, *, expect_sd: bool, spec: SpecConfig | None = None,
+                    load: LoadSpec | None = None) -> PointResult:
     """The PointResult of one (configuration, point, repeat) from its capture and every record it sent (warm-up
     and superseded ones included: they are sorted out here). `expect_sd`: the configuration asked for
-    speculation, so drafting nothing is flagged."""
+    speculation, so drafting nothing is flagged. `spec` and `load`: the configuration's, as planned; with
+    synthetic acceptance its measured acceptance is checked against the set one."""
     sent = [with_sd(r, stats) for r in records
             if (r.config_id, r.point_id, r.repeat) == (capture.config_id, capture.point_id, capture.repeat)
             and not r.warmup]
@@ -41,10 +44,14 @@ def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], poi
     last = capture.attempts[-1]
     wall = sum(_wall(a, sent) for a in _all_attempts(capture, sent))
     resumed = len(_all_attempts(capture, sent)) > 1
-    sd = _attempt_sd(last, [r for r in final if r.attempt == last.index], stats, expect_sd)
+    counted = [r for r in final if r.attempt == last.index]
+    sd = _attempt_sd(last, counted, stats, expect_sd)
     if resumed and sd.available:
         sd = summarize_sd(stats, None, None, final, expect_sd=expect_sd)
         sd.counters_invalid_reason = RESUMED_SD
+        counted = final
+    if spec is not None and spec.synthetic and load is not None:
+        sd.synthetic = _synthetic(sd, counted, stats, spec, load)
     steady = kind_of(point).steady_state(final, wall) if not resumed else None
     running = last.running
     return PointResult(
@@ -54,6 +61,24 @@ def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], poi
         if running is not None else None,
         sd=sd, categories=category_breakdown(final), resumed=resumed,
     )
+
+
+def _synthetic(sd: SDSummary, records: Sequence[RequestRecord], stats: EngineStats, spec: SpecConfig,
+               load: LoadSpec) -> SyntheticCheck | None:
+    """The point's acceptance against the set rates, over the steps its headline counts cover (`records`)."""
+    head = sd.headline
+    if not sd.available or head is None or spec.synthetic_acceptance is None:
+        return None
+    drafted = head.drafted_per_pos
+    other = sd.per_request
+    if drafted is None and other is not None and other.num_steps == head.num_steps:
+        drafted = other.drafted_per_pos  # the same steps, counted per request (vLLM's per-step stats)
+    seed = (f"every request carried seed {load.seed} (temperature {load.temperature:g}) and the engine draws a "
+            "seeded request's synthetic acceptance from it: the requests repeat one another's draws, so the error "
+            "is larger than binomial and is not judged" if load.temperature > 0 else None)
+    return synthetic_check(head, spec.synthetic_acceptance.rates_for(spec.k, stats.synthetic_length_schedule),
+                           records, max_tokens=load.max_tokens, fits_cap=stats.drafts_fit_output_cap,
+                           engine_drafted=drafted, seed_note=seed)
 
 
 def _all_attempts(capture: PointCapture, records: Sequence[RequestRecord]) -> list[Attempt | int]:

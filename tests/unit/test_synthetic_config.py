@@ -4,6 +4,7 @@ ceiling (plans/sweep.py)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -64,7 +65,7 @@ def test_the_geometric_length_solve_meets_the_length_like_llamacpps() -> None:
             rates = geometric_rates(length, k)
             assert len(rates) == k and rates == sorted(rates, reverse=True)
             assert 1.0 + sum(rates) == pytest.approx(length, abs=1e-6)
-            assert all(b == pytest.approx(rates[0] * a) for a, b in zip(rates, rates[1:]))  # one p per step
+            assert all(b == pytest.approx(rates[0] * a) for a, b in itertools.pairwise(rates))  # one p per step
 
 
 def test_the_min_variance_schedule_is_whole_positions_then_a_fraction_like_vllms() -> None:
@@ -114,7 +115,7 @@ def test_a_sweep_candidate_carries_synthetic_acceptance_under_its_own_id() -> No
 
 
 def test_synthetic_rates_fit_one_k_so_a_k_list_fails_naming_the_key() -> None:
-    with pytest.raises(ValidationError, match="synthetic_acceptance.rates has 2 values"):
+    with pytest.raises(ValidationError, match=r"synthetic_acceptance\.rates has 2 values"):
         sweep([{**DRAFT, "k": [2, 4], "synthetic_acceptance": {"rates": [0.9, 0.5]}}])
 
 

@@ -48,7 +48,7 @@ def test_a_vllm_cpu_build_refuses_synthetic_acceptance_before_launch(monkeypatch
     assert cpu_build() is not None
     launcher = VLLMLauncher()
     engine = EngineSpec(model="m")
-    with pytest.raises(InputError, match="needs a GPU build of vLLM.*CPU sampling"):
+    with pytest.raises(InputError, match=r"needs a GPU build of vLLM.*CPU sampling"):
         launcher.preflight(engine, synthetic(length=3))
     with pytest.raises(InputError, match="needs a GPU build"):
         launcher.server_command(engine, synthetic(length=3), 8000)

@@ -118,6 +118,44 @@ def conditional_rates(per_position: Sequence[float]) -> list[float]:
     return out
 
 
+class SyntheticPosition(BaseModel):
+    """One drafted position of a synthetic-acceptance run: the rate set, the rate expected once the steps that
+    drafted fewer positions are accounted for, and the rate measured, all per step over every step."""
+
+    position: int
+    set_rate: float = Field(description="P(a step that drafts this position accepts it), as set (unconditional).")
+    drafted_share: float = Field(description="Share of the steps that drafted this position (1: every step did).")
+    expected: float = Field(description="set_rate x drafted_share: the share of all steps expected to accept it.")
+    measured: float = Field(description="Steps that accepted it / all steps, as the engine counted them.")
+    se: float = Field(description="Sampling error of measured: sqrt(expected (1 - expected) / steps).")
+    z: float | None = Field(description="(measured - expected) / se; None where se is 0 (then only equality fits).")
+
+
+class SyntheticCheck(BaseModel):
+    """Synthetic acceptance measured against what was set: a ground truth the engine's numbers must meet."""
+
+    ceiling: bool = Field(description="Every draft set to be accepted (AL = K + 1).")
+    set_al: float = Field(description="1 + the sum of the set rates.")
+    steps: int
+    drafted: int = Field(description="Draft tokens the engine counted.")
+    expected_drafted: float = Field(description="Draft tokens expected from the drafted shares (K per step where "
+                                    "no step drafted fewer).")
+    drafted_basis: Literal["engine", "output_cap", "every_step_k"] = Field(
+        description="Where the drafted shares come from: the engine's drafted-per-position counts; the engine's "
+        "rule that a draft fits the request's remaining output (expected over the requests' lengths); or K on "
+        "every step.")
+    positions: list[SyntheticPosition]
+    expected_al: float = Field(description="1 + the sum of the expected per-position shares.")
+    measured_al: float
+    al_se: float
+    al_z: float | None
+    z_limit: float = Field(description="|z| above this is outside sampling error (99% over all positions and AL).")
+    all_accepted: bool | None = Field(default=None, description="Ceiling only: the engine accepted every token it "
+                                      "drafted, so every step that drafted K emitted K + 1.")
+    within: bool | None = Field(description="Every position and AL within sampling error (None: cannot say).")
+    note: str | None = None
+
+
 class SDSummary(BaseModel):
     """SD of one load point: counter deltas, per-request sums, whether they agree, and which is the
     headline (`reference`)."""
@@ -137,6 +175,8 @@ class SDSummary(BaseModel):
                                                      "requests completed: it never started, or stopped.")
     not_available: dict[str, str] = Field(default_factory=dict,
                                           description="Numbers this engine does not give exactly, and why.")
+    synthetic: SyntheticCheck | None = Field(default=None, description="Synthetic acceptance only: measured "
+                                             "against set.")
 
     @property
     def headline(self) -> SDCounts | None:

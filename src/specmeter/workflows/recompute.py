@@ -56,7 +56,8 @@ def _recompute_one(run_dir: Path) -> Recomputed:
                 done.kept.append(f"{result.config_id}/{stored.point_id} r{stored.repeat}")
                 continue
             result.points[i] = summarize_point(capture, records, plan.point(stored.point_id), get_engine(kind).stats,
-                                               expect_sd=config.role is Role.candidate)
+                                               expect_sd=config.role is Role.candidate, spec=config.spec,
+                                               load=plan.load_for(config))
             done.points += 1
     if summary.analysis is not None:
         summary.analysis = analyze(summary, run_records(store, plan))
