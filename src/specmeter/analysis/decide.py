@@ -73,7 +73,8 @@ def crossovers(summary: RunSummary, speedups: Sequence[Speedup]) -> list[Crossov
 
 
 def choices(summary: RunSummary, speedups: Sequence[Speedup], records: Sequence[RequestRecord]) -> list[PointChoice]:
-    """Per point of the main workload: every candidate and the baseline, head to head from the cheapest."""
+    """Per point of the main workload: every candidate and the baseline, head to head from the cheapest. Synthetic
+    acceptance is left out: it is a measurement, not something to run."""
     plan = summary.plan
     out: list[PointChoice] = []
     base = plan.main_baseline
@@ -81,7 +82,7 @@ def choices(summary: RunSummary, speedups: Sequence[Speedup], records: Sequence[
         return out
     for point in plan.points:
         measured = [(c, headline(s, point).value) for c in plan.configs
-                    if c.role is Role.candidate and c.workload == "main"
+                    if c.role is Role.candidate and c.workload == "main" and not c.spec.synthetic
                     and (s := _lookup(speedups, c.id, point.id)) is not None]
         if measured:
             arena = Arena.of(summary.configs, records, point.id, headline_metric(point),
@@ -91,12 +92,13 @@ def choices(summary: RunSummary, speedups: Sequence[Speedup], records: Sequence[
 
 
 def lossless(summary: RunSummary, records: Sequence[RequestRecord]) -> list[LosslessCheck]:
-    """At temperature 0 only: sampling at T > 0 legitimately differs between runs."""
+    """At temperature 0 only: sampling at T > 0 legitimately differs between runs. Never on synthetic acceptance,
+    whose outputs are not the target's by design."""
     plan = summary.plan
     out: list[LosslessCheck] = []
     for config in plan.configs:
         base = plan.baseline_for(config)
-        if config.role is Role.baseline or base is None:
+        if config.role is Role.baseline or base is None or config.spec.synthetic:
             continue
         if plan.load_for(config).temperature == 0 and plan.load_for(base).temperature == 0:
             out.append(lossless_check(config, base, records))
@@ -110,4 +112,8 @@ def _lossless_note(summary: RunSummary) -> str | None:
         notes.append("no lossless check where temperature > 0: sampled outputs legitimately differ")
     if any(plan.load_for(c).ignore_eos for c in plan.configs):
         notes.append(FORCED_LENGTH_NOTE)
+    synthetic = [c.id for c in plan.configs if c.spec.synthetic]
+    if synthetic:
+        notes.append(f"no lossless check on synthetic acceptance ({', '.join(synthetic)}): it accepts drafts at "
+                     "random instead of verifying them, so its outputs are not the target's by design")
     return "; ".join(notes) or None

@@ -19,11 +19,15 @@ def _key(spec: SpecConfig, *without: str) -> str:
 
 def families(configs: Sequence[PlannedConfig], notes: list[str]) -> list[list[PlannedConfig]]:
     """Static candidates grouped by drafter, each by K: everything but K and the engine extras equal. Extras
-    that differ only as a function of K (each K once, e.g. a synthetic acceptance profile per K) are still
-    one drafter; the same K twice with different extras is two drafters, split by extra."""
+    that differ only as a function of K (each K once) are still one drafter; the same K twice with different
+    extras is two drafters, split by extra. Synthetic acceptance is a measurement, never a drafter to deploy."""
     groups: dict[str, list[PlannedConfig]] = {}
     for c in configs:
         if c.role is not Role.candidate or c.workload != "main":
+            continue
+        if c.spec.synthetic:
+            notes.append(f"{c.id} runs synthetic acceptance (a measurement of cost, outputs not valid text): never "
+                         "recommended")
             continue
         if c.spec.num_speculative_tokens_per_batch_size:
             notes.append(f"{c.id} already runs a dynamic table; only static K configurations enter a recommendation")

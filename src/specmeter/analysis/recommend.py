@@ -105,8 +105,10 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
         if rec is not None:
             drafters.append(rec)
     if not drafters:
+        only_synthetic = " (synthetic acceptance is a measurement, never recommended)" if any(
+            c.spec.synthetic for c in plan.configs) else ""
         raise InputError(f"{source_run or 'this run'}: no speculative configuration has a measured point against "
-                         "the baseline, so there is nothing to recommend; run a sweep first")
+                         f"the baseline{only_synthetic}, so there is nothing to recommend; run a sweep first")
     drafters.sort(key=lambda d: -(d.score or 0.0))
     best = drafters[0]
     if best.spec is not None and any(r.k == 0 for r in best.ranges):

@@ -70,7 +70,8 @@ def point_decisions(summary: RunSummary, records: Sequence[RequestRecord], point
     if plan.kind == "verify":
         return verify_decisions(summary, records, arena, point_id)
     out: dict[tuple[str, str], HeadToHead] = {}
-    measured = [c for c in plan.configs if c.role is Role.candidate and c.workload == "main" and c.id in arena.sides]
+    measured = [c for c in plan.configs if c.role is Role.candidate and c.workload == "main" and c.id in arena.sides
+                and not c.spec.synthetic]  # synthetic acceptance is measured, never decided on
     for group in [measured, *families(measured, [])]:
         if not group:
             continue
