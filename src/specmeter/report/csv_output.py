@@ -43,6 +43,7 @@ POINT_COLUMNS: tuple[str, ...] = (
     *(f"{d}_{s}_s" for d in _DISTS for s in _STATS),
     "engine_batch_mean", "engine_batch_max", "sd_al", "sd_ar", "sd_per_position", "sd_source",
     "speedup_tok_s", "speedup_tok_s_ci95_low", "speedup_tok_s_ci95_high", "speedup_verdict", "resumed",
+    "synthetic_set_per_position", "synthetic_expected_per_position", "synthetic_expected_al", "synthetic_within",
 )
 
 _RATIOS = ("output_tok_s", "tpot", "ttft", "e2e")
@@ -50,7 +51,7 @@ _RATIOS = ("output_tok_s", "tpot", "ttft", "e2e")
 SPEEDUP_COLUMNS: tuple[str, ...] = (
     "config_id", "baseline_id", "point_id", "load_kind", "load_value",
     *(f"{r}_{part}" for r in _RATIOS for part in ("ratio", "ci95_low", "ci95_high")),
-    "decided_on", "verdict", "paired_requests", "same_work", "note",
+    "decided_on", "verdict", "paired_requests", "same_work", "note", "synthetic",
 )
 
 RECOMMENDATION_COLUMNS: tuple[str, ...] = ("drafter", "start", "end", "k", "bases")
@@ -118,7 +119,7 @@ def _load(summary: RunSummary, point_id: str) -> tuple[str | None, int | float |
 
 
 def _point_row(summary: RunSummary, config: ConfigResult, pr: PointResult, speedup: Speedup | None) -> list[Cell]:
-    la, st, rb, head = pr.latency, pr.steady, pr.running_batch, pr.sd.headline
+    la, st, rb, head, synth = pr.latency, pr.steady, pr.running_batch, pr.sd.headline, pr.sd.synthetic
     tput = speedup.output_throughput if speedup else None
     return [
         config.config_id, config.role.value, config.spec_label, config.workload, pr.point_id,
@@ -130,6 +131,9 @@ def _point_row(summary: RunSummary, config: ConfigResult, pr: PointResult, speed
         _joined(head.per_position_rate) if head else None, pr.sd.reference,
         tput.value if tput else None, tput.ci95_low if tput else None, tput.ci95_high if tput else None,
         speedup.verdict if speedup else None, pr.resumed,
+        _joined(p.set_rate for p in synth.positions) if synth else None,
+        _joined(p.expected for p in synth.positions) if synth else None,
+        synth.expected_al if synth else None, synth.within if synth else None,
     ]
 
 
@@ -151,9 +155,10 @@ def _ratio(r: Ratio) -> list[Cell]:
 
 def speedup_rows(summary: RunSummary) -> list[list[Cell]]:
     """One row per stored speedup (candidate x point)."""
+    synthetic = {c.id for c in summary.plan.configs if c.spec.synthetic}
     return [[s.config_id, s.baseline_id, s.point_id, *_load(summary, s.point_id), *_ratio(s.output_throughput),
              *_ratio(s.tpot), *_ratio(s.ttft), *_ratio(s.e2e), s.decided_on, s.verdict, s.paired_requests,
-             s.same_work, s.note] for s in summary.analysis.speedups]
+             s.same_work, s.note, s.config_id in synthetic] for s in summary.analysis.speedups]
 
 
 def recommendation_rows(run: RunData) -> list[list[Cell]]:

@@ -93,6 +93,7 @@ def _answer(run: RunData) -> str:
     s = run.summary
     labels = {p.id: p.label() for p in s.plan.points}
     items: list[str] = []
+    synthetic = {c.id: c.label for c in s.plan.configs if c.spec.synthetic}
     for sp in s.analysis.speedups:
         v = sp.verdict or "unclear"
         value = sp.output_throughput if sp.decided_on == "output_throughput" else sp.tpot
@@ -100,8 +101,10 @@ def _answer(run: RunData) -> str:
         if value.ci95_low is not None and value.ci95_high is not None:
             ratio += f" [{value.ci95_low:.2f}, {value.ci95_high:.2f}]"
         on = "throughput" if sp.decided_on == "output_throughput" else "TPOT"
+        marker = (f' <span class="muted">(synthetic acceptance, {_e(synthetic[sp.config_id])}: a measurement, '
+                  'not deployable)</span>' if sp.config_id in synthetic else "")
         items.append(f'<li>{_e(sp.config_id)} at {_e(labels.get(sp.point_id, sp.point_id))}: {on} {_e(ratio)} '
-                     f'<span class="{_e(v)}">{_e(VERDICTS[v])}</span></li>')
+                     f'<span class="{_e(v)}">{_e(VERDICTS[v])}</span>{marker}</li>')
     items += [f"<li>{_e(c.note)}</li>" for c in s.analysis.crossovers]
     rec = run.recommendation
     corrected = rec is not None and rec.round > 1

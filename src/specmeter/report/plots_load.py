@@ -31,6 +31,7 @@ from specmeter.run_data import RunData
 from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.results import PointResult, RunSummary
+from specmeter.synthetic import CEILING_NOTE
 
 
 # ---- what the figures read --------------------------------------------------------------------------------------
@@ -84,23 +85,43 @@ def tpot(run: RunData) -> Figure | None:
     return _per_config(run, "tpot", "Mean time per output token (TPOT) against load", "mean TPOT (ms)", ms)
 
 
+def _ceiling_of(summary: RunSummary) -> dict[str, str]:
+    """Ceiling configuration id -> the id of the verified configuration it bounds (same drafter and K), or itself
+    when the sweep has none: the ceiling is drawn in that configuration's colour."""
+    configs = summary.plan.configs
+    def drafter(c: PlannedConfig) -> str:
+        return c.spec.model_dump_json(exclude={"synthetic_acceptance"}) + c.workload
+    verified = {drafter(c): c.id for c in configs if c.spec.enabled and not c.spec.synthetic}
+    return {c.id: verified.get(drafter(c), c.id) for c in configs
+            if c.spec.synthetic_acceptance is not None and c.spec.synthetic_acceptance.is_ceiling(c.k)}
+
+
 def speedup(run: RunData) -> Figure | None:
-    """Stored throughput speedup per candidate with its 95% interval, the line at 1 and the stored crossovers."""
+    """Stored throughput speedup per candidate with its 95% interval, the line at 1 and the stored crossovers;
+    a ceiling (the same drafter and K at 100% synthetic acceptance) dashed in its configuration's colour."""
     s = run.summary
     by_config = stored_speedups(s)
     if not by_config:
         return None
     col = config_colors(s)
+    ceilings = _ceiling_of(s)
+    ks = {c.id: c.k for c in s.plan.configs}
     ps = panels(s)
-    fig, axes = new_figure("speedup", "Throughput speedup over the baseline (95% paired-bootstrap CI)",
+    title = "Throughput speedup over the baseline (95% paired-bootstrap CI)"
+    fig, axes = new_figure("speedup", title + ("; dashed: the ceiling, every draft accepted" if ceilings else ""),
                            run.identity(), len(ps))
     drawn = 0
     for ax, panel in zip(axes, ps):
         for config_id, ratios in by_config.items():
             series = ratio_series(ratios, panel)
-            if series.xs:
+            if not series.xs:
+                continue
+            if config_id in ceilings:
+                draw_series(ax, series, col.get(ceilings[config_id], "0.5"),
+                            f"ceiling K={ks.get(config_id)} ({CEILING_NOTE}): {config_id}", style=1)
+            else:
                 draw_series(ax, series, col.get(config_id, "0.5"), config_id)
-                drawn += 1
+            drawn += 1
         unity(ax)
         load_axis(ax, panel.loads, panel.xlabel)
         for cr in s.analysis.crossovers:
@@ -123,17 +144,24 @@ def speedup(run: RunData) -> Figure | None:
 
 def _drafter_label(c: PlannedConfig) -> str:
     model = f" {Path(c.spec.draft_model).name}" if c.spec.draft_model else ""
-    return f"{c.spec.method.value}{model}" + (" (random tokens)" if c.workload == "random" else "")
+    synth = c.spec.synthetic_acceptance
+    kind = ("" if synth is None else f" ceiling ({CEILING_NOTE})" if synth.is_ceiling(c.k)
+            else f" {synth.label(c.k)}")
+    return f"{c.spec.method.value}{model}{kind}" + (" (random tokens)" if c.workload == "random" else "")
 
 
 def drafters(summary: RunSummary) -> dict[str, list[PlannedConfig]]:
-    """Static candidates grouped by drafter: same method, draft model, options and workload; K differs."""
+    """Static candidates grouped by drafter: same method, draft model, options, synthetic acceptance and workload;
+    K differs (a drafter's ceilings, each at its own K + 1, are one group)."""
     groups: dict[str, list[PlannedConfig]] = {}
     keys: dict[str, str] = {}
     for c in summary.plan.configs:
         if c.role is Role.baseline or not c.spec.enabled or c.spec.num_speculative_tokens_per_batch_size:
             continue
-        key = c.spec.model_dump_json(exclude={"num_speculative_tokens"}) + c.workload
+        synth = c.spec.synthetic_acceptance
+        ceiling = synth is not None and synth.is_ceiling(c.k)
+        key = (c.spec.model_dump_json(exclude={"num_speculative_tokens", "synthetic_acceptance"})
+               + ("ceiling" if ceiling else synth.model_dump_json() if synth else "") + c.workload)
         label = keys.get(key)
         if label is None:
             label = _drafter_label(c)

@@ -77,6 +77,34 @@ def sd_table(summary: RunSummary) -> Grid | None:
     return t if t.row_count else None
 
 
+def _yes_no(value: bool | None) -> str:
+    return "-" if value is None else "yes" if value else "NO"
+
+
+def synthetic_table(summary: RunSummary) -> Grid | None:
+    """Synthetic acceptance: the rates set, what the engine's counts should show once the steps that drafted
+    fewer positions are accounted for, and what they show (analysis of summarize; nothing recomputed here)."""
+    t = grid("Synthetic acceptance, measured against set (per step over every step; the expected rates account "
+             "for steps that drafted fewer than K; 99% over all positions and AL)",
+             ("configuration", "point", "set a_i", "drafted share", "expected a_i", "measured a_i", "AL set",
+              "AL expected", "AL measured", "steps", "within sampling error"),
+             left={"configuration", "point", "set a_i", "drafted share", "expected a_i", "measured a_i",
+                   "within sampling error"})
+    for config, pr in _rows(summary):
+        check = pr.sd.synthetic
+        if check is None:
+            continue
+        pos = check.positions
+        within = _yes_no(check.within)
+        if check.all_accepted is not None:
+            within += f"; every draft accepted: {_yes_no(check.all_accepted)}"
+        t.add_row(config.config_id, point_label(summary, pr.point_id) + _repeat(summary, pr),
+                  _rates([p.set_rate for p in pos]), _rates([p.drafted_share for p in pos]),
+                  _rates([p.expected for p in pos]), _rates([p.measured for p in pos]), fmt(check.set_al),
+                  fmt(check.expected_al), f"{check.measured_al:.2f} (z {fmt(check.al_z)})", str(check.steps), within)
+    return t if t.row_count else None
+
+
 def category_table(summary: RunSummary) -> Grid | None:
     """Per-category acceptance of the first point that has it (acceptance barely moves with load)."""
     for config, pr in _rows(summary):
@@ -145,11 +173,14 @@ def speedup_table(summary: RunSummary) -> Grid | None:
     if not speedups:
         return None
     reps = " (median ± MAD over repeats)" if summary.plan.repeats > 1 else ""
+    synthetic = {c.id for c in summary.plan.configs if c.spec.synthetic}
     t = grid(f"Speedup over the baseline, same requests (95% paired-bootstrap CI{reps})",
              ("configuration", "point", "output tok/s", "TPOT", "TTFT", "E2E", "sides apart", "verdict"),
              left={"configuration", "point", "verdict"})
     for s in speedups:
         verdict = VERDICTS.get(s.verdict or "", "-")
+        if s.config_id in synthetic:
+            verdict += " (synthetic acceptance: a measurement, not deployable)"
         if s.decided_on == "tpot":
             verdict += " (on TPOT)"
         if not s.same_work:
@@ -210,6 +241,18 @@ def notes(summary: RunSummary) -> list[Note]:
     if any(c.workload == "random" for c in summary.plan.configs):
         out.append(Note("random-token workload: random prompts are the contrast, not the answer; acceptance on "
                         "them says little about real traffic", warn=True))
+    for cfg in summary.plan.configs:
+        if cfg.spec.synthetic:
+            out.append(Note(f"{cfg.id}: synthetic acceptance ({cfg.label}): the engine accepts drafts at random with "
+                            "set rates instead of verifying them (benchmarking only: outputs are not valid text, "
+                            "every cost is real); never chosen, recommended or checked for losslessness"))
+    for config, pr in _rows(summary):
+        check = pr.sd.synthetic
+        if check is not None and (check.note or check.within is False):
+            what = "outside sampling error" if check.within is False else "measured against set"
+            out.append(Note(f"{config.config_id} @ {point_label(summary, pr.point_id)}{_repeat(summary, pr)}: "
+                            f"synthetic acceptance {what}" + (f": {check.note}" if check.note else ""),
+                            warn=check.within is False))
     missing: dict[str, str] = {}
     first_stall: dict[str, PointResult] = {}  # configuration -> the first point, in run order, where it drafted nothing
     for config, pr in _rows(summary):
@@ -260,7 +303,8 @@ def notes(summary: RunSummary) -> list[Note]:
 
 def summary_tables(summary: RunSummary) -> list[Grid]:
     """The run's tables in reading order: what ran, acceptance, speed, the verdicts, the checks."""
-    tables = (plan_table(summary), sd_table(summary), category_table(summary), throughput_table(summary),
+    tables = (plan_table(summary), sd_table(summary), synthetic_table(summary), category_table(summary),
+              throughput_table(summary),
               latency_table(summary), speedup_table(summary), decision_table(summary), head_to_head_table(summary),
               sampling_table(summary), verification_table(summary),
               lossless_table(summary), workload_bias_table(summary))
