@@ -172,6 +172,7 @@ class LlamaCppStats(EngineStats):
     # llama-server closes the connection after a streamed response although its headers say keep-alive
     # (seen on this build: every second request on a reused connection failed to write its body).
     keeps_connections = False
+    drafts_fit_output_cap = True  # get_n_draft_max: a draft fits max_tokens - generated - 1
 
     def can_adapt(self, probe: ServerProbe) -> bool:
         return super().can_adapt(probe) or owned_by(probe) == "llamacpp" or probe.server_header == "llama.cpp"
