@@ -340,6 +340,43 @@ def compare(
 
 
 @app.command()
+def calibrate(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Run directories of one engine, target and hardware (pooled).")],
+    exclude: Annotated[list[str] | None, typer.Option(help="Leave this configuration out of the fit (repeatable): it can then be predicted blind.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Where to write calibration.json (default: into the first run directory).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print calibration.json instead of tables.")] = False,
+) -> None:
+    """Fit the step-cost model (a step's time against batch size, tokens verified, KV tokens held, prefill, and
+    each drafter's cost against K) on the measured points of one or more runs, and write calibration.json with
+    every point's residual."""
+    from specmeter.workflows import plan as workflow
+
+    workflow.calibrate_runs(run_dirs, exclude or [], out, _terminal(json_out))
+
+
+@app.command()
+def plan(
+    run_dir: Annotated[Path, typer.Argument(help="A sweep's run directory (the model is calibrated on it).")],
+    k: Annotated[str, typer.Option("--k", help="Ks to predict, e.g. 1,2,3,4,6,8.")] = "1,2,3,4,6,8",
+    batch: Annotated[str, typer.Option(help="Engine batch sizes to predict, e.g. 1,2,4,8,16,32,64,128,256.")] = "1,2,4,8,16,32,64,128,256",
+    acceptance: Annotated[str | None, typer.Option(help="Acceptance instead of the run's own: a run directory (RUN or RUN:CONFIG_ID), an iid rate (0.7) or per-position rates (0.8,0.6,0.45).")] = None,
+    exclude: Annotated[list[str] | None, typer.Option(help="Leave this configuration out of the calibration and the acceptance profile (repeatable): its points are then predicted blind.")] = None,
+    calibration: Annotated[Path | None, typer.Option(help="A calibration.json from `specmeter calibrate` (runs pooled) instead of fitting on RUN_DIR alone.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the predictions as JSON instead of tables.")] = False,
+) -> None:
+    """Predict TPOT, throughput and speedup per drafter, K and engine batch size from a step-cost model
+    calibrated on the run's measurements, with intervals; check every measured point against it; and fill
+    recommend's table beyond the measured batches, labelled predicted."""
+    from specmeter.workflows import plan as workflow
+
+    ks, batches = _flag(flags.levels, k), _flag(flags.levels, batch)
+    if not ks or not batches or min(ks) < 1 or min(batches) < 1:
+        raise typer.BadParameter("--k and --batch take positive integers, e.g. --k 1,2,4 --batch 1,8,64")
+    workflow.plan_run(workflow.PlanRequest(run_dir=run_dir, ks=ks, batches=batches, acceptance=acceptance,
+                                           exclude=exclude or [], calibration=calibration), _terminal(json_out))
+
+
+@app.command()
 def version() -> None:
     """Print specmeter's version and the engines installed here."""
     from specmeter.engines.registry import engine_kinds, get_engine
