@@ -33,6 +33,7 @@ from specmeter.load.client import OpenAIClient
 from specmeter.load.point import count_requests, point_conversations, run_point
 from specmeter.load.stops import ServerAlive
 from specmeter.load.traffic import PointKey
+from specmeter.planner.search import Search
 from specmeter.redact import redact_argv
 from specmeter.rounds import Rounds
 from specmeter.run_data import run_records
@@ -296,6 +297,24 @@ class _Run:
                 rounds.finish(point)
             self.save()
 
+    def run_all(self) -> None:
+        """The plan's blocks; with a load search, again after each look that adds points, until it stops (the
+        servers stay up between looks: in the caller's pool, or in one of this run's own)."""
+        search = Search(self.summary, lambda: run_records(self.store, self.plan))
+        with ServerPool() if search.active and self.pool is None else contextlib.nullcontext(self.pool) as pool:
+            self.pool = pool
+            while True:
+                for block in schedule(self.plan):
+                    self.run_block(block)
+                chosen = search.step()
+                if search.active:
+                    self.save()  # the choice is on disk before its point runs: a resume measures it
+                if not chosen:
+                    return
+                for step in chosen:
+                    self.reporter.note(f"load search: {step.why}")
+                self.reporter.plan_grown(self.plan, self.total_requests())
+
     def _per_round(self, point: LoadPoint) -> int:
         """Requests one configuration sends in one round of the point."""
         return count_requests(point_conversations(self.ex.conversations, point, self.plan.load))
@@ -335,8 +354,7 @@ def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None,
     run.save()
     try:
         run.reporter.plan_start(ex.plan, run.total_requests())
-        for block in schedule(ex.plan):
-            run.run_block(block)
+        run.run_all()
         summary.analysis = analyze(summary, run_records(store, summary.plan))
         failed = run.failed_servers()
         if failed:

@@ -3,6 +3,7 @@ and its placement policy (planner/placement.py) run on synthetic speedup curves 
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -183,7 +184,7 @@ def test_the_crossover_ends_bracketed_within_the_width() -> None:
     # Every step inside it is as narrow as asked (or has no whole concurrency left); a crossover wider than that
     # has only unclear points inside: there the speedup is within noise of 1, which more points cannot narrow.
     inside = sorted(x for x in loads if cross.lo <= x <= cross.hi)
-    assert all(b / a <= WIDE.width or b - a <= 1 for a, b in zip(inside, inside[1:]))
+    assert all(b / a <= WIDE.width or b - a <= 1 for a, b in itertools.pairwise(inside))
     assert cross.width <= WIDE.width or cross.unclear_between == [f"c{x:g}" for x in inside[1:-1]]
 
 
