@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 import yaml
+from test_recommend import sweep as recommend_sweep
 
-from specmeter.config import LoadSpec
+from specmeter.config import EngineSpec, LoadSpec, SpecConfig
 from specmeter.config_search import LoadSearch
 from specmeter.errors import InputError
 from specmeter.planner.placement import (
@@ -28,7 +29,8 @@ from specmeter.planner.placement import (
     find_brackets,
     snap,
 )
-from specmeter.plans.run import BASELINE
+from specmeter.planner.search import Search
+from specmeter.plans.run import BASELINE, compare_workloads_plan
 from specmeter.plans.sweep import SweepSpec, read_sweep_file
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.search import Bracket
@@ -280,3 +282,37 @@ def test_a_rate_search_places_rates_of_two_significant_figures() -> None:
 def test_search_settings_validate_when_read_back() -> None:
     with pytest.raises(ValueError, match="whole concurrency"):
         LoadSearch(axis="concurrency", min=1, max=8, start=[1, 2.5])
+
+
+# ---- the search over a run's summary -----------------------------------------------------------------------
+
+
+def test_a_look_at_a_run_adds_the_chosen_point_in_load_order_and_records_why() -> None:
+    summary, records = recommend_sweep({"ngram-k4": {"c1": (1.5, 1.4, 1.6), "c64": (0.8, 0.75, 0.85)}},
+                                       {"c1": 1.0, "c64": 50.0})
+    summary.plan.load.search = [LoadSearch(axis="concurrency", min=1, max=64, start=[1, 64], max_points=4)]
+    search = Search(summary, lambda: records)
+    (step,) = search.step()
+    assert step.chosen_by in ("model", "bisection") and step.bracket is not None
+    assert step.bracket.span == "c1..c64" and "ngram-k4 pays at c1" in step.why and "slows at c64" in step.why
+    assert [p.id for p in summary.plan.points] == ["c1", step.point_id, "c64"]
+    (axis,) = summary.load_search
+    assert [s.chosen_by for s in axis.steps] == ["start", "start", step.chosen_by] and axis.status == "searching"
+    assert axis.crossovers[0].config_id == "ngram-k4" and axis.brackets[0].open
+    # The budget (4 points) allows one more; then the search stops and says why.
+    search.step()
+    assert search.step() == [] and axis.status == "budget" and "max_points (4)" in axis.why
+    assert len(summary.plan.points) == 4
+
+
+def test_a_plan_without_a_search_is_left_alone() -> None:
+    summary, records = recommend_sweep({"ngram-k4": {"c1": (1.5, 1.4, 1.6)}}, {"c1": 1.0})
+    assert Search(summary, lambda: records).step() == [] and summary.load_search == []
+
+
+def test_compare_workloads_refuses_a_search() -> None:
+    load = LoadSpec.model_validate({"concurrency": "auto"})
+    with pytest.raises(InputError, match="compare-workloads"):
+        compare_workloads_plan(EngineSpec(model="m"), SpecConfig(method="ngram", num_speculative_tokens=2), load,
+                               vocab_size=10, excluded_token_ids=[], baseline_endpoint=None,
+                               workload=WorkloadSelection(dataset="sample"))
