@@ -155,7 +155,7 @@ def sweep(
     model: Annotated[str | None, typer.Option(help="Shorthand: target model to launch.")] = None,
     spec: Annotated[list[str] | None, typer.Option(help="Shorthand: a speculative config as JSON (repeatable); --k expands its K.")] = None,
     k: Annotated[str | None, typer.Option(help="Shorthand: draft lengths to try, e.g. 1,2,4.")] = None,
-    concurrency: Annotated[str | None, typer.Option(help="Shorthand: concurrency points, e.g. 1,4,16.")] = None,
+    concurrency: Annotated[str | None, typer.Option(help="Shorthand: concurrency points, e.g. 1,4,16, or auto: measure 1, 8 and 64, then where the crossover or a best-K boundary is least sure (a file's load.concurrency: {auto: {...}} sets the range, width and budget).")] = None,
     request_rate: Annotated[str | None, typer.Option(help="Shorthand: request-rate points (conversations/s).")] = None,
     dataset: Annotated[str, typer.Option(help="Shorthand: workload name.")] = "sample",
     dataset_path: Annotated[str | None, typer.Option(help="Shorthand: dataset file or directory.")] = None,
@@ -178,7 +178,10 @@ def sweep(
 ) -> None:
     """Every speculative config at every load point against the baseline: which drafter and which K, at
     which load, and where speculation stops paying. Takes a sweep file, or the shorthand
-    `specmeter sweep --model M --spec '{...}' --k 1,2,4 --concurrency 1,4,16`."""
+    `specmeter sweep --model M --spec '{...}' --k 1,2,4 --concurrency 1,4,16`. With `--concurrency auto`
+    (or load: {concurrency: auto} in the file) the sweep measures 1, 8 and 64, then places each next point
+    where the crossover or a best-K boundary is least sure, until each is bracketed within 1.5x or 8 points
+    ran; the report says which points were chosen and why."""
     if resume is not None:
         _resume(resume, api_key, json_out)
         return
@@ -187,7 +190,7 @@ def sweep(
     from specmeter.workflows.verify import VerifyRequest
 
     shorthand = workflow.SweepFlags(model=model, specs=spec or [], k=_flag(flags.levels, k),
-                           concurrency=_flag(flags.levels, concurrency),
+                           concurrency=_flag(flags.levels_or_auto, concurrency),
                            request_rate=_flag(flags.rates, request_rate), dataset=dataset,
                            dataset_path=dataset_path, num_prompts=num_prompts, max_tokens=max_tokens, dtype=dtype,
                            engine_env=_flag(flags.pairs, engine_env) or {})

@@ -34,6 +34,8 @@ from specmeter.plans.run import BASELINE, compare_workloads_plan
 from specmeter.plans.sweep import SweepSpec, read_sweep_file
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.search import Bracket
+from specmeter.workflows.flags import levels_or_auto
+from specmeter.workflows.sweep import SweepFlags, sweep_from_flags
 
 LAUNCH = {"model": "/models/target"}
 CANDIDATES = [{"method": "ngram", "k": [2, 4]}]
@@ -316,3 +318,10 @@ def test_compare_workloads_refuses_a_search() -> None:
         compare_workloads_plan(EngineSpec(model="m"), SpecConfig(method="ngram", num_speculative_tokens=2), load,
                                vocab_size=10, excluded_token_ids=[], baseline_endpoint=None,
                                workload=WorkloadSelection(dataset="sample"))
+
+
+def test_the_sweep_shorthand_takes_concurrency_auto() -> None:
+    sw = sweep_from_flags(SweepFlags(model="/models/target", specs=['{"method": "ngram"}'], k=[2, 4],
+                                     concurrency=levels_or_auto("auto")))
+    assert [s.axis for s in sw.load.search] == ["concurrency"] and sw.interleave
+    assert levels_or_auto("1,4") == [1, 4]
