@@ -166,7 +166,7 @@ def search(curves: dict[str, tuple[int, Curve]], start: list[float], settings: S
         decision = decide([measure(x, curves) for x in loads], settings, set(loads), guess)
         if isinstance(decision, Stop):
             return loads, decision, placements
-        assert decision.bracket.lo < decision.load < decision.bracket.hi
+        assert decision.bracket is None or decision.bracket.lo < decision.load < decision.bracket.hi
         placements.append(decision)
         loads.append(decision.load)
     raise AssertionError("the search never stopped")
@@ -325,3 +325,15 @@ def test_the_sweep_shorthand_takes_concurrency_auto() -> None:
                                      concurrency=levels_or_auto("auto")))
     assert [s.axis for s in sw.load.search] == ["concurrency"] and sw.interleave
     assert levels_or_auto("1,4") == [1, 4]
+
+
+def test_start_points_inside_the_range_reach_for_its_ends_when_nothing_changes_between_them() -> None:
+    settings = Settings(width=1.5, max_points=20, integer=True, low=1, high=64)
+    loads, stop, placements = search({"k4": (4, k4)}, [2, 8], settings)
+    assert [p.chosen_by for p in placements[:1]] == ["edge"] and placements[0].load == 64
+    assert "pays at every load" in placements[0].why and placements[0].bracket is None
+    assert stop.status == "bracketed" and 64 in loads
+    (cross,) = crossover_brackets([measure(x, {"k4": (4, k4)}) for x in loads])
+    assert cross.lo < crossing(k4, 1, 64) < cross.hi
+    _, stop, placements = search({"k4": (4, lambda c: 1.5)}, [2, 8], settings)
+    assert [p.load for p in placements] == [64, 1] and stop.status == "no_change"

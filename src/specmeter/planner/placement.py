@@ -7,9 +7,10 @@ best-K boundary). Each such pair is a bracket. The next point goes into the wide
 still wider than the target width: where the step-cost model, calibrated on the points so far, puts the crossover
 or boundary, kept within the bracket's middle half in log-load (a model fitted on few points is a hint, and a
 point at the bracket's edge would barely narrow it), or at its geometric middle (bisection) where the model has
-nothing to say. A concurrency is rounded to a whole number not measured yet. The search stops when every bracket
-is narrower than the width or has no load left inside, when nothing changes between the measured loads, or when
-`max_points` points have run.
+nothing to say. A concurrency is rounded to a whole number not measured yet. Where nothing changes between the
+measured loads but the range goes further (start points inside min..max), its ends are measured first. The search
+stops when every bracket is narrower than the width or has no load left inside, when nothing changes over the
+whole range, or when `max_points` points have run.
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ GuessFn = Callable[[Bracket], "Guess | str"]  # a string: why the model has no g
 @dataclass(frozen=True)
 class Placement:
     load: float
-    bracket: Bracket
-    chosen_by: Literal["model", "bisection"]
+    bracket: Bracket | None  # None: an end of the range, measured because nothing changed inside what ran
+    chosen_by: Literal["model", "bisection", "edge"]
     predicted: float | None
     why: str
 
@@ -82,11 +83,14 @@ class Stop:
 
 @dataclass(frozen=True)
 class Settings:
-    """What the policy needs of the search: the target width, the budget, whether loads are whole numbers."""
+    """What the policy needs of the search: the target width, the budget, whether loads are whole numbers, and the
+    range it may measure in (None: no further than the measured loads)."""
 
     width: float
     max_points: int
     integer: bool
+    low: float | None = None
+    high: float | None = None
 
 
 def _transitions(pts: Sequence[Measured]) -> dict[tuple[int, int], tuple[list[str], list[str], list[str]]]:
@@ -123,7 +127,7 @@ def free_loads(lo: float, hi: float, taken: Collection[float], integer: bool) ->
     """Whether a load not yet measured lies strictly between lo and hi."""
     if integer:
         return any(n not in taken for n in range(math.floor(lo) + 1, math.ceil(hi)))
-    return hi / lo > 1.01
+    return snap(math.sqrt(lo * hi), lo, hi, taken, integer) is not None
 
 
 def find_brackets(measured: Sequence[Measured], settings: Settings, taken: Collection[float]) -> list[Bracket]:
@@ -187,7 +191,12 @@ def decide(measured: Sequence[Measured], settings: Settings, taken: Collection[f
     (measured or failed); `describe` names a load as the reader knows it ("c8")."""
     brackets = find_brackets(measured, settings, taken)
     if not brackets:
-        return Stop("no_change", "nothing changes between the measured loads (" + _verdicts(measured) + ")")
+        unchanged = "nothing changes between the measured loads (" + _verdicts(measured) + ")"
+        ends = [x for x in (settings.high, settings.low) if x is not None and x not in taken]
+        if ends and measured and len(taken) < settings.max_points:  # the higher end first: where SD stops paying
+            return Placement(load=ends[0], bracket=None, chosen_by="edge", predicted=None,
+                             why=f"{unchanged}; the range goes on to {describe(ends[0])}: measuring that end")
+        return Stop("no_change", unchanged)
     wide = [b for b in brackets if b.open]
     if not wide:
         narrow = all(b.width <= settings.width for b in brackets)
@@ -214,8 +223,8 @@ def decide(measured: Sequence[Measured], settings: Settings, taken: Collection[f
     else:
         target, chosen_by, predicted = middle, "bisection", None
         how = f"{hint}; bisected in log-load (geometric middle {describe_raw(middle)})"
-    load = snap(target, b.lo, b.hi, taken, settings.integer)
-    assert load is not None  # an open bracket has a free load inside
+    load = snap(target, b.lo, b.hi, taken, settings.integer) or snap(middle, b.lo, b.hi, taken, settings.integer)
+    assert load is not None  # an open bracket has a free load inside (free_loads)
     if load != target:
         how += f", rounded to {describe(load)}"
     return Placement(load=load, bracket=b, chosen_by=chosen_by, predicted=predicted, why=f"{head}; {how}")

@@ -91,7 +91,7 @@ class Search:
             entry = self._entry(search)
             measured = measured_points(self.summary, search.axis)
             taken = {p.load for p in plan.points if p.axis == search.axis}
-            settings = Settings(search.width, search.max_points, search.integer)
+            settings = Settings(search.width, search.max_points, search.integer, search.min, search.max)
             entry.brackets = find_brackets(measured, settings, taken)
             entry.crossovers = crossover_brackets(measured)
             decision = decide(measured, settings, taken, self._guess, partial(describe, search))

@@ -41,10 +41,10 @@ class SearchStep(BaseModel):
 
     point_id: str
     load: float
-    chosen_by: Literal["start", "model", "bisection"] = Field(description="start: measured first; model: where "
-                                                              "the step-cost model put the crossover or boundary "
-                                                              "(clamped to the bracket's middle); bisection: the "
-                                                              "geometric middle of the bracket.")
+    chosen_by: Literal["start", "model", "bisection", "edge"] = Field(
+        description="start: measured first; model: where the step-cost model put the crossover or boundary (kept to "
+        "the bracket's middle half); bisection: the bracket's geometric middle; edge: an end of the range, measured "
+        "because nothing changed between the loads measured before.")
     bracket: Bracket | None = None
     predicted: float | None = Field(default=None, description="Where the model predicted the crossover or "
                                     "boundary inside the bracket (before clamping and rounding).")
