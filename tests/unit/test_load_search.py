@@ -29,15 +29,18 @@ from specmeter.planner.placement import (
     find_brackets,
     snap,
 )
-from specmeter.planner.search import Search
+from specmeter.planner.search import Search, measured_points
+from specmeter.planner.search_model import SearchModel
 from specmeter.plans.run import BASELINE, compare_workloads_plan
 from specmeter.plans.sweep import SweepSpec, read_sweep_file
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.search import Bracket
+from specmeter.store import load_summary
 from specmeter.workflows.flags import levels_or_auto
 from specmeter.workflows.sweep import SweepFlags, sweep_from_flags
 
 LAUNCH = {"model": "/models/target"}
+STORED = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "20261123-180233-demo"
 CANDIDATES = [{"method": "ngram", "k": [2, 4]}]
 
 
@@ -337,3 +340,19 @@ def test_start_points_inside_the_range_reach_for_its_ends_when_nothing_changes_b
     assert cross.lo < crossing(k4, 1, 64) < cross.hi
     _, stop, placements = search({"k4": (4, lambda c: 1.5)}, [2, 8], settings)
     assert [p.load for p in placements] == [64, 1] and stop.status == "no_change"
+
+
+def test_the_model_of_a_real_run_guesses_inside_a_bracket_or_says_why_not() -> None:
+    summary = load_summary(STORED)
+    model = SearchModel.of(summary)
+    assert isinstance(model, SearchModel)
+    settings = Settings(width=1.5, max_points=8, integer=True)
+    brackets = {b.span: b for b in find_brackets(measured_points(summary, "concurrency"), settings, {1, 4, 16})}
+    for b in brackets.values():
+        hint = model.guess(b)
+        if isinstance(hint, Guess):
+            assert b.lo < hint.load < b.hi and hint.what.startswith("the ")
+        else:  # the model's own speedups at the two ends do not cross: it says so, with them
+            assert "no crossing" in hint and b.lo_point in hint and b.hi_point in hint
+            assert hint.count("no crossing") == len({*b.configs, *b.chosen} - {BASELINE})
+    assert SearchModel.of(summary.model_copy(update={"configs": []})) == "no model yet: no request completed"

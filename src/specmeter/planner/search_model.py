@@ -91,7 +91,8 @@ class SearchModel:
         asked: list[tuple[str, str, str]] = [(c, self.baseline_id, f"the crossover of {c}") for c in bracket.configs]
         if len(bracket.chosen) == 2:
             lo_choice, hi_choice = bracket.chosen
-            asked.append((lo_choice, hi_choice, f"the boundary between {lo_choice} and {hi_choice}"))
+            if {lo_choice, hi_choice} not in [{a, b} for a, b, _ in asked]:  # speculation off at one end: asked
+                asked.append((lo_choice, hi_choice, f"the boundary between {lo_choice} and {hi_choice}"))
         why: list[str] = []
         for a, b, what in asked:
             found = self._root(a, b, bracket)
