@@ -115,3 +115,14 @@ def test_the_readme_command_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> 
     res = CliRunner().invoke(app, args[1:])
     assert res.exit_code == 0, res.output
     assert res.output.startswith(TITLE.capitalize())
+
+
+def test_a_target_too_large_for_the_gpu_is_said_so(tmp_path: Path) -> None:
+    """8B parameters in BF16 are 16 GB: on a GPU of 8 GB nothing fits, so no batch gets a best K."""
+    target = write_config(tmp_path / "llama", LLAMA_8B)
+    term, out = terminal()
+    result = estimate_before_run(EstimateRequest.from_flags(
+        None, "bandwidth=1,tflops=100,memory=8", None, target_config=target, method="ngram", acceptance="0.7",
+        batches=(1, 2)), term)
+    assert result.memory.max_batch_without_draft == 0 and result.best == []
+    assert not any(row.fits for row in result.rows) and "no room" in out.getvalue()

@@ -125,7 +125,8 @@ def best_grid(est: Estimate) -> Grid:
 def render_estimate(est: Estimate, console: Console) -> None:
     ridge = est.ridge[0].tokens
     console.print(Text(heading(est), style="bold"), soft_wrap=True)
-    for g in (inputs_grid(est), memory_grid(est), speedup_grid(est), best_grid(est)):
+    grids = [inputs_grid(est), memory_grid(est), speedup_grid(est)] + ([best_grid(est)] if est.best else [])
+    for g in grids:
         table = to_rich(g)
         table.title = None  # a narrow table would wrap its title: print it whole above the table instead
         console.print(Group(Text(g.title, style="italic"), table), soft_wrap=True)
