@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from specmeter import __version__
+from specmeter.cli_plan import plan_command
 from specmeter.errors import SpecmeterError
 from specmeter.redact import redact_argv
 from specmeter.report.progress import RichReporter
@@ -265,45 +266,6 @@ def verify_cmd(
 
 
 @app.command()
-def plan(
-    run_dir: Annotated[Path | None, typer.Argument(help="A run or sweep directory: predictions from its measured points. Without it, --hardware gives a roofline estimate before any run.")] = None,
-    hardware: Annotated[str | None, typer.Option(help="Before any run: a GPU preset (h100-sxm, h200, b200, a100-80gb, l40s, mi300x; h100, a100, mi300 also work).")] = None,
-    gpu: Annotated[str | None, typer.Option(help="A GPU of your own, or the preset's numbers replaced: bandwidth=TB/s,tflops=dense TFLOP/s at --dtype,memory=GB (datasheet GB, taken as GiB).")] = None,
-    target_config: Annotated[Path | None, typer.Option(help="The target's config.json (or its model directory).")] = None,
-    draft_config: Annotated[Path | None, typer.Option(help="The draft model's or EAGLE head's config.json (or directory); none for --method ngram.")] = None,
-    method: Annotated[str | None, typer.Option(help="draft_model, eagle, eagle3 or ngram (default: from the draft's config).")] = None,
-    tp: Annotated[int, typer.Option(help="The target's tensor-parallel size (GPUs).")] = 1,
-    draft_tp: Annotated[int | None, typer.Option(help="The draft's tensor-parallel size (default: --tp).")] = None,
-    input_len: Annotated[int, typer.Option(help="Input tokens per sequence.")] = 1024,
-    output_len: Annotated[int, typer.Option(help="Output tokens per sequence.")] = 256,
-    k: Annotated[str, typer.Option("--k", help="Draft lengths K, e.g. 1,2,4.")] = "1,2,3,4,6,8",
-    batch: Annotated[str, typer.Option(help="Batch sizes (sequences decoding together).")] = "1,2,4,8,16,32,64,128,256",
-    acceptance: Annotated[str | None, typer.Option(help="An acceptance rate (0.7, iid), per-position rates (0.8,0.6,0.45), or a run directory (RUN or RUN:CONFIG_ID).")] = None,
-    dtype: Annotated[str | None, typer.Option(help="Weights and matmuls: bf16, fp16 or fp8 (default: the target config's).")] = None,
-    kv_dtype: Annotated[str | None, typer.Option(help="KV cache: bf16, fp16 or fp8 (default: 16 bits).")] = None,
-    mem_fraction: Annotated[float, typer.Option(help="Of each GPU's memory, what the engine may use (vLLM's gpu_memory_utilization).")] = 0.9,
-    reserve_gb: Annotated[float, typer.Option(help="GiB per GPU kept for activations, CUDA graphs and buffers.")] = 2.0,
-    efficiency: Annotated[str | None, typer.Option(help="What a step reaches of the peaks, and costs beyond them (defaults: memory=0.8,compute=0.6,overhead_ms=0.3 per forward pass).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON document instead of tables.")] = False,
-) -> None:
-    """Where speculation would pay: from a run's measured points (RUN_DIR), or before renting a GPU a roofline estimate
-    (not a measurement) from --hardware, the models' config.json and an acceptance profile, with the KV capacity left."""
-    ks, batches = _flag(flags.levels, k) or [], _flag(flags.levels, batch) or []
-    if run_dir is not None and hardware is None and gpu is None:
-        from specmeter.workflows.plan import PlanRequest, plan_run  # type: ignore[import-not-found, unused-ignore]
-
-        plan_run(PlanRequest(run_dir=run_dir, ks=ks, batches=batches, acceptance=acceptance), _terminal(json_out))
-        return
-    from specmeter.workflows import estimate as workflow
-
-    workflow.estimate_before_run(workflow.EstimateRequest.from_flags(
-        run_dir, gpu, efficiency, target_config=target_config, acceptance=acceptance, hardware=hardware,
-        draft_config=draft_config, method=method, tp=tp, draft_tp=draft_tp, input_len=input_len, output_len=output_len,
-        ks=ks, batches=batches, dtype=dtype, kv_dtype=kv_dtype, mem_fraction=mem_fraction, reserve_gb=reserve_gb,
-    ), _terminal(json_out))
-
-
-@app.command()
 def demo(
     concurrency: Annotated[str, typer.Option(help="Concurrency points (the speedup shrinks as they grow).")] = "1,4,16",
     k: Annotated[str, typer.Option("-k", "--num-speculative-tokens", help="Draft lengths K to sweep, e.g. 2,4.")] = "2,4",
@@ -376,6 +338,24 @@ def compare(
     from specmeter.workflows.report import compare as compare_runs
 
     compare_runs(run_dirs, _terminal(json_out), allow_different_workloads=allow_different_workloads, plots=plots)
+
+
+@app.command()
+def calibrate(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Run directories of one engine, target and hardware (pooled).")],
+    exclude: Annotated[list[str] | None, typer.Option(help="Leave this configuration out of the fit (repeatable): it can then be predicted blind.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Where to write calibration.json (default: into the first run directory).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print calibration.json instead of tables.")] = False,
+) -> None:
+    """Fit the step-cost model (a step's time against batch size, tokens verified, KV tokens held, prefill, and
+    each drafter's cost against K) on the measured points of one or more runs, and write calibration.json with
+    every point's residual."""
+    from specmeter.workflows import plan as workflow
+
+    workflow.calibrate_runs(run_dirs, exclude or [], out, _terminal(json_out))
+
+
+app.command("plan")(plan_command(_terminal))
 
 
 @app.command()

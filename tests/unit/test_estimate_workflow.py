@@ -126,3 +126,12 @@ def test_a_target_too_large_for_the_gpu_is_said_so(tmp_path: Path) -> None:
         batches=(1, 2)), term)
     assert result.memory.max_batch_without_draft == 0 and result.best == []
     assert not any(row.fits for row in result.rows) and "no room" in out.getvalue()
+
+
+def test_acceptance_from_a_run_is_what_it_measured() -> None:
+    """--acceptance RUN: the drafter's per-position rates as the stored demo run counted them (not given ones)."""
+    stored = MODELS.parent / "tests" / "fixtures" / "runs" / "20261123-180233-demo"
+    profile = acceptance_profile(str(stored), 4)
+    assert profile.width >= 1 and all(steps > 0 for steps in profile.steps)
+    inputs, _profile, _notes = build(replace(DEMO, acceptance=str(stored)))
+    assert inputs.acceptance_rates == list(profile.per_position)

@@ -12,6 +12,7 @@ AL(K) = (1 - a^(K+1)) / (1 - a): the closed form of Leviathan et al.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -95,7 +96,7 @@ class AcceptanceProfile:
     def given(cls, rates: Sequence[float], source: str | None = None) -> AcceptanceProfile:
         """Unconditional per-position rates given by a reader (non-increasing, as every chain's are)."""
         rates = [float(r) for r in rates]
-        if any(b > a + 1e-12 for a, b in zip(rates, rates[1:])):
+        if any(b > a + 1e-12 for a, b in itertools.pairwise(rates)):
             raise ValueError(f"per-position rates are unconditional, so they cannot rise: {rates}")
         return cls(per_position=tuple(rates), steps=(0,) * len(rates),
                    source=source or "given rates " + ",".join(f"{r:g}" for r in rates))

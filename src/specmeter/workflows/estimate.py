@@ -88,10 +88,9 @@ def _numbers(flag: str, text: str | None, keys: dict[str, str]) -> dict[str, Any
 def profile_from_run(run_dir: Path, config_id: str | None) -> AcceptanceProfile:
     """--acceptance RUN or RUN:CONFIG_ID: the acceptance a run measured. The one place this workflow turns a run
     directory into a profile, through planner/profiles.py's profile_of_run."""
-    from specmeter.planner.profiles import profile_of_run  # type: ignore[import-not-found, unused-ignore]
+    from specmeter.planner.profiles import profile_of_run
 
-    profile: AcceptanceProfile = profile_of_run(run_dir, config_id)
-    return profile
+    return profile_of_run(run_dir, config_id)
 
 
 def acceptance_profile(text: str | None, k_max: int) -> AcceptanceProfile:
