@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 from specmeter.cli import app
 from specmeter.errors import InputError
 from specmeter.planner.acceptance import iid_al
+from specmeter.planner.profiles import parse_acceptance
 from specmeter.runner import Reporter
 from specmeter.schemas.estimate import TITLE
-from specmeter.workflows.estimate import EstimateRequest, acceptance_profile, build, estimate_before_run
+from specmeter.workflows.estimate import EstimateRequest, build, estimate_before_run
 from specmeter.workflows.terminal import Terminal
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
@@ -46,14 +47,14 @@ def test_every_table_on_the_console_says_it_is_an_estimate() -> None:
 
 
 def test_acceptance_forms() -> None:
-    iid = acceptance_profile("0.7", 4)
+    iid = parse_acceptance("0.7", 4)
     assert iid.al(4).al == pytest.approx(iid_al(0.7, 4))
-    given = acceptance_profile("0.8,0.6,0.45", 4)
+    given = parse_acceptance("0.8,0.6,0.45", 4)
     assert given.al(3).al == pytest.approx(1 + 0.8 + 0.6 + 0.45)
     for bad, words in (("abc", "acceptance rate"), ("0.5,0.7", "cannot rise"), ("1.5", "[0, 1]"),
                        (None, "--acceptance")):
         with pytest.raises(InputError, match=words.replace("[", r"\[").replace("]", r"\]")):
-            acceptance_profile(bad, 4)
+            parse_acceptance(bad, 4)
 
 
 def test_drafter_rules() -> None:
@@ -131,7 +132,7 @@ def test_a_target_too_large_for_the_gpu_is_said_so(tmp_path: Path) -> None:
 def test_acceptance_from_a_run_is_what_it_measured() -> None:
     """--acceptance RUN: the drafter's per-position rates as the stored demo run counted them (not given ones)."""
     stored = MODELS.parent / "tests" / "fixtures" / "runs" / "20261123-180233-demo"
-    profile = acceptance_profile(str(stored), 4)
+    profile = parse_acceptance(str(stored), 4)
     assert profile.width >= 1 and all(steps > 0 for steps in profile.steps)
     inputs, _profile, _notes = build(replace(DEMO, acceptance=str(stored)))
     assert inputs.acceptance_rates == list(profile.per_position)

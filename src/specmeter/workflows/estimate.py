@@ -13,13 +13,13 @@ from specmeter.errors import InputError
 from specmeter.planner.acceptance import AcceptanceProfile
 from specmeter.planner.hardware import GB, custom, preset
 from specmeter.planner.model_shape import detect_method, read_shape
+from specmeter.planner.predict import DEFAULT_BATCHES, DEFAULT_KS
+from specmeter.planner.profiles import parse_acceptance
 from specmeter.planner.roofline import estimate
 from specmeter.report.estimate import render_estimate
 from specmeter.schemas.estimate import Dtype, Efficiency, Estimate, EstimateInputs, Method, ModelShape
 from specmeter.workflows.terminal import Terminal
 
-DEFAULT_KS = (1, 2, 3, 4, 6, 8)
-DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "fp8": "fp8"}
 
 
@@ -85,35 +85,6 @@ def _numbers(flag: str, text: str | None, keys: dict[str, str]) -> dict[str, Any
     return out
 
 
-def profile_from_run(run_dir: Path, config_id: str | None) -> AcceptanceProfile:
-    """--acceptance RUN or RUN:CONFIG_ID: the acceptance a run measured. The one place this workflow turns a run
-    directory into a profile, through planner/profiles.py's profile_of_run."""
-    from specmeter.planner.profiles import profile_of_run
-
-    return profile_of_run(run_dir, config_id)
-
-
-def acceptance_profile(text: str | None, k_max: int) -> AcceptanceProfile:
-    """--acceptance: an iid rate (0.7), per-position unconditional rates (0.8,0.6,0.45), or a run directory."""
-    if text is None:
-        raise InputError("--acceptance: give an acceptance rate (0.7), per-position rates (0.8,0.6,0.45) or a run "
-                         "directory (RUN or RUN:CONFIG_ID) whose acceptance to assume")
-    path, _sep, config = text.partition(":")
-    if Path(path).is_dir():
-        return profile_from_run(Path(path), config or None)
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise InputError(f"--acceptance {text!r}: give an acceptance rate (0.7), per-position rates "
-                         "(0.8,0.6,0.45) or a run directory (RUN or RUN:CONFIG_ID)") from None
-    try:
-        if len(values) == 1:
-            return AcceptanceProfile.iid(values[0], k_max)
-        return AcceptanceProfile.given(values)
-    except ValueError as exc:
-        raise InputError(f"--acceptance {text!r}: {exc}") from None
-
-
 def _dtype(flag: str, value: str) -> Dtype:
     if value not in get_args(Dtype):
         raise InputError(f"{flag} {value!r}: choose one of {', '.join(get_args(Dtype))}")
@@ -168,7 +139,7 @@ def build(request: EstimateRequest) -> tuple[EstimateInputs, AcceptanceProfile, 
         raise InputError("--input-len and --output-len: tokens per sequence (input >= 0, output >= 1)")
     if request.reserve_gb < 0 or request.overhead_ms < 0:
         raise InputError("--reserve-gb and --overhead-ms: give 0 or more")
-    profile = acceptance_profile(request.acceptance, max(request.ks, default=1))
+    profile = parse_acceptance(request.acceptance, max(request.ks, default=1))
     inputs = EstimateInputs(
         hardware=hw, target=target, draft=draft, method=method, tp=request.tp,
         draft_tp=request.draft_tp if request.draft_tp is not None else request.tp, input_len=request.input_len,
