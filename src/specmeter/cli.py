@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from specmeter import __version__
+from specmeter.cli_plan import plan_command
 from specmeter.errors import SpecmeterError
 from specmeter.redact import redact_argv
 from specmeter.report.progress import RichReporter
@@ -357,26 +358,7 @@ def calibrate(
     workflow.calibrate_runs(run_dirs, exclude or [], out, _terminal(json_out))
 
 
-@app.command()
-def plan(
-    run_dir: Annotated[Path, typer.Argument(help="A sweep's run directory (the model is calibrated on it).")],
-    k: Annotated[str, typer.Option("--k", help="Ks to predict, e.g. 1,2,3,4,6,8.")] = "1,2,3,4,6,8",
-    batch: Annotated[str, typer.Option(help="Engine batch sizes to predict, e.g. 1,2,4,8,16,32,64,128,256.")] = "1,2,4,8,16,32,64,128,256",
-    acceptance: Annotated[str | None, typer.Option(help="Acceptance instead of the run's own: a run directory (RUN or RUN:CONFIG_ID), an iid rate (0.7) or per-position rates (0.8,0.6,0.45).")] = None,
-    exclude: Annotated[list[str] | None, typer.Option(help="Leave this configuration out of the calibration and the acceptance profile (repeatable): its points are then predicted blind.")] = None,
-    calibration: Annotated[Path | None, typer.Option(help="A calibration.json from `specmeter calibrate` (runs pooled) instead of fitting on RUN_DIR alone.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the predictions as JSON instead of tables.")] = False,
-) -> None:
-    """Predict TPOT, throughput and speedup per drafter, K and engine batch size from a step-cost model
-    calibrated on the run's measurements, with intervals; check every measured point against it; and fill
-    recommend's table beyond the measured batches, labelled predicted."""
-    from specmeter.workflows import plan as workflow
-
-    ks, batches = _flag(flags.levels, k), _flag(flags.levels, batch)
-    if not ks or not batches or min(ks) < 1 or min(batches) < 1:
-        raise typer.BadParameter("--k and --batch take positive integers, e.g. --k 1,2,4 --batch 1,8,64")
-    workflow.plan_run(workflow.PlanRequest(run_dir=run_dir, ks=ks, batches=batches, acceptance=acceptance,
-                                           exclude=exclude or [], calibration=calibration), _terminal(json_out))
+app.command("plan")(plan_command(_terminal))
 
 
 @app.command()

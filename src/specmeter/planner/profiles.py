@@ -108,3 +108,25 @@ def profile_of_run(run_dir: Path, config_id: str | None = None) -> AcceptancePro
         raise InputError(f"{run_dir}: {len(profiles)} drafters measured acceptance ({names}); name one with "
                          "RUN:CONFIG_ID")
     return next(iter(profiles.values()))
+
+
+def parse_acceptance(text: str | None, k_max: int) -> AcceptanceProfile:
+    """--acceptance: an iid rate (0.7), per-position unconditional rates (0.8,0.6,0.45), or a run directory (RUN
+    or RUN:CONFIG_ID) whose measured profile to assume."""
+    if text is None:
+        raise InputError("--acceptance: give an acceptance rate (0.7), per-position rates (0.8,0.6,0.45) or a run "
+                         "directory (RUN or RUN:CONFIG_ID) whose acceptance to assume")
+    path, _sep, config = text.partition(":")
+    if Path(path).is_dir():
+        return profile_of_run(Path(path), config or None)
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"--acceptance {text!r}: give an acceptance rate (0.7), per-position rates "
+                         "(0.8,0.6,0.45) or a run directory (RUN or RUN:CONFIG_ID)") from None
+    try:
+        if len(values) == 1:
+            return AcceptanceProfile.iid(values[0], k_max)
+        return AcceptanceProfile.given(values)
+    except ValueError as exc:
+        raise InputError(f"--acceptance {text!r}: {exc}") from None

@@ -72,6 +72,24 @@ def speedup_grid(title: str, cells: list[Cell], batches: list[int]) -> Grid:
     return g
 
 
+def category_grid(title: str, cells: list[Cell], batches: list[int]) -> Grid:
+    """Rows category, columns batch: the K with the highest predicted speedup there (off where none beats 1)."""
+    g = grid(title, ("category", *(f"B={b}" for b in batches)), left={"category"})
+    for category in sorted({c.category for c in cells if c.category is not None}):
+        row = [category]
+        for b in batches:
+            here = [c for c in cells if c.category == category and c.batch == b and c.speedup is not None]
+            best = max(here, key=lambda c: c.speedup or 0.0, default=None)
+            if best is None or best.speedup is None:
+                row.append("-")
+            elif best.speedup <= 1.0:
+                row.append(f"off ({best.speedup:.2f}x at K={best.k})")
+            else:
+                row.append(f"K={best.k} {best.speedup:.2f}x (AL {best.al:.2f})")
+        g.add_row(*row)
+    return g
+
+
 def check_grid(checks: list[Check]) -> Grid:
     g = grid("Every measured point against the model at its own batch (TPOT speedup; blind: left out of the "
              "calibration and the acceptance profile)",
@@ -106,6 +124,10 @@ def render_plan(console: Console, result: PlanResult) -> None:
         console.print(to_rich(speedup_grid(f"{label}: predicted TPOT speedup over speculation off (acceptance: "
                                            f"{result.acceptance.get(label, '?')})",
                                            [c for c in result.cells if c.drafter == drafter], result.batches)))
+        mine = [c for c in result.categories if c.drafter == drafter]
+        if mine:
+            console.print(to_rich(category_grid(f"{label} per category: the fastest K predicted per batch (each "
+                                                "category's own acceptance profile)", mine, result.batches)))
     if result.checks:
         console.print(to_rich(check_grid(result.checks)))
         line = error_line(result.checks)

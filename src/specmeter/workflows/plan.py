@@ -10,11 +10,18 @@ from pathlib import Path
 
 from specmeter.analysis.recommend import recommend as decide_table
 from specmeter.errors import InputError
-from specmeter.planner.acceptance import AcceptanceProfile
 from specmeter.planner.calibration import calibrate, refit
 from specmeter.planner.observations import drafter_key, request_mix
-from specmeter.planner.predict import Predictor, checks, grid, mark_measured, measured_points
-from specmeter.planner.profiles import category_profiles, drafter_profiles, profile_of_run
+from specmeter.planner.predict import (
+    DEFAULT_BATCHES,
+    DEFAULT_KS,
+    Predictor,
+    checks,
+    grid,
+    mark_measured,
+    measured_points,
+)
+from specmeter.planner.profiles import category_profiles, drafter_profiles, parse_acceptance
 from specmeter.planner.tables import fill_unmeasured, predicted_k
 from specmeter.report.planner import render_calibration, render_plan
 from specmeter.run_data import run_records
@@ -24,8 +31,6 @@ from specmeter.store import RunStore, atomic_write_text, load_summary
 from specmeter.workflows.terminal import Terminal
 
 CALIBRATION = "calibration.json"
-DEFAULT_KS = (1, 2, 3, 4, 6, 8)
-DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 @dataclass(frozen=True)
@@ -51,24 +56,6 @@ def calibrate_runs(run_dirs: Sequence[Path], exclude: Sequence[str], out: Path |
         render_calibration(terminal.out, cal)
     terminal.human.print(f"calibration: {path}")
     return cal
-
-
-def _acceptance(text: str, k_max: int) -> AcceptanceProfile:
-    """--acceptance: a run directory (RUN or RUN:CONFIG_ID), an iid rate (0.7) or per-position rates."""
-    path, _, config = text.partition(":")
-    if Path(path).is_dir():
-        return profile_of_run(Path(path), config or None)
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise InputError(f"--acceptance {text!r}: give a run directory (RUN or RUN:CONFIG_ID), an acceptance rate "
-                         "(0.7) or per-position rates (0.8,0.6,0.45)") from None
-    try:
-        if len(values) == 1:
-            return AcceptanceProfile.iid(values[0], k_max)
-        return AcceptanceProfile.given(values)
-    except ValueError as exc:
-        raise InputError(f"--acceptance {text!r}: {exc}") from None
 
 
 def _calibration(request: PlanRequest, summary: RunSummary) -> Calibration:
@@ -98,7 +85,7 @@ def plan_run(request: PlanRequest, terminal: Terminal) -> PlanResult:
     notes = list(cal.notes)
     profiles = drafter_profiles(summary, run, request.exclude)
     if request.acceptance is not None:
-        given = _acceptance(request.acceptance, max(request.ks))
+        given = parse_acceptance(request.acceptance, max(request.ks))
         profiles = {key: given for key in predictor.model.drafters}
     cells: list[Cell] = []
     for key in predictor.model.drafters:
