@@ -334,7 +334,10 @@ class LoadSpec(StrictModel):
             raise ValueError(f"{', '.join(arrival)} shape request-rate points: give request_rate too")
         searches = [s for s in (parse_auto("concurrency", conc), parse_auto("request_rate", rates)) if s is not None]
         for s in searches:  # the start loads are the axis's first points
-            conc, rates = ([int(v) for v in s.start], rates) if s.axis == "concurrency" else (conc, s.start)
+            if s.axis == "concurrency":
+                conc = [int(v) for v in s.start]
+            else:
+                rates = s.start
         if conc is not None or rates is not None:
             if data.get("points"):
                 raise ValueError("give load points either as points or as concurrency/request_rate, not both")

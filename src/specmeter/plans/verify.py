@@ -62,8 +62,8 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
     reps = repeats or plan.repeats
     # Adaptive unless repeats were asked for: a verified point runs until its judgement of the table settles.
     # The sweep's points as measured: a load search chose them there, verify runs them all.
-    load = plan.load.model_copy(update={"precision": None, "search": []}).with_precision(interleave=True, repeats=reps,
-                                                                          default="adaptive")
+    load = plan.load.model_copy(update={"precision": None, "search": []})
+    load = load.with_precision(interleave=True, repeats=reps, default="adaptive")
     return Plan(kind="verify", configs=[base, *statics, dynamic], load=load, repeats=reps, interleave=True,
                 workload=plan.workload, best_static=against, min_gain=rec.min_gain)
 
