@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from specmeter import __version__
+from specmeter.cli_plan import plan_command
 from specmeter.errors import SpecmeterError
 from specmeter.redact import redact_argv
 from specmeter.report.progress import RichReporter
@@ -155,7 +156,7 @@ def sweep(
     model: Annotated[str | None, typer.Option(help="Shorthand: target model to launch.")] = None,
     spec: Annotated[list[str] | None, typer.Option(help="Shorthand: a speculative config as JSON (repeatable); --k expands its K.")] = None,
     k: Annotated[str | None, typer.Option(help="Shorthand: draft lengths to try, e.g. 1,2,4.")] = None,
-    concurrency: Annotated[str | None, typer.Option(help="Shorthand: concurrency points, e.g. 1,4,16.")] = None,
+    concurrency: Annotated[str | None, typer.Option(help="Shorthand: concurrency points, e.g. 1,4,16, or auto: measure 1, 8 and 64, then where the crossover or a best-K boundary is least sure (a file's load.concurrency: {auto: {...}} sets the range, width and budget).")] = None,
     request_rate: Annotated[str | None, typer.Option(help="Shorthand: request-rate points (conversations/s).")] = None,
     dataset: Annotated[str, typer.Option(help="Shorthand: workload name.")] = "sample",
     dataset_path: Annotated[str | None, typer.Option(help="Shorthand: dataset file or directory.")] = None,
@@ -179,8 +180,11 @@ def sweep(
 ) -> None:
     """Every speculative config at every load point against the baseline: which drafter and which K, at
     which load, and where speculation stops paying. Takes a sweep file, or the shorthand
-    `specmeter sweep --model M --spec '{...}' --k 1,2,4 --concurrency 1,4,16`. A candidate may carry
-    `synthetic_acceptance: {rates: [...]}` or `{length: L}` (acceptance set, not verified: benchmarking only)."""
+    `specmeter sweep --model M --spec '{...}' --k 1,2,4 --concurrency 1,4,16`. With `--concurrency auto`
+    (or load: {concurrency: auto} in the file) the sweep measures 1, 8 and 64, then places each next point
+    where the crossover or a best-K boundary is least sure, until each is bracketed within 1.5x or 8 points
+    ran; the report says which points were chosen and why. A candidate may carry `synthetic_acceptance:
+    {rates: [...]}` or `{length: L}` (acceptance set, not verified: benchmarking only)."""
     if resume is not None:
         _resume(resume, api_key, json_out)
         return
@@ -189,7 +193,7 @@ def sweep(
     from specmeter.workflows.verify import VerifyRequest
 
     shorthand = workflow.SweepFlags(model=model, specs=spec or [], k=_flag(flags.levels, k),
-                           concurrency=_flag(flags.levels, concurrency),
+                           concurrency=_flag(flags.levels_or_auto, concurrency),
                            request_rate=_flag(flags.rates, request_rate), dataset=dataset,
                            dataset_path=dataset_path, num_prompts=num_prompts, max_tokens=max_tokens, dtype=dtype,
                            engine_env=_flag(flags.pairs, engine_env) or {})
@@ -340,6 +344,24 @@ def compare(
     from specmeter.workflows.report import compare as compare_runs
 
     compare_runs(run_dirs, _terminal(json_out), allow_different_workloads=allow_different_workloads, plots=plots)
+
+
+@app.command()
+def calibrate(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Run directories of one engine, target and hardware (pooled).")],
+    exclude: Annotated[list[str] | None, typer.Option(help="Leave this configuration out of the fit (repeatable): it can then be predicted blind.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Where to write calibration.json (default: into the first run directory).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print calibration.json instead of tables.")] = False,
+) -> None:
+    """Fit the step-cost model (a step's time against batch size, tokens verified, KV tokens held, prefill, and
+    each drafter's cost against K) on the measured points of one or more runs, and write calibration.json with
+    every point's residual."""
+    from specmeter.workflows import plan as workflow
+
+    workflow.calibrate_runs(run_dirs, exclude or [], out, _terminal(json_out))
+
+
+app.command("plan")(plan_command(_terminal))
 
 
 @app.command()

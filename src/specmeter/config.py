@@ -19,6 +19,9 @@ from pydantic import (
     model_validator,
 )
 
+from specmeter.config_search import LoadSearch, parse_auto
+from specmeter.dynamic_k import dynamic_k_at as dynamic_k_at  # re-exported: its users import it from here
+from specmeter.dynamic_k import validate_dynamic_k
 from specmeter.errors import InputError
 from specmeter.installed import module_available
 from specmeter.redact import redact_argv, redact_env
@@ -118,36 +121,6 @@ class SpecConfig(StrictModel):
         dyn = " dynamic" if self.num_speculative_tokens_per_batch_size else ""
         synth = f" {self.synthetic_acceptance.label(self.k)}" if self.synthetic_acceptance else ""
         return f"{self.method.value} K={self.k}{dyn}{synth}"
-
-
-def validate_dynamic_k(table: list[tuple[int, int, int]], k_max: int) -> None:
-    """vLLM's rules: inclusive [start, end] ranges, first starts at 1, contiguous, 0 <= K <= K_max."""
-    if not table:
-        raise ValueError("num_speculative_tokens_per_batch_size must not be empty")
-    expected_start = 1
-    for start, end, k in table:
-        if start != expected_start:
-            raise ValueError(
-                f"num_speculative_tokens_per_batch_size: range [{start}, {end}] must start at "
-                f"{expected_start} (ranges are inclusive, contiguous and begin at batch size 1)"
-            )
-        if end < start:
-            raise ValueError(f"num_speculative_tokens_per_batch_size: range [{start}, {end}] ends before it starts")
-        if not 0 <= k <= k_max:
-            raise ValueError(
-                f"num_speculative_tokens_per_batch_size: K={k} for [{start}, {end}] must be in "
-                f"[0, num_speculative_tokens={k_max}]"
-            )
-        expected_start = end + 1
-
-
-def dynamic_k_at(table: list[tuple[int, int, int]], batch: int, k_max: int) -> int:
-    """The K vLLM drafts at `batch` running requests under `table`: past the last range the last K carries on."""
-    k = table[0][2]
-    for start, _end, range_k in table:
-        if batch >= start:
-            k = range_k
-    return min(k, k_max)
 
 
 class EngineSpec(StrictModel):
@@ -295,7 +268,8 @@ REQUESTS_PER_SLOT_FLOOR = 4
 class LoadSpec(StrictModel):
     """The load points and how every request is made: identical for every configuration of a plan.
 
-    `concurrency: [1, 4]` and `request_rate: [2.0]` are shorthands for `points`.
+    `concurrency: [1, 4]` and `request_rate: [2.0]` are shorthands for `points`; `concurrency: auto` searches that
+    axis (config_search.py): its start loads become the first points, and the sweep adds the ones it chooses.
     """
 
     api: Literal["chat", "completions"] = "chat"
@@ -331,6 +305,8 @@ class LoadSpec(StrictModel):
                                      "configuration sends at a point over all its rounds.")
     max_seconds: float | None = Field(default=None, gt=0, description="adaptive: no new round starts at a point "
                                       "once it has run this long (all configurations together).")
+    search: list[LoadSearch] = Field(default_factory=list, description="Axes whose points a search chooses "
+                                     "(`concurrency: auto`): `points` holds the start points and the ones chosen.")
 
     def point(self, point_id: str) -> ConcurrencyPoint | RatePoint | None:
         return next((p for p in self.points if p.id == point_id), None)
@@ -345,10 +321,18 @@ class LoadSpec(StrictModel):
         arrival = {k: data.pop(k) for k in ("arrival", "burstiness", "max_concurrency") if k in data}
         if arrival and rates is None:
             raise ValueError(f"{', '.join(arrival)} shape request-rate points: give request_rate too")
+        searches = [s for s in (parse_auto("concurrency", conc), parse_auto("request_rate", rates)) if s is not None]
+        for s in searches:  # the start loads are the axis's first points
+            if s.axis == "concurrency":
+                conc = [int(v) for v in s.start]
+            else:
+                rates = s.start
         if conc is not None or rates is not None:
             if data.get("points"):
                 raise ValueError("give load points either as points or as concurrency/request_rate, not both")
             data["points"] = [*(_as_list(conc)), *({"rate": r, **arrival} for r in _as_list(rates))]
+        if searches:
+            data["search"] = [*data.get("search", []), *searches]
         if "points" in data and isinstance(data["points"], list):
             data["points"] = [_point_shorthand(p) for p in data["points"]]
         return data
@@ -357,6 +341,9 @@ class LoadSpec(StrictModel):
     def _rounds(self) -> LoadSpec:
         if self.min_rounds > self.max_rounds:
             raise ValueError(f"min_rounds {self.min_rounds} is above max_rounds {self.max_rounds}; raise max_rounds")
+        axes = [s.axis for s in self.search]
+        if len(set(axes)) != len(axes):
+            raise ValueError("one search per load axis: give concurrency auto (or request_rate auto) once")
         return self
 
     def with_precision(self, *, interleave: bool, repeats: int, default: Precision) -> LoadSpec:
@@ -371,6 +358,10 @@ class LoadSpec(StrictModel):
         elif precision == "adaptive" and repeats > 1:
             raise InputError(f"repeats {repeats} fixes the rounds of every point, but load.precision adaptive decides "
                              "them (min_rounds..max_rounds); drop repeats or set precision: fixed")
+        if self.search and not interleave:
+            raise InputError(f"load.{self.search[0].key} auto places each next point from head-to-head comparisons "
+                             "at the points before it, which needs interleave: true (all servers up together); set "
+                             "interleave or list the points")
         return self.model_copy(update={"precision": precision})
 
     @field_validator("event_loop")

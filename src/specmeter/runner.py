@@ -33,6 +33,7 @@ from specmeter.load.client import OpenAIClient
 from specmeter.load.point import count_requests, point_conversations, run_point
 from specmeter.load.stops import ServerAlive
 from specmeter.load.traffic import PointKey
+from specmeter.planner.search import Search
 from specmeter.redact import redact_argv
 from specmeter.rounds import Rounds
 from specmeter.run_data import run_records
@@ -113,6 +114,7 @@ class _Run:
         self.t0 = time.perf_counter()
         self.summary = ex.prior if ex.prior is not None else self._new_summary()
         self._derived: dict[str, list[Conversation]] = {}
+        self._started: dict[str, str | None] = {}  # server -> None: this run started it; else why it failed
 
     def _new_summary(self) -> RunSummary:
         plan = self.plan
@@ -159,16 +161,19 @@ class _Run:
         fails is recorded and the rest go on."""
         for server in servers:
             results = [self.result(c, server.engine) for c in server.configs]
+            head = server.head
+            if self._started.get(head.server) is not None:  # failed earlier in this run (a search's earlier look)
+                server.error = self._started[head.server]
+                continue
             for r in results:
                 r.server_error = None
-            head = server.head
             if not head.engine.launch:
                 continue
             running = pool.running(head)
             if running is not None:
-                self._bind(server, running, reused=True)
-                self.reporter.note(f"server {head.server}: reusing the running {server.engine.kind} server with the "
-                                   "same engine and speculative config")
+                self._bind(server, running, reused=head.server not in self._started)
+                if head.server not in self._started:  # started by an earlier plan
+                    self.reporter.note(f"server {head.server}: reusing the {server.engine.kind} server running it")
                 continue
             proc = LaunchedServer(server.engine.launcher, head.engine, head.spec, self.store.server_log(head.server),
                                   api_key=self.ex.api_key)
@@ -180,7 +185,7 @@ class _Run:
                 pool.start(head, proc)
             except EngineError as exc:
                 # The rest of the plan goes on; this configuration is reported with the engine's own reason.
-                server.error = str(exc)
+                server.error = self._started[head.server] = str(exc)
                 for r in results:
                     r.server_error = server.error
                 self.save()
@@ -188,6 +193,7 @@ class _Run:
                                    f"\n{exc}")
                 continue
             self._bind(server, proc, reused=False)
+            self._started[head.server] = None
             self.save()  # the pid on disk lets a user (or a test) find the server
             self.reporter.server_ready(head.server, proc.startup_seconds or 0.0)
 
@@ -296,6 +302,22 @@ class _Run:
                 rounds.finish(point)
             self.save()
 
+    def run_all(self) -> None:
+        """The plan's blocks; with a load search, again after each look that adds points (servers stay up meanwhile)."""
+        search = Search(self.summary, lambda: run_records(self.store, self.plan))
+        with ServerPool() if search.active and self.pool is None else contextlib.nullcontext(self.pool) as pool:
+            self.pool = pool
+            while True:
+                for block in schedule(self.plan):
+                    self.run_block(block)
+                chosen = search.step()
+                self.save()  # a search's choice is on disk before its point runs (a resume measures it)
+                if not chosen:
+                    return
+                for step in chosen:
+                    self.reporter.note(f"load search: {step.why}")
+                self.reporter.plan_grown(self.plan, self.total_requests())
+
     def _per_round(self, point: LoadPoint) -> int:
         """Requests one configuration sends in one round of the point."""
         return count_requests(point_conversations(self.ex.conversations, point, self.plan.load))
@@ -335,8 +357,7 @@ def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None,
     run.save()
     try:
         run.reporter.plan_start(ex.plan, run.total_requests())
-        for block in schedule(ex.plan):
-            run.run_block(block)
+        run.run_all()
         summary.analysis = analyze(summary, run_records(store, summary.plan))
         failed = run.failed_servers()
         if failed:

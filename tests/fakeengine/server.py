@@ -43,14 +43,16 @@ class FakeEngine(ThreadedServer):
         self, personality: Personality | None = None, *, k: int = 4, model: str = "fake/target-model",
         output_tokens: int = 24, alpha: float = 0.6, no_draft_prob: float | None = None, num_engines: int = 1,
         prior_requests: int = 0, api_key: str | None = None, seed: int = 0, stall_s: float = 4.0,
-        slow_chunk_s: float = 0.02, step_s: float = 0.0, max_lifetime_s: float = 60.0, **server_faults: Any,
+        slow_chunk_s: float = 0.02, step_s: float = 0.0, batch_step_s: float = 0.0, max_lifetime_s: float = 60.0,
+        **server_faults: Any,
     ) -> None:
         """`k` drafts per step, each accepted with probability `alpha`; `output_tokens` per reply (or
         max_tokens, if fewer); `no_draft_prob`: share of decode steps that draft nothing (the personality's
         default if None); `num_engines` replicas (data parallel; vLLM only); `prior_requests` counted before
         the test (traffic of an engine that has run a while); `api_key` required on /v1/*; `stall_s` the stall
         of the timeout faults, `slow_chunk_s` the pause after each chunk under the "slow" fault, `step_s` after
-        each step otherwise."""
+        each step otherwise, plus `batch_step_s` for every request streaming at that moment (a step of a larger
+        batch takes longer, as a real engine's does)."""
         super().__init__(max_lifetime_s)
         self.personality = personality or VLLM()
         if num_engines > 1 and self.personality.replica_label is None:
@@ -58,7 +60,7 @@ class FakeEngine(ThreadedServer):
         self.k, self.model, self.output_tokens, self.alpha = k, model, output_tokens, alpha
         self.no_draft_prob = self.personality.no_draft_prob if no_draft_prob is None else no_draft_prob
         self.num_engines, self.api_key, self.seed = num_engines, api_key, seed
-        self.stall_s, self.slow_chunk_s, self.step_s = stall_s, slow_chunk_s, step_s
+        self.stall_s, self.slow_chunk_s, self.step_s, self.batch_step_s = stall_s, slow_chunk_s, step_s, batch_step_s
 
         # per-request fault selection (fakeengine.faults)
         self.schedule: dict[int, str] = {}
@@ -330,7 +332,7 @@ class FakeEngine(ThreadedServer):
                 s.done += m
                 ends = last and j == len(pieces) - 1 and not p.finish_apart
                 await s.content(text, finish if ends else None, chunk_ids)
-            pause = self.slow_chunk_s if fault == "slow" else self.step_s
+            pause = self.slow_chunk_s if fault == "slow" else self.step_s + self.batch_step_s * self.running()
             if pause > 0:
                 await asyncio.sleep(pause)
         if p.finish_apart:

@@ -94,6 +94,15 @@ def test_run_sweep_resume_and_compare_workloads_print_one_document(
     assert one_document(specmeter("resume", tmp_path / "stopped", "--json"))["status"] == "complete"
 
 
+def test_plan_before_any_run_prints_one_document() -> None:
+    models = Path(__file__).resolve().parents[2] / "models"
+    doc = one_document(specmeter("plan", "--hardware", "h100", "--target-config", models / "demo-target",
+                                 "--draft-config", models / "demo-draft", "--acceptance", "0.7", "--k", "2,4",
+                                 "--batch", "1,8", "--json"))
+    assert doc["title"] == "roofline estimate, not a measurement"
+    assert {(row["k"], row["batch"]) for row in doc["rows"]} == {(2, 1), (2, 8), (4, 1), (4, 8)}
+
+
 def test_sweep_verify_of_attached_servers_is_refused_before_the_sweep(tmp_path: Path) -> None:
     sweep_file = tmp_path / "sweep.yaml"
     url = "http://127.0.0.1:9"  # nothing answers: the refusal must come before any request

@@ -8,6 +8,7 @@ from test_recommend import BATCHES, CLEAR, latency, sweep
 from specmeter.analysis.recommend import recommend
 from specmeter.analysis.verify import drafted_check
 from specmeter.config import EngineSpec, SpecConfig, dynamic_k_at
+from specmeter.config_search import LoadSearch
 from specmeter.errors import InputError
 from specmeter.plans.verify import VERIFY_ID, best_static, verify_plan
 from specmeter.runner import schedule
@@ -90,6 +91,13 @@ def test_verify_plan_runs_baseline_best_statics_and_the_dynamic_config() -> None
         for r in range(plan.load.max_rounds):
             assert sorted(cid for cid, pid, rep in cells if pid == p.id and rep == r) == sorted(
                 ["baseline", plan.best_static[p.id], VERIFY_ID])
+
+
+def test_verify_of_a_searched_sweep_runs_the_points_it_measured_without_searching() -> None:
+    summary, records = sweep(CLEAR, BATCHES)
+    summary.plan.load.search = [LoadSearch(axis="concurrency", min=1, max=16, start=[1, 16])]
+    plan = verify_plan(summary, recommend(summary, records), "run")
+    assert plan.points == summary.plan.points and plan.load.search == []
 
 
 def test_verify_refuses_a_recommendation_that_keeps_speculation_off() -> None:

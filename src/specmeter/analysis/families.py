@@ -71,3 +71,13 @@ def deploy_specs(family: list[PlannedConfig], ranges: list[KRange], static: Plan
                          "config carries its own K's")
     static_spec = None if static is None else static.spec.model_copy(update={"extra": live(static.spec.extra)})
     return table, static_spec
+
+
+def drafter_label(spec: SpecConfig) -> str:
+    """Human label of a drafter, e.g. 'draft_model demo-draft'."""
+    parts = [spec.method.value]
+    if spec.draft_model:
+        parts.append(spec.draft_model.rstrip("/").rsplit("/", 1)[-1])
+    if spec.prompt_lookup_min is not None or spec.prompt_lookup_max is not None:
+        parts.append(f"n-gram {spec.prompt_lookup_min or '-'}..{spec.prompt_lookup_max or '-'}")
+    return " ".join(parts)

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specmeter.analysis.families import deploy_specs, families
+from specmeter.analysis.families import deploy_specs, drafter_label, families
 from specmeter.analysis.objective import Scorer
-from specmeter.config import ConcurrencyPoint, RatePoint, SpecConfig
+from specmeter.config import ConcurrencyPoint, RatePoint
 from specmeter.errors import InputError
 from specmeter.load.kinds import kind_of
 from specmeter.schemas.analysis import PointChoice
@@ -185,8 +185,8 @@ def _drafter(family: list[PlannedConfig], scorer: Scorer, batches: dict[str, _Ba
         return None
     points = _on_batch_axis(measured, limit)
     segments = _segments(points, limit)
-    ranges = _merge(segments)
-    label = _drafter_label(family[-1].spec)
+    ranges = merge_segments(segments)
+    label = drafter_label(family[-1].spec)
     static_k, static_cfg, static_reason, _ = scorer.static(family, [p for _, p, _, _ in measured])
     # Engine-neutral: the caller renders them for the engine the sweep ran (engines.deploy).
     spec, static_spec = deploy_specs(family, ranges, static_cfg, label, DEAD_FLAGS, notes)
@@ -195,15 +195,6 @@ def _drafter(family: list[PlannedConfig], scorer: Scorer, batches: dict[str, _Ba
         static_k=static_k, static_config_id=static_cfg.id if static_cfg else None, static_spec=static_spec,
         static_reason=static_reason, score=_geomean([_relative(m, scorer) for m in points]),
     )
-
-
-def _drafter_label(spec: SpecConfig) -> str:
-    parts = [spec.method.value]
-    if spec.draft_model:
-        parts.append(spec.draft_model.rstrip("/").rsplit("/", 1)[-1])
-    if spec.prompt_lookup_min is not None or spec.prompt_lookup_max is not None:
-        parts.append(f"n-gram {spec.prompt_lookup_min or '-'}..{spec.prompt_lookup_max or '-'}")
-    return " ".join(parts)
 
 
 def _on_batch_axis(measured: list[tuple[_Batch, LoadPoint, PointChoice, list[Score]]],
@@ -262,7 +253,7 @@ def _segments(points: list[_Measured], limit: int) -> list[Segment]:
     return segs
 
 
-def _merge(segments: list[Segment]) -> list[KRange]:
+def merge_segments(segments: list[Segment]) -> list[KRange]:
     ranges: list[KRange] = []
     for s in segments:
         if ranges and ranges[-1].k == s.k:

@@ -59,6 +59,9 @@ def compare_workloads_plan(engine: EngineSpec, spec: SpecConfig, load: LoadSpec,
     point, with forced output lengths."""
     if not spec.enabled:
         raise InputError("compare-workloads needs a speculative config (--spec) to compare")
+    if load.search:
+        raise InputError(f"compare-workloads measures the points it is given; list them instead of "
+                         f"{load.search[0].key}: auto (a search is for sweeps)")
     cid = config_id(spec)
     forced = load.model_copy(update={"ignore_eos": True})
     matched = MatchedRandom(source_config=cid, source_point=load.points[0].id, vocab_size=vocab_size,

@@ -15,6 +15,11 @@ combination. The speculation-off baseline is always part of the plan: every spee
 
 A candidate with `synthetic_acceptance: {rates: [...]}` or `{length: L}` runs with acceptance set at random
 instead of verified (benchmarking only); its id says so, and it is never recommended.
+
+`load: {concurrency: auto}` lets the sweep choose the concurrencies: it measures 1, 8 and 64, then each next point
+inside the widest bracket where speculation stops paying or the best K changes, until every such bracket is
+narrower than 1.5x or 8 points ran (`{concurrency: {auto: {min, max, start, width, max_points}}}` sets them;
+config_search.py). A search implies interleave.
 """
 
 from __future__ import annotations
@@ -127,6 +132,12 @@ class SweepSpec(StrictModel):
 
     @model_validator(mode="after")
     def _servable(self) -> SweepSpec:
+        if self.load.search and "interleave" not in self.model_fields_set:
+            self.interleave = True  # a search compares every configuration at each point it chose
+        elif self.load.search and not self.interleave:
+            raise ValueError(f"load.{self.load.search[0].key} auto places each next point from head-to-head "
+                             "comparisons at the points before it, which needs every server up together; drop "
+                             "interleave: false or list the points")
         if not self.engine.launch and self.baseline_endpoint is None:
             raise ValueError("the baseline needs a server: give engine.model (launch) or baseline_endpoint (attach)")
         for i, cand in enumerate(self.candidates):

@@ -61,8 +61,9 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
     dynamic = PlannedConfig(id=VERIFY_ID, role=Role.verification, spec=drafter.spec, engine=engine, server=VERIFY_ID)
     reps = repeats or plan.repeats
     # Adaptive unless repeats were asked for: a verified point runs until its judgement of the table settles.
-    load = plan.load.model_copy(update={"precision": None}).with_precision(interleave=True, repeats=reps,
-                                                                          default="adaptive")
+    # The sweep's points as measured: a load search chose them there, verify runs them all.
+    load = plan.load.model_copy(update={"precision": None, "search": []})
+    load = load.with_precision(interleave=True, repeats=reps, default="adaptive")
     return Plan(kind="verify", configs=[base, *statics, dynamic], load=load, repeats=reps, interleave=True,
                 workload=plan.workload, best_static=against, min_gain=rec.min_gain)
 

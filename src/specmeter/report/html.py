@@ -13,6 +13,7 @@ from specmeter import __version__
 from specmeter.report.grid import VERDICTS, Grid, Note
 from specmeter.report.outputs import Output
 from specmeter.report.recommendation import deploy_lines, evidence_table, heading
+from specmeter.report.search import search_lines
 from specmeter.report.tables import notes, summary_tables
 from specmeter.run_data import RunData
 from specmeter.store import atomic_write_text
@@ -106,6 +107,7 @@ def _answer(run: RunData) -> str:
         items.append(f'<li>{_e(sp.config_id)} at {_e(labels.get(sp.point_id, sp.point_id))}: {on} {_e(ratio)} '
                      f'<span class="{_e(v)}">{_e(VERDICTS[v])}</span>{marker}</li>')
     items += [f"<li>{_e(c.note)}</li>" for c in s.analysis.crossovers]
+    items += [f"<li>{_e(line)}</li>" for line in search_lines(s)]
     rec = run.recommendation
     corrected = rec is not None and rec.round > 1
     after = " before verification corrected the table" if corrected else ""

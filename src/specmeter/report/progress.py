@@ -51,6 +51,14 @@ class RichReporter(Reporter):
             f"{plan.kind}: {grid}" + (f" x {plan.repeats} repeats" if plan.repeats > 1 else ""),
             total=total_requests, errors=0)
 
+    def plan_grown(self, plan: Plan, remaining_requests: int | None) -> None:
+        if self._plan_task is None:
+            return
+        done = next(t.completed for t in self.progress.tasks if t.id == self._plan_task)
+        self.progress.update(self._plan_task, total=None if remaining_requests is None else done + remaining_requests,
+                             description=f"{plan.kind}: {len(plan.configs)} configurations x {len(plan.points)} "
+                             "points (load search)")
+
     def server_ready(self, server: str, seconds: float) -> None:
         self.progress.console.print(f"  server {server} ready in {seconds:.0f} s")
 

@@ -11,7 +11,7 @@ from specmeter.report.grid import Grid, grid
 from specmeter.schemas.recommend import DeployConfig, DrafterRecommendation, Recommendation, Score, Segment
 
 BASIS = {"measured": "measured", "interpolated": "interpolated", "below_measured": "below the smallest measured",
-         "unmeasured": "not measured: no claim"}
+         "unmeasured": "not measured: no claim", "predicted": "predicted (step-cost model)"}
 OBJECTIVES = {"throughput": "output throughput (TPOT at request-rate points)", "tpot": "TPOT",
               "goodput": "goodput (requests/s meeting the SLO)"}
 

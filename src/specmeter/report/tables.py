@@ -13,6 +13,7 @@ from specmeter.report.decisions import (
     verification_table,
 )
 from specmeter.report.grid import VERDICTS, Grid, Note, fmt, grid, ms, point_label, ratio_text
+from specmeter.report.search import search_tables
 from specmeter.schemas.analysis import Speedup
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 from specmeter.schemas.sd import SDCounts
@@ -37,6 +38,8 @@ def _repeat(summary: RunSummary, pr: PointResult) -> str:
 def plan_table(summary: RunSummary) -> Grid:
     plan = summary.plan
     points = ", ".join(p.label() for p in plan.points)
+    if plan.load.search:
+        points += " (" + ", ".join(f"{s.key} chosen by a load search" for s in plan.load.search) + ")"
     extra = (f"; {plan.repeats} repeats" if plan.repeats > 1 else "") + ("; interleaved" if plan.interleave else "")
     t = grid(f"Plan ({plan.kind}): {points}{extra}",
              ("configuration", "role", "speculation", "workload", "server start s", "status"))
@@ -306,6 +309,6 @@ def summary_tables(summary: RunSummary) -> list[Grid]:
     tables = (plan_table(summary), sd_table(summary), synthetic_table(summary), category_table(summary),
               throughput_table(summary),
               latency_table(summary), speedup_table(summary), decision_table(summary), head_to_head_table(summary),
-              sampling_table(summary), verification_table(summary),
+              *search_tables(summary), sampling_table(summary), verification_table(summary),
               lossless_table(summary), workload_bias_table(summary))
     return [t for t in tables if t is not None]

@@ -17,7 +17,7 @@ from specmeter.config import SpecConfig
 from specmeter.schemas.analysis import HeadToHead
 
 Objective = Literal["throughput", "tpot", "goodput"]
-Basis = Literal["measured", "interpolated", "below_measured", "unmeasured"]
+Basis = Literal["measured", "interpolated", "below_measured", "unmeasured", "predicted"]
 
 
 class SLO(BaseModel):

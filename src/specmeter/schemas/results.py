@@ -10,6 +10,7 @@ from specmeter.schemas.analysis import Crossover, PointChoice, Speedup, VerifyPo
 from specmeter.schemas.metrics import CategoryBreakdown, LatencySummary, RunningBatch, SteadyState
 from specmeter.schemas.plan import Plan, Role
 from specmeter.schemas.sd import SDSummary
+from specmeter.schemas.search import AxisSearch
 
 SCHEMA_VERSION = 2
 
@@ -129,6 +130,8 @@ class RunSummary(BaseModel):
     analysis: Analysis = Field(default_factory=Analysis)
     sampling: list[PointSampling] = Field(default_factory=list, description="Per point: the rounds and requests "
                                           "it took, and why it stopped (adaptive precision).")
+    load_search: list[AxisSearch] = Field(default_factory=list, description="Per searched load axis (`concurrency: "
+                                          "auto`): the points chosen, in order, with why, and why the search stopped.")
     wall_s: float | None = None
 
     def sampled(self, point_id: str) -> PointSampling | None:
@@ -136,3 +139,6 @@ class RunSummary(BaseModel):
 
     def config(self, config_id: str) -> ConfigResult | None:
         return next((c for c in self.configs if c.config_id == config_id), None)
+
+    def searched(self, axis: str) -> AxisSearch | None:
+        return next((s for s in self.load_search if s.axis == axis), None)

@@ -14,6 +14,11 @@ def levels(text: str) -> list[int]:
         raise ValueError(f"{text!r}: give concurrency levels as integers, e.g. 1,4,16") from None
 
 
+def levels_or_auto(text: str) -> list[int] | str:
+    """Concurrency levels, or `auto`: a load search chooses them (sweep)."""
+    return "auto" if text.strip() == "auto" else levels(text)
+
+
 def rates(text: str) -> list[float]:
     try:
         return [float(x) for x in text.replace(" ", "").split(",") if x]

@@ -31,7 +31,7 @@ class SweepFlags:
     model: str | None = None
     specs: list[str] = field(default_factory=list)  # JSON objects of speculative-config keys
     k: list[int] | None = None
-    concurrency: list[int] | None = None
+    concurrency: list[int] | str | None = None  # or "auto": a load search chooses the concurrencies
     request_rate: list[float] | None = None
     dataset: str = "sample"
     dataset_path: str | None = None

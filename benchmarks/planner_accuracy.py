@@ -1,0 +1,175 @@
+"""How far to trust the planner: calibrate on the baseline and one K at a few loads, predict every other K and
+load blind, and compare with what the same sweep measured there.
+
+    .venv/bin/python benchmarks/planner_accuracy.py --engine vllm --out runs/planner     # sweep, then score
+    .venv/bin/python benchmarks/planner_accuracy.py --run runs/planner/<id>-sweep        # score a stored sweep
+    .venv/bin/python benchmarks/planner_accuracy.py --render a.json b.json              # README table
+
+The sweep runs the demo pair (the speculation-off baseline and the draft model at K = 1, 2, 3, 4; on llama.cpp
+also synthetic acceptance profiles) at concurrency 1 to 32, all servers up together. For each K in turn, the
+step-cost model is calibrated on the baseline and that K at the calibration loads (1, 4, 16) only, with that
+K's acceptance profile; every other (configuration, load) is then predicted without having been seen: other Ks
+(their later positions extrapolated from the calibration K's conditional rates), loads 2, 8 and 32, and
+synthetic profiles at their set rates. The figure of merit is the error of the predicted TPOT speedup against
+the measured paired one: goal median |error| <= 10%, worst <= 20%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from specmeter.planner.acceptance import AcceptanceProfile
+from specmeter.planner.calibration import calibrate, refit
+from specmeter.planner.observations import drafter_key, request_mix
+from specmeter.planner.predict import Predictor, checks, measured_points
+from specmeter.planner.profiles import drafter_profiles
+from specmeter.schemas.results import RunSummary
+from specmeter.store import load_summary
+
+ROOT = Path(__file__).resolve().parents[1]
+LOADS = (1, 2, 4, 8, 16, 32)
+CALIBRATION_LOADS = ("c1", "c4", "c16")
+KS = (1, 2, 3, 4)
+SYNTHETIC = ([0.9, 0.7, 0.5, 0.3], [0.6, 0.3, 0.15, 0.05])  # llama.cpp: profiles the calibration never sees
+
+
+def sweep_file(engine: str, models: Path) -> dict[str, Any]:
+    candidates: list[dict[str, Any]] = [{"method": "draft_model", "model": str(models / "demo-draft"),
+                                         "num_speculative_tokens": list(KS)}]
+    if engine == "llamacpp":
+        for rates in SYNTHETIC:
+            candidates.append({"id": "synthetic-" + "-".join(f"{r:g}" for r in rates), "method": "draft_model",
+                               "model": str(models / "demo-draft"), "num_speculative_tokens": len(rates),
+                               "synthetic_acceptance": {"rates": rates}})
+    engine_spec: dict[str, Any] = {"kind": engine, "model": str(models / "demo-target"), "dtype": "float32",
+                                   "max_model_len": 1024}
+    if engine == "vllm":
+        engine_spec["env"] = {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_USE_AOT_COMPILE": "0"}
+        engine_spec["max_num_seqs"] = 64
+    else:
+        engine_spec["max_num_seqs"] = max(LOADS)
+    return {"workload": {"dataset": "sample", "num_prompts": 16}, "engine": engine_spec, "candidates": candidates,
+            "load": {"concurrency": list(LOADS), "max_tokens": 64, "temperature": 0, "warmup": 2,
+                     "precision": "fixed"},
+            "repeats": 1, "interleave": True}
+
+
+def run_sweep(engine: str, out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"planner-{engine}.yaml"
+    path.write_text(json.dumps(sweep_file(engine, ROOT / "models"), indent=2), encoding="utf-8")  # YAML reads JSON
+    name = f"planner-{engine}-{os.getpid()}"
+    cmd = [str(Path(sys.executable).parent / "specmeter"), "sweep", str(path), "--out", str(out), "--name", name]
+    print("running:", " ".join(cmd), file=sys.stderr)
+    subprocess.run(cmd, check=True)
+    return out / name
+
+
+def _without(summary: RunSummary, keep: set[str]) -> RunSummary:
+    """The summary with only the calibration's points: the rest of the sweep is what is predicted."""
+    configs = []
+    for res in summary.configs:
+        planned = next(c for c in summary.plan.configs if c.id == res.config_id)
+        if planned.spec.enabled and res.config_id not in keep:
+            configs.append(res.model_copy(update={"points": []}))
+            continue
+        configs.append(res.model_copy(update={"points": [p for p in res.points if p.point_id in CALIBRATION_LOADS]}))
+    return summary.model_copy(update={"configs": configs})
+
+
+def score(run_dir: Path) -> dict[str, Any]:
+    """Per calibration K: every other measured point predicted blind, with its error."""
+    summary = load_summary(run_dir)
+    mix = request_mix(summary)
+    assert mix is not None, f"{run_dir}: no completed request"
+    real = [c for c in summary.plan.configs if c.spec.enabled and c.spec.synthetic_acceptance is None]
+    synthetic = [c for c in summary.plan.configs if c.spec.enabled and c.spec.synthetic_acceptance is not None]
+    ks = {c.id: c.k for c in summary.plan.configs}
+    rows: list[dict[str, Any]] = []
+    for cal_config in real:
+        seen = _without(summary, {cal_config.id})
+        cal = calibrate([(str(run_dir), seen)])
+        predictor = Predictor(refit(cal), cal, mix)
+        profiles: dict[str, AcceptanceProfile] = drafter_profiles(seen, str(run_dir))
+        full = calibrate([(str(run_dir), summary)])  # its observations: every measured point, batches included
+        blind = [o.model_copy(update={"used": False}) for o in full.observations]
+        points = [m for m in measured_points(blind, summary.analysis.speedups, ks)
+                  if not (m.config_id == cal_config.id and m.point_id in CALIBRATION_LOADS)]
+        for m in points:
+            planned = next(c for c in summary.plan.configs if c.id == m.config_id)
+            given = planned.spec.synthetic_acceptance
+            use = dict(profiles)
+            if given is not None:  # the set profile: acceptance is given, only the cost is predicted
+                use[drafter_key(planned.spec)] = AcceptanceProfile.given(given.rates_for(planned.k))
+            (check,) = checks(predictor, [m], use)
+            rows.append({"calibrated_on": cal_config.id, "config": m.config_id, "point": m.point_id,
+                         "batch": round(m.batch, 1), "synthetic": given is not None,
+                         "measured": check.measured_tpot_speedup, "predicted": check.predicted,
+                         "low": check.predicted_low, "high": check.predicted_high, "error": check.error,
+                         "covered": check.covered})
+    errors = [abs(r["error"]) for r in rows if r["error"] is not None]
+    return {"run": str(run_dir), "engine": summary.plan.configs[0].engine.kind, "synthetic_configs": len(synthetic),
+            "rows": rows, "median_abs_error": statistics.median(errors) if errors else None,
+            "worst_abs_error": max(errors) if errors else None,
+            "covered": sum(1 for r in rows if r["covered"]) / len(rows) if rows else None}
+
+
+def show(result: dict[str, Any]) -> None:
+    print(f"{result['run']} ({result['engine']}): blind TPOT-speedup predictions")
+    print(f"{'calibrated on':<18} {'config':<28} {'point':<6} {'batch':>6} {'measured':>9} {'predicted':>22} "
+          f"{'error':>8}")
+    for r in result["rows"]:
+        pred = "-" if r["predicted"] is None else (f"{r['predicted']:.2f}x" + (
+            f" [{r['low']:.2f}, {r['high']:.2f}]" if r["low"] is not None else ""))
+        err = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
+        print(f"{r['calibrated_on']:<18} {r['config']:<28} {r['point']:<6} {r['batch']:>6} "
+              f"{r['measured']:>8.2f}x {pred:>22} {err:>8}")
+    if result["median_abs_error"] is not None:
+        print(f"median |error| {result['median_abs_error']:.1%}, worst {result['worst_abs_error']:.1%}, "
+              f"measured inside the predicted interval {result['covered']:.0%}")
+
+
+def render(paths: list[Path]) -> None:
+    """A markdown table per run: the K calibrated on x the point predicted, then the errors' median and worst."""
+    for path in paths:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        print(f"\n{result['engine']}: median |error| {result['median_abs_error']:.1%}, worst "
+              f"{result['worst_abs_error']:.1%}, {result['covered']:.0%} inside the interval\n")
+        print("| calibrated on | predicted | point (batch) | measured | predicted [95%] | error |")
+        print("|---|---|---|---|---|---|")
+        for r in result["rows"]:
+            pred = "-" if r["predicted"] is None else (f"{r['predicted']:.2f}x" + (
+                f" [{r['low']:.2f}, {r['high']:.2f}]" if r["low"] is not None else ""))
+            err = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
+            print(f"| {r['calibrated_on']} | {r['config']} | {r['point']} ({r['batch']}) | {r['measured']:.2f}x | "
+                  f"{pred} | {err} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--engine", choices=("vllm", "llamacpp"), default="vllm")
+    parser.add_argument("--out", type=Path, default=Path("runs/planner"))
+    parser.add_argument("--run", type=Path, help="Score this stored sweep instead of running one.")
+    parser.add_argument("--json", action="store_true", help="Print the result as JSON.")
+    parser.add_argument("--render", type=Path, nargs="+", help="Markdown tables from --json outputs.")
+    args = parser.parse_args()
+    if args.render:
+        render(args.render)
+        return
+    run_dir = args.run or run_sweep(args.engine, args.out)
+    result = score(run_dir)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        show(result)
+
+
+if __name__ == "__main__":
+    main()

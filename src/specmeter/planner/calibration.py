@@ -1,0 +1,109 @@
+"""Calibrate the step-cost model on one or more runs of one engine, target and hardware: calibration.json.
+
+Runs pool only when their numbers describe one machine: the same engine, target model and hardware (a
+different engine version is allowed, and noted). Every observation is kept in the file with its residual, so
+the fit can be audited and redone from the file alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from specmeter.analysis.families import drafter_label
+from specmeter.errors import InputError
+from specmeter.planner.observations import drafter_key, observations
+from specmeter.planner.stepcost import N_TARGET, Fit, fit, observation_features
+from specmeter.schemas.planner import TARGET_TERMS, Calibration, DrafterCost, Observation
+from specmeter.schemas.results import RunSummary
+
+
+def hardware_of(summary: RunSummary) -> str:
+    """The machine a run measured on, as its environment records it."""
+    env = summary.environment
+    gpus = env.get("gpus") or env.get("gpu")
+    if gpus:
+        return f"{gpus}"
+    return f"{env.get('cpu', 'cpu ?')} x{env.get('cpu_count', '?')} ({env.get('machine', '?')})"
+
+
+def engine_of(summary: RunSummary) -> tuple[str, str | None, str]:
+    """(engine kind, version, target model) of a run's baseline (or first) configuration."""
+    plan = summary.plan
+    planned = plan.main_baseline or plan.configs[0]
+    version = next((c.engine_version for c in summary.configs if c.engine_version), None)
+    target = planned.engine.model or planned.engine.endpoint or "?"
+    target_hash = summary.models.get("target", {}) if isinstance(summary.models.get("target"), dict) else {}
+    sha = target_hash.get("sha256") if isinstance(target_hash, dict) else None
+    if isinstance(sha, dict):
+        sha = sha.get("model.safetensors")
+    return planned.engine.kind or "vllm", version, f"{target}" + (f" ({sha[:10]})" if isinstance(sha, str) else "")
+
+
+def calibrate(runs: Sequence[tuple[str, RunSummary]], exclude: Sequence[str] = ()) -> Calibration:
+    """Fit the step-cost model on every readable point of `runs` (name, summary), leaving `exclude`d
+    configurations out of the fit (they stay in the file, marked unused, to be predicted blind)."""
+    if not runs:
+        raise InputError("calibrate: give at least one run directory")
+    notes: list[str] = []
+    first_name, first = runs[0]
+    engine, version, target = engine_of(first)
+    hardware = hardware_of(first)
+    for name, summary in runs[1:]:
+        other_engine, other_version, other_target = engine_of(summary)
+        for what, a, b in (("engine", engine, other_engine), ("target model", target, other_target),
+                           ("hardware", hardware, hardware_of(summary))):
+            if a != b:
+                raise InputError(f"calibrate: {name} ran {what} {b}, {first_name} ran {a}: a calibration pools "
+                                 f"runs of one engine, target and hardware; calibrate them apart")
+        if other_version != version:
+            notes.append(f"{name} ran engine version {other_version}, {first_name} {version}: pooled")
+    known = {c.id for _, s in runs for c in s.plan.configs}
+    unknown = sorted(set(exclude) - known)
+    if unknown:
+        raise InputError(f"--exclude {unknown[0]}: no such configuration in the runs; choose from "
+                         f"{', '.join(sorted(known))}")
+    obs: list[Observation] = []
+    labels: dict[str, str] = {}
+    for name, summary in runs:
+        obs += observations(summary, name, set(exclude), notes)
+        for c in summary.plan.configs:
+            if c.spec.enabled:
+                labels.setdefault(drafter_key(c.spec), drafter_label(c.spec))
+    if not any(o.used and o.drafter is None for o in obs):
+        raise InputError(f"calibrate: {first_name} has no speculation-off point to calibrate the target's step on; "
+                         "calibrate on a sweep (it always runs the baseline)")
+    drafters = sorted({o.drafter for o in obs if o.drafter is not None and o.used})
+    model = fit(obs, drafters)
+    obs = [_with_residual(o, model) for o in obs]
+    terms = [*TARGET_TERMS]
+    for d in drafters:
+        terms += [f"{labels.get(d, d)}: per_draft", f"{labels.get(d, d)}: per_draft_token"]
+    costs = [DrafterCost(drafter=d, label=labels.get(d, d), per_draft_s=float(model.coefficients[N_TARGET + 2 * i]),
+                         per_draft_token_s=float(model.coefficients[N_TARGET + 2 * i + 1]))
+             for i, d in enumerate(drafters)]
+    if model.scale is None:
+        notes.append(f"{len([o for o in obs if o.used])} points for {model.rank} independent terms: no degrees of "
+                     "freedom left, so predictions carry no interval; measure more loads")
+    return Calibration(engine=engine, engine_version=version, hardware=hardware, target=target,
+                       runs=[n for n, _ in runs], terms=terms, coefficients=[float(v) for v in model.coefficients],
+                       covariance=[[float(v) for v in row] for row in model.covariance],
+                       residual_scale=model.scale, dof=model.dof, rank=model.rank, drafters=costs,
+                       excluded=sorted(exclude), observations=obs, notes=notes)
+
+
+def refit(calibration: Calibration) -> Fit:
+    """The fit behind a calibration, redone from its stored observations (what prediction needs beyond the
+    coefficients: which combinations of terms the data determine)."""
+    return fit(calibration.observations, [d.drafter for d in calibration.drafters])
+
+
+def _with_residual(obs: Observation, model: Fit) -> Observation:
+    if obs.drafter is not None and obs.drafter not in model.drafters:
+        return obs  # a drafter left out entirely: nothing to compare against
+    x = observation_features(model.drafters, obs)
+    fitted = model.step(x)
+    if not model.estimable(x) or fitted <= 0 or not np.isfinite(fitted):
+        return obs
+    return obs.model_copy(update={"fitted_s": fitted, "residual": (obs.step_s - fitted) / fitted})

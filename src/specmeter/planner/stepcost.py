@@ -1,0 +1,165 @@
+"""The step-cost model: one engine step's time from what the step holds, fitted on measured points.
+
+    step = fixed + per_sequence B + per_token B (1 + K) + per_kv_token KV + per_prefill_token P
+           + per_draft K + per_draft_token K B                  (the drafter's own two terms)
+
+B: running requests; K: tokens drafted per request and step; KV: tokens the batch holds; P: other requests'
+prompt tokens prefilled in the step. The form is SpecDecode-Bench's c_fixed + c_token tokens + c_kv KV (arXiv
+2601.11580), with a per-sequence term and a drafter that runs K sequential passes over the batch.
+
+The fit is non-negative least squares on relative error (a 1 ms miss matters at 5 ms, not at 50; no cost is
+negative). Some terms cannot be told apart on one run: a single request mix makes KV proportional to B, and a
+single drafter's K B term moves with the target's B (1 + K). A prediction whose terms leave the span of the
+measured ones (another request mix, say) is refused, with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from specmeter.schemas.planner import TARGET_TERMS, Observation
+
+N_TARGET = len(TARGET_TERMS)
+
+
+def features(drafters: Sequence[str], drafter: str | None, k: float, batch: float, kv_tokens: float,
+             prefill_tokens: float) -> np.ndarray:
+    """The term vector of one engine step (see the module docstring), with two slots per drafter."""
+    x = np.zeros(N_TARGET + 2 * len(drafters))
+    x[:N_TARGET] = (1.0, batch, batch * (1.0 + k), kv_tokens, prefill_tokens)
+    if drafter is not None and k > 0:
+        i = N_TARGET + 2 * drafters.index(drafter)
+        x[i], x[i + 1] = k, k * batch
+    return x
+
+
+def observation_features(drafters: Sequence[str], obs: Observation) -> np.ndarray:
+    return features(drafters, obs.drafter, obs.k, obs.batch, obs.kv_tokens, obs.prefill_tokens)
+
+
+def t_quantile(confidence: float, dof: int) -> float:
+    """Two-sided Student's t quantile: exact for 1 and 2 degrees of freedom, Cornish-Fisher from 3 (within
+    0.5%, no SciPy in the core)."""
+    p = 0.5 + confidence / 2
+    if dof == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if dof == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    z = NormalDist().inv_cdf(p)
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return float(z + g1 / dof + g2 / dof**2 + g3 / dof**3 + g4 / dof**4)
+
+
+def nnls(a: np.ndarray, b: np.ndarray, max_iter: int | None = None) -> np.ndarray:
+    """Non-negative least squares, min |a x - b| with x >= 0 (Lawson and Hanson's active-set method)."""
+    n = a.shape[1]
+    x = np.zeros(n)
+    passive = np.zeros(n, dtype=bool)
+    tol = 1e-12 * max(1.0, float(np.abs(a).max(initial=0.0))) * max(a.shape)
+    for _ in range(max_iter or 3 * n + 30):
+        grad = a.T @ (b - a @ x)
+        free = ~passive & (grad > tol)
+        if not free.any():
+            break
+        passive[int(np.argmax(np.where(free, grad, -np.inf)))] = True
+        while True:
+            z = np.zeros(n)
+            z[passive] = np.linalg.lstsq(a[:, passive], b, rcond=None)[0]
+            if (z[passive] > 0).all():
+                x = z
+                break
+            neg = passive & (z <= 0)
+            alpha = float(np.min(x[neg] / (x[neg] - z[neg])))
+            x = x + alpha * (z - x)
+            passive &= x > tol
+            x[~passive] = 0.0
+    return x
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The fitted coefficients, (X' W X)^+ and the relative residual scale."""
+
+    drafters: tuple[str, ...]
+    coefficients: np.ndarray
+    covariance: np.ndarray  # unscaled: times scale^2 it is the coefficients' covariance
+    scale: float | None
+    dof: int
+    rank: int
+    row_space: np.ndarray  # orthonormal basis of the span of the (weighted) observed term vectors
+
+    def estimable(self, x: np.ndarray) -> bool:
+        """Whether the data determine x . beta: x lies in the span of the measured term vectors."""
+        norm = float(np.linalg.norm(x))
+        if norm == 0.0:
+            return True
+        projected = self.row_space.T @ (self.row_space @ x)
+        return float(np.linalg.norm(x - projected)) <= 1e-6 * norm
+
+    def step(self, x: np.ndarray) -> float:
+        return float(x @ self.coefficients)
+
+    def relative_se(self, x: np.ndarray, new_point: bool = True) -> float | None:
+        """Standard error of log step at x: the fit's, plus one point's own scatter for a new point."""
+        if self.scale is None:
+            return None
+        value = self.step(x)
+        if value <= 0:
+            return None
+        g = x / value
+        return self.scale * math.sqrt(max(0.0, float(g @ self.covariance @ g)) + (1.0 if new_point else 0.0))
+
+    def ratio_se(self, x_num: np.ndarray, x_den: np.ndarray) -> float | None:
+        """Standard error of log(step(x_num) / step(x_den)): both from one fit, so their errors partly cancel;
+        one point's scatter is added for the ratio measured anew."""
+        if self.scale is None:
+            return None
+        a, b = self.step(x_num), self.step(x_den)
+        if a <= 0 or b <= 0:
+            return None
+        g = x_num / a - x_den / b
+        return self.scale * math.sqrt(max(0.0, float(g @ self.covariance @ g)) + 1.0)
+
+
+def fit(observations: Sequence[Observation], drafters: Sequence[str]) -> Fit:
+    """Non-negative weighted least squares (weights 1 / step: relative error) over the observations marked used.
+
+    Every term is a cost, so none may be negative: unconstrained, the terms one run cannot tell apart trade
+    off against each other (a negative per-token cost paid back by a positive per-draft one), fit the measured
+    points exactly and extrapolate wildly. Intervals come from the terms the fit kept (those above zero)."""
+    used = [o for o in observations if o.used]
+    if not used:
+        raise ValueError("no measured point to calibrate on")
+    x = np.array([observation_features(drafters, o) for o in used])
+    y = np.array([o.step_s for o in used])
+    w = 1.0 / y
+    xw, yw = x * w[:, None], y * w
+    # Scale columns so terms in seconds per token and per sequence weigh alike in the solver and the rank.
+    norms = np.linalg.norm(xw, axis=0)
+    norms[norms == 0] = 1.0
+    xs = xw / norms
+    beta = nnls(xs, yw) / norms
+    active = beta > 0
+    sub = xs[:, active]
+    rank = int(np.linalg.matrix_rank(sub)) if active.any() else 0
+    cov = np.zeros((len(beta), len(beta)))
+    if active.any():
+        scaled = np.linalg.pinv(sub.T @ sub)
+        cov[np.ix_(active, active)] = scaled / np.outer(norms[active], norms[active])
+    resid = yw - xw @ beta
+    dof = len(used) - rank
+    scale = math.sqrt(float(resid @ resid) / dof) if dof > 0 else None
+    # The span of the measured term vectors (all terms): what the data determine without the constraint.
+    _, sv, vt = np.linalg.svd(xs, full_matrices=False)
+    full_rank = int((sv > sv.max() * max(xs.shape) * 1e-9).sum()) if sv.size else 0
+    q, _ = np.linalg.qr((vt[:full_rank] * norms).T)
+    return Fit(drafters=tuple(drafters), coefficients=beta, covariance=cov, scale=scale, dof=dof, rank=rank,
+               row_space=q[:, :full_rank].T)

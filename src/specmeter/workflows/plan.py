@@ -1,0 +1,130 @@
+"""`specmeter calibrate RUN...` and `specmeter plan RUN_DIR`: the step-cost model fitted on measured runs, and
+its predictions for drafters, K and batch sizes nobody measured, with the table they imply."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from specmeter.analysis.recommend import recommend as decide_table
+from specmeter.errors import InputError
+from specmeter.planner.calibration import calibrate, refit
+from specmeter.planner.observations import drafter_key, request_mix
+from specmeter.planner.predict import (
+    DEFAULT_BATCHES,
+    DEFAULT_KS,
+    Predictor,
+    checks,
+    grid,
+    mark_measured,
+    measured_points,
+)
+from specmeter.planner.profiles import category_profiles, drafter_profiles, parse_acceptance
+from specmeter.planner.tables import fill_unmeasured, predicted_k
+from specmeter.report.planner import render_calibration, render_plan
+from specmeter.run_data import run_records
+from specmeter.schemas.planner import Calibration, Cell, PlanResult
+from specmeter.schemas.results import RunSummary
+from specmeter.store import RunStore, atomic_write_text, load_summary
+from specmeter.workflows.terminal import Terminal
+
+CALIBRATION = "calibration.json"
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    run_dir: Path
+    ks: Sequence[int] = DEFAULT_KS
+    batches: Sequence[int] = DEFAULT_BATCHES
+    acceptance: str | None = None  # a run (RUN or RUN:CONFIG), an iid rate, or per-position rates
+    exclude: Sequence[str] = field(default_factory=tuple)
+    calibration: Path | None = None  # a pooled calibration.json (default: fit on RUN_DIR)
+
+
+def calibrate_runs(run_dirs: Sequence[Path], exclude: Sequence[str], out: Path | None,
+                   terminal: Terminal) -> Calibration:
+    """Fit on the runs pooled; write calibration.json (into the first run, or `out`)."""
+    runs = [(str(d), load_summary(d)) for d in run_dirs]
+    cal = calibrate(runs, exclude)
+    path = out or run_dirs[0] / CALIBRATION
+    atomic_write_text(path, cal.model_dump_json(indent=2) + "\n")
+    if terminal.json_out:
+        terminal.emit(cal.model_dump_json(indent=2))
+    else:
+        render_calibration(terminal.out, cal)
+    terminal.human.print(f"calibration: {path}")
+    return cal
+
+
+def _calibration(request: PlanRequest, summary: RunSummary) -> Calibration:
+    if request.calibration is None:
+        return calibrate([(str(request.run_dir), summary)], request.exclude)
+    try:
+        cal = Calibration.model_validate_json(request.calibration.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--calibration {request.calibration}: not a calibration ({exc.__class__.__name__}); "
+                         "write one with `specmeter calibrate RUN...`") from None
+    if request.exclude and set(request.exclude) != set(cal.excluded):
+        raise InputError(f"--exclude with --calibration {request.calibration}: that calibration left out "
+                         f"{cal.excluded or 'nothing'}; calibrate again with the same --exclude")
+    return cal
+
+
+def plan_run(request: PlanRequest, terminal: Terminal) -> PlanResult:
+    """Calibrate on the run (or read a pooled calibration), predict every drafter x K x batch, check every
+    measured point, and fill recommend's unmeasured ranges from the model."""
+    summary = load_summary(request.run_dir)
+    run = str(request.run_dir)
+    mix = request_mix(summary)
+    if mix is None:
+        raise InputError(f"{run}: no completed request to read prompt and output lengths from")
+    cal = _calibration(request, summary)
+    predictor = Predictor(refit(cal), cal, mix)
+    notes = list(cal.notes)
+    profiles = drafter_profiles(summary, run, request.exclude)
+    if request.acceptance is not None:
+        given = parse_acceptance(request.acceptance, max(request.ks))
+        profiles = {key: given for key in predictor.model.drafters}
+    cells: list[Cell] = []
+    for key in predictor.model.drafters:
+        if key in profiles:
+            cells += grid(predictor, key, profiles[key], request.ks, request.batches)
+        else:
+            notes.append(f"{_label(cal, key)}: no acceptance profile (every configuration of it left out, or "
+                         "nothing drafted): give --acceptance")
+    categories: list[Cell] = []
+    if request.acceptance is None:
+        for (key, category), profile in sorted(category_profiles(summary, run, request.exclude).items()):
+            if key in predictor.model.drafters:
+                categories += grid(predictor, key, profile, request.ks, request.batches, category=category)
+    ks = {c.id: c.k for c in summary.plan.configs}
+    measured = measured_points(cal.observations, summary.analysis.speedups, ks)
+    cells = mark_measured(cells, measured)
+    tables = []
+    if summary.plan.main_baseline is not None and measured:
+        rec = decide_table(summary, run_records(RunStore(request.run_dir), summary.plan), source_run=run)
+        for drafter in rec.drafters:
+            found = next((drafter_key(c.spec) for c in summary.plan.configs if c.id in drafter.candidates), None)
+            if found is None or found not in profiles or found not in predictor.model.drafters:
+                tables.append(drafter)
+                continue
+            tables.append(fill_unmeasured(drafter, partial(predicted_k, predictor, found, profiles[found], request.ks,
+                                                           min_gain=summary.plan.min_gain)))
+    result = PlanResult(run=run, calibration=cal, acceptance={_label(cal, k): p.source for k, p in profiles.items()},
+                        prompt_tokens=mix.prompt_tokens, output_tokens=mix.output_tokens, ks=list(request.ks),
+                        batches=list(request.batches),
+                        baseline_tpot_s={b: predictor.baseline_tpot(float(b)) for b in request.batches},
+                        cells=cells, categories=categories, checks=checks(predictor, measured, profiles),
+                        tables=tables, notes=notes)
+    if terminal.json_out:
+        terminal.emit(result.model_dump_json(indent=2))
+    else:
+        render_plan(terminal.out, result)
+    return result
+
+
+def _label(cal: Calibration, key: str) -> str:
+    found = cal.drafter(key)
+    return found.label if found else key
