@@ -32,7 +32,10 @@ def _rows(summary: RunSummary) -> Iterator[tuple[ConfigResult, PointResult]]:
 
 
 def _repeat(summary: RunSummary, pr: PointResult) -> str:
-    return f" #{pr.repeat + 1}" if summary.plan.repeats > 1 else ""
+    """Which repeat (or adaptive round) of its point a row is, where the point ran more than one."""
+    sampled = summary.sampled(pr.point_id)
+    several = summary.plan.repeats > 1 or (sampled is not None and sampled.rounds > 1)
+    return f" #{pr.repeat + 1}" if several else ""
 
 
 def plan_table(summary: RunSummary) -> Grid:
