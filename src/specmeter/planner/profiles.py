@@ -24,7 +24,7 @@ from specmeter.store import load_summary
 def _teaches(c: PlannedConfig, exclude: Sequence[str]) -> bool:
     return (c.role is Role.candidate and c.workload == "main" and c.spec.enabled and c.id not in exclude
             and not c.spec.num_speculative_tokens_per_batch_size
-            and getattr(c.spec, "synthetic_acceptance", None) is None)
+            and c.spec.synthetic_acceptance is None)
 
 
 def drafter_profiles(summary: RunSummary, run: str, exclude: Sequence[str] = ()) -> dict[str, AcceptanceProfile]:
