@@ -68,7 +68,7 @@ def run_sweep(engine: str, out: Path) -> Path:
     name = f"planner-{engine}-{os.getpid()}"
     cmd = [str(Path(sys.executable).parent / "specmeter"), "sweep", str(path), "--out", str(out), "--name", name]
     print("running:", " ".join(cmd), file=sys.stderr)
-    subprocess.run(cmd, check=True)
+    subprocess.run(cmd, check=True, stdout=sys.stderr)  # stdout carries the result alone
     return out / name
 
 

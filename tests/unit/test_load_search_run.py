@@ -19,6 +19,7 @@ from fakeengine.server import FakeEngine
 from specmeter.errors import RunIncomplete
 from specmeter.report.console import ConsoleOutput
 from specmeter.run_data import load_run
+from specmeter.schemas.planner import Calibration
 from specmeter.store import load_summary
 from specmeter.workflows.resume import resume
 from specmeter.workflows.sweep import SweepRequest, sweep
@@ -71,6 +72,9 @@ def test_an_auto_sweep_brackets_the_crossover_and_a_resume_goes_on_searching(tmp
 
     summary = load_summary(run_dir)
     assert summary.status == "complete"
+    # The finished sweep keeps its step-cost calibration beside it, fitted on every measured point.
+    cal = Calibration.model_validate_json((run_dir / "calibration.json").read_text(encoding="utf-8"))
+    assert len(cal.observations) == sum(len(c.points) for c in summary.configs)
     (search,) = summary.load_search
     assert search.status == "bracketed", search.why
     assert search.steps[: len(first.steps)] == first.steps  # the resume went on from what was chosen

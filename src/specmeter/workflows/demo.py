@@ -10,6 +10,7 @@ from specmeter.plans.demo import demo_plan
 from specmeter.servers import ServerPool
 from specmeter.store import new_run_id
 from specmeter.workflows.execute import measure_one
+from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.recommend import check_min_gain
 from specmeter.workflows.terminal import Terminal
 from specmeter.workflows.verify import DeployAnswer, VerifyRequest, recommend_and_verify
@@ -41,5 +42,5 @@ def demo(req: DemoRequest, term: Terminal) -> None:
     verify = VerifyRequest(verify_dir=run_dir / "verify", off_is_an_answer=True, rounds=req.rounds,
                            command=req.command)
     with ServerPool() as pool:
-        measure_one(ex, run_dir, term, pool)
+        calibrate_sweep(run_dir, measure_one(ex, run_dir, term, pool), term)
         recommend_and_verify(run_dir, verify, term, pool, DeployAnswer())

@@ -58,9 +58,28 @@ def calibrate_runs(run_dirs: Sequence[Path], exclude: Sequence[str], out: Path |
     return cal
 
 
+def calibrate_sweep(run_dir: Path, summary: RunSummary, terminal: Terminal) -> Calibration | None:
+    """After a sweep: the step-cost model fitted on its points, written beside it as calibration.json (a sweep the
+    model cannot read, e.g. one without a baseline point, gets a note instead: the sweep itself stands)."""
+    try:
+        cal = calibrate([(str(run_dir), summary)])
+    except (InputError, ValueError) as exc:
+        terminal.human.print(f"[dim]no calibration.json: {exc}[/]")
+        return None
+    atomic_write_text(run_dir / CALIBRATION, cal.model_dump_json(indent=2) + "\n")
+    scale = "" if cal.residual_scale is None else f", relative residual sd {cal.residual_scale:.1%}"
+    terminal.human.print(f"calibration: {run_dir / CALIBRATION} (the step-cost model on "
+                         f"{sum(o.used for o in cal.observations)} points{scale}; `specmeter plan {run_dir}` predicts "
+                         "from it)")
+    return cal
+
+
 def _calibration(request: PlanRequest, summary: RunSummary) -> Calibration:
     if request.calibration is None:
-        return calibrate([(str(request.run_dir), summary)], request.exclude)
+        cal = calibrate([(str(request.run_dir), summary)], request.exclude)
+        if not request.exclude:  # the run's own calibration: kept beside it, as a sweep keeps it
+            atomic_write_text(request.run_dir / CALIBRATION, cal.model_dump_json(indent=2) + "\n")
+        return cal
     try:
         cal = Calibration.model_validate_json(request.calibration.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

@@ -19,6 +19,7 @@ from specmeter.runner import Execution
 from specmeter.servers import ServerPool
 from specmeter.store import new_run_id
 from specmeter.workflows.execute import measure_and_keep, measure_one
+from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.recommend import check_min_gain
 from specmeter.workflows.terminal import Terminal
 from specmeter.workflows.verify import DeployAnswer, VerifyRequest, answering, recommend_and_verify
@@ -129,8 +130,8 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
     ex = Execution(plan=sw.plan(workload), conversations=convs, api_key=req.api_key, command=req.command)
     run_dir = req.out / (req.name or new_run_id(f"sweep-{len(ex.plan.configs)}configs"))
     if req.verify is None:
-        measure_one(ex, run_dir, term)
+        calibrate_sweep(run_dir, measure_one(ex, run_dir, term), term)
         return
     with ServerPool() as pool, answering(DeployAnswer(), term) as answer:
-        measure_and_keep(ex, run_dir, term, answer.keep_sweep, pool)
+        calibrate_sweep(run_dir, measure_and_keep(ex, run_dir, term, answer.keep_sweep, pool), term)
         recommend_and_verify(run_dir, req.verify, term, pool, answer)
