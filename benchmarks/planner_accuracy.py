@@ -7,11 +7,11 @@ load blind, and compare with what the same sweep measured there.
 
 The sweep runs the demo pair (the speculation-off baseline and the draft model at K = 1, 2, 3, 4; on llama.cpp
 also synthetic acceptance profiles) at concurrency 1 to 32, all servers up together. For each K in turn, the
-step-cost model is calibrated on the baseline and that K at the calibration loads (1, 4, 16) only, with that
-K's acceptance profile; every other (configuration, load) is then predicted without having been seen: other Ks
-(their later positions extrapolated from the calibration K's conditional rates), loads 2, 8 and 32, and
-synthetic profiles at their set rates. The figure of merit is the error of the predicted TPOT speedup against
-the measured paired one: goal median |error| <= 10%, worst <= 20%.
+step-cost model is calibrated on the baseline and that K (at every load, or at --calibration-loads only), with
+that K's acceptance profile; every other (configuration, load) is then predicted without having been seen:
+other Ks (a larger K's later positions extrapolated from the calibration K's conditional rates), the loads the
+calibration did not see, and synthetic profiles at their set rates. The figure of merit is the error of the
+predicted TPOT speedup against the measured paired one: goal median |error| <= 10%, worst <= 20%.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from specmeter.store import load_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 LOADS = (1, 2, 4, 8, 16, 32)
-CALIBRATION_LOADS = ("c1", "c4", "c16")
 KS = (1, 2, 3, 4)
 SYNTHETIC = ([0.9, 0.7, 0.5, 0.3], [0.6, 0.3, 0.15, 0.05])  # llama.cpp: profiles the calibration never sees
 
@@ -55,10 +54,10 @@ def sweep_file(engine: str, models: Path) -> dict[str, Any]:
         engine_spec["max_num_seqs"] = 64
     else:
         engine_spec["max_num_seqs"] = max(LOADS)
-    return {"workload": {"dataset": "sample", "num_prompts": 16}, "engine": engine_spec, "candidates": candidates,
-            "load": {"concurrency": list(LOADS), "max_tokens": 64, "temperature": 0, "warmup": 2,
+    return {"workload": {"dataset": "sample", "num_prompts": 24}, "engine": engine_spec, "candidates": candidates,
+            "load": {"concurrency": list(LOADS), "max_tokens": 96, "temperature": 0, "warmup": 2,
                      "precision": "fixed"},
-            "repeats": 1, "interleave": True}
+            "repeats": 2, "interleave": True}
 
 
 def run_sweep(engine: str, out: Path) -> Path:
@@ -72,7 +71,7 @@ def run_sweep(engine: str, out: Path) -> Path:
     return out / name
 
 
-def _without(summary: RunSummary, keep: set[str]) -> RunSummary:
+def _without(summary: RunSummary, keep: set[str], loads: set[str]) -> RunSummary:
     """The summary with only the calibration's points: the rest of the sweep is what is predicted."""
     configs = []
     for res in summary.configs:
@@ -80,13 +79,15 @@ def _without(summary: RunSummary, keep: set[str]) -> RunSummary:
         if planned.spec.enabled and res.config_id not in keep:
             configs.append(res.model_copy(update={"points": []}))
             continue
-        configs.append(res.model_copy(update={"points": [p for p in res.points if p.point_id in CALIBRATION_LOADS]}))
+        configs.append(res.model_copy(update={"points": [p for p in res.points if p.point_id in loads]}))
     return summary.model_copy(update={"configs": configs})
 
 
-def score(run_dir: Path) -> dict[str, Any]:
-    """Per calibration K: every other measured point predicted blind, with its error."""
+def score(run_dir: Path, calibration_loads: set[str] | None = None) -> dict[str, Any]:
+    """Per calibration K: every other measured point predicted blind, with its error. `calibration_loads`: the
+    load points the calibration sees (default: all of them; the other Ks are still never seen)."""
     summary = load_summary(run_dir)
+    loads = calibration_loads or {p.id for p in summary.plan.points}
     mix = request_mix(summary)
     assert mix is not None, f"{run_dir}: no completed request"
     real = [c for c in summary.plan.configs if c.spec.enabled and c.spec.synthetic_acceptance is None]
@@ -94,14 +95,14 @@ def score(run_dir: Path) -> dict[str, Any]:
     ks = {c.id: c.k for c in summary.plan.configs}
     rows: list[dict[str, Any]] = []
     for cal_config in real:
-        seen = _without(summary, {cal_config.id})
+        seen = _without(summary, {cal_config.id}, loads)
         cal = calibrate([(str(run_dir), seen)])
         predictor = Predictor(refit(cal), cal, mix)
         profiles: dict[str, AcceptanceProfile] = drafter_profiles(seen, str(run_dir))
         full = calibrate([(str(run_dir), summary)])  # its observations: every measured point, batches included
         blind = [o.model_copy(update={"used": False}) for o in full.observations]
         points = [m for m in measured_points(blind, summary.analysis.speedups, ks)
-                  if not (m.config_id == cal_config.id and m.point_id in CALIBRATION_LOADS)]
+                  if not (m.config_id == cal_config.id and m.point_id in loads)]
         for m in points:
             planned = next(c for c in summary.plan.configs if c.id == m.config_id)
             given = planned.spec.synthetic_acceptance
@@ -157,6 +158,8 @@ def main() -> None:
     parser.add_argument("--engine", choices=("vllm", "llamacpp"), default="vllm")
     parser.add_argument("--out", type=Path, default=Path("runs/planner"))
     parser.add_argument("--run", type=Path, help="Score this stored sweep instead of running one.")
+    parser.add_argument("--calibration-loads", help="Load points the calibration sees, e.g. c1,c4,c16 (default: "
+                        "all; the Ks not calibrated on are predicted at every load either way).")
     parser.add_argument("--json", action="store_true", help="Print the result as JSON.")
     parser.add_argument("--render", type=Path, nargs="+", help="Markdown tables from --json outputs.")
     args = parser.parse_args()
@@ -164,7 +167,7 @@ def main() -> None:
         render(args.render)
         return
     run_dir = args.run or run_sweep(args.engine, args.out)
-    result = score(run_dir)
+    result = score(run_dir, set(args.calibration_loads.split(",")) if args.calibration_loads else None)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

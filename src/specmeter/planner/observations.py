@@ -2,7 +2,7 @@
 
 A request emits `tokens_per_step` tokens per engine step (AL where every step drafts), so an engine step of a
 point takes mean TPOT x tokens per step. The batch is the engine's running-requests gauge (within the steady
-window where there is one); a closed loop's N stands in where the run has no gauge. The KV tokens held and the
+window where there is one), or Little's law over the point's requests where the gauge was read too rarely. The KV tokens held and the
 prompt tokens other requests prefill per step come from the point's own request mix.
 """
 
@@ -47,12 +47,20 @@ def request_mix(summary: RunSummary) -> Mix | None:
     return Mix(prompt / done, output / done)
 
 
+MIN_GAUGE_SAMPLES = 10  # fewer reads of the running-requests gauge than this say little about a short point
+
+
 def _batch(point: PointResult, planned: PlannedConfig, summary: RunSummary) -> float | None:
+    """The engine's running batch: its gauge, where it was read often enough; else Little's law over the
+    point's requests (requests in flight = completed requests x mean E2E / wall time)."""
     gauge = point.running_batch
-    if gauge is not None:
+    if gauge is not None and gauge.samples >= MIN_GAUGE_SAMPLES:
         value = gauge.steady_mean if gauge.steady_mean is not None else gauge.mean
         if value is not None and value > 0:
             return max(1.0, value)
+    lat = point.latency
+    if lat.num_ok and lat.wall_s > 0 and lat.e2e_s.mean is not None:
+        return max(1.0, lat.num_ok * lat.e2e_s.mean / lat.wall_s)
     load = summary.plan.load.point(point.point_id)
     if load is not None and load.kind == "concurrency":
         return float(load.concurrency)
