@@ -132,17 +132,32 @@ def show(result: dict[str, Any]) -> None:
         err = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
         print(f"{r['calibrated_on']:<18} {r['config']:<28} {r['point']:<6} {r['batch']:>6} "
               f"{r['measured']:>8.2f}x {pred:>22} {err:>8}")
-    if result["median_abs_error"] is not None:
-        print(f"median |error| {result['median_abs_error']:.1%}, worst {result['worst_abs_error']:.1%}, "
-              f"measured inside the predicted interval {result['covered']:.0%}")
+    for line in summary_lines(result):
+        print(line)
+
+
+def summary_lines(result: dict[str, Any]) -> list[str]:
+    """Median and worst |error| and interval coverage per calibration K, then over all."""
+    lines = []
+    groups = sorted({r["calibrated_on"] for r in result["rows"]})
+    for name, rows in [*((g, [r for r in result["rows"] if r["calibrated_on"] == g]) for g in groups),
+                       ("all", result["rows"])]:
+        errors = [abs(r["error"]) for r in rows if r["error"] is not None]
+        if errors:
+            covered = sum(1 for r in rows if r["covered"]) / len(rows)
+            lines.append(f"calibrated on {name}: median |error| {statistics.median(errors):.1%}, worst "
+                         f"{max(errors):.1%}, inside the interval {covered:.0%} ({len(errors)} points)")
+    return lines
 
 
 def render(paths: list[Path]) -> None:
     """A markdown table per run: the K calibrated on x the point predicted, then the errors' median and worst."""
     for path in paths:
         result = json.loads(path.read_text(encoding="utf-8"))
-        print(f"\n{result['engine']}: median |error| {result['median_abs_error']:.1%}, worst "
-              f"{result['worst_abs_error']:.1%}, {result['covered']:.0%} inside the interval\n")
+        print(f"\n{result['engine']} ({result['run']}):\n")
+        for line in summary_lines(result):
+            print(f"- {line}")
+        print()
         print("| calibrated on | predicted | point (batch) | measured | predicted [95%] | error |")
         print("|---|---|---|---|---|---|")
         for r in result["rows"]:

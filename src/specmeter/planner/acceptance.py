@@ -4,7 +4,8 @@ A chain drafter's unconditional per-position rate a_i = P(a step accepts >= i + 
 K (drafting more tokens does not change whether the first ones are accepted), so one profile measured at K
 gives AL(K') = 1 + a_0 + ... + a_(K'-1) for every K' <= K. A larger K's later positions were never measured:
 they are extrapolated from the measured conditional rates c_i = a_i / a_(i-1) (the last one carried on), and
-the interval then spans the smallest to the largest conditional rate measured, so it says how unsure that is.
+the interval then spans the smallest conditional rate measured to halfway between the largest and 1 (later
+positions of a chain tend to be accepted more often, given the earlier ones), so it says how unsure that is.
 
 For iid acceptance (every position accepted with probability a, given the ones before) a_i = a^(i+1) and
 AL(K) = (1 - a^(K+1)) / (1 - a): the closed form of Leviathan et al.
@@ -159,9 +160,12 @@ class AcceptanceProfile:
         low, high = al - z * se, al + z * se
         extra = max(0, k - self.width)
         if extra:
+            # A chain's conditional rates tend to rise with depth (a draft on track stays on track), and one
+            # or two measured rates say little of the trend: the upper end carries a rate halfway from the
+            # largest measured one to 1, the lower end the smallest measured.
             cond = [c for c in self.conditional if c > 0] or [0.0]
             low_tail = self.rates_for(k, carry=min(cond))[self.width:]
-            high_tail = self.rates_for(k, carry=min(1.0, max(cond)))[self.width:]
+            high_tail = self.rates_for(k, carry=(1.0 + max(cond)) / 2)[self.width:]
             tail = rates[self.width:]
             low -= sum(tail) - sum(low_tail)
             high += sum(high_tail) - sum(tail)

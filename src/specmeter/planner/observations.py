@@ -2,8 +2,8 @@
 
 A request emits `tokens_per_step` tokens per engine step (AL where every step drafts), so an engine step of a
 point takes mean TPOT x tokens per step. The batch is the engine's running-requests gauge (within the steady
-window where there is one), or Little's law over the point's requests where the gauge was read too rarely. The KV tokens held and the
-prompt tokens other requests prefill per step come from the point's own request mix.
+window where there is one), or Little's law over the point's requests where the gauge was read too rarely. The
+KV tokens held and the prompt tokens other requests prefill per step come from the point's own request mix.
 """
 
 from __future__ import annotations
