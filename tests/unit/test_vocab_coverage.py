@@ -1,6 +1,6 @@
 """The coverage and acceptance-ceiling arithmetic of `specmeter vocab` on constructed token streams and maps:
-hand-worked windows, the edges (full and empty vocabulary), a brute-force definition it must equal, and what
-must hold whatever the stream (ceilings fall with position and rise with the vocabulary)."""
+hand-worked steps of the perfect drafter, the edges (full and empty vocabulary), a step-by-step definition it must
+equal, and what must hold whatever the stream (rates fall with position, AL rises with the vocabulary)."""
 
 from __future__ import annotations
 
@@ -34,20 +34,43 @@ def stream(ids: list[int], conversation: str = "c", category: str = "x") -> Stre
     return Stream(conversation, category, np.asarray(ids, dtype=np.int64))
 
 
-def brute_force(ids: list[int], allowed: set[int], k: int) -> list[int]:
-    """The definition, one window at a time: decoding position t (every token after the first) counts for drafted
-    position i when its tokens t..t+i that exist are all in the vocabulary."""
-    return [sum(all(tok in allowed for tok in ids[t:t + i + 1]) for t in range(1, len(ids))) for i in range(k)]
+def brute_force(ids: list[int], allowed: set[int], k: int) -> tuple[int, list[int]]:
+    """The definition, one step at a time: from the second token on, a perfect drafter restricted to `allowed`
+    drafts the target's next tokens while they are in it (tokens past the end count as in it), at most k, all
+    accepted; the target adds its own token and the next step starts after it. (steps, steps accepting >= i+1)"""
+    steps, at_least, t = 0, [0] * k, 1
+    while t < len(ids):
+        accepted = 0
+        while accepted < k and (t + accepted >= len(ids) or ids[t + accepted] in allowed):
+            accepted += 1
+        steps += 1
+        for i in range(accepted):
+            at_least[i] += 1
+        t += accepted + 1
+    return steps, at_least
 
 
-def test_hand_worked_windows() -> None:
+def test_hand_worked_steps() -> None:
     # tokens:      0  1  2  3  4        (9 is outside the vocabulary)
     ids = [1, 2, 9, 3, 4]
-    tokens, inside, positions, *ok = stream_counts(np.asarray(ids), mask_of({1, 2, 3, 4}), 3)
-    assert (tokens, inside, positions) == (5, 4, 4)
-    # From t=1: 2 then 9 -> position 0 only. t=2 starts on 9 -> nothing. t=3 and t=4 run to the end -> all.
-    assert ok == [3, 2, 2]
-    assert ok == brute_force(ids, {1, 2, 3, 4}, 3)
+    tokens, inside, steps, *accepted = stream_counts(np.asarray(ids), mask_of({1, 2, 3, 4}), 3)
+    assert (tokens, inside) == (5, 4)
+    # Step 1 starts at token 1: drafts 2, cannot draft 9 -> accepts 1, the target emits 9. Step 2 starts at token 3:
+    # drafts 3 and 4 and runs past the end -> accepts 3.
+    assert steps == 2 and accepted == [2, 1, 1]
+    assert (steps, accepted) == brute_force(ids, {1, 2, 3, 4}, 3)
+
+
+def test_an_outside_token_costs_nothing_when_it_falls_on_the_targets_own_token() -> None:
+    # Out, in, out, in ...: only half the decoding positions hold a draftable token, yet at K = 1 every step drafts
+    # the in token, has it accepted, and the target emits the out token itself: AL 2, the most K = 1 allows.
+    ids = [9] + [1, 9] * 30
+    one = coverage("x", [stream(ids)], mask_of({1}), 1)
+    assert one.ceiling[0].value == 1.0 and one.al_ceiling.value == pytest.approx(2.0)
+    assert one.coverage.value == pytest.approx(30 / 61)
+    # At K = 3 with two draftable tokens between outside ones, every step accepts exactly 2: AL 3 of 4.
+    three = coverage("x", [stream([9] + [1, 2, 9] * 20)], mask_of({1, 2}), 3)
+    assert [e.value for e in three.ceiling] == [1.0, 1.0, 0.0] and three.al_ceiling.value == pytest.approx(3.0)
 
 
 def test_the_first_token_is_no_decoding_position() -> None:
@@ -82,7 +105,7 @@ def test_equals_the_definition_falls_with_position_and_rises_with_the_vocabulary
         streams: list[list[int]], allowed: set[int], extra: set[int], k: int) -> None:
     for ids in streams:
         counts = stream_counts(np.asarray(ids), mask_of(allowed), k)
-        assert list(counts[3:]) == brute_force(ids, allowed, k)
+        assert (int(counts[2]), list(counts[3:])) == brute_force(ids, allowed, k)
     made = [stream(ids, f"c{i}") for i, ids in enumerate(streams)]
     small = coverage(ALL, made, mask_of(allowed), k)
     large = coverage(ALL, made, mask_of(allowed | extra), k)
@@ -90,8 +113,9 @@ def test_equals_the_definition_falls_with_position_and_rises_with_the_vocabulary
     if all(v is not None for v in values):
         assert all(a >= b for a, b in itertools.pairwise(values))  # type: ignore[operator]
         assert small.al_ceiling.value == pytest.approx(1 + sum(values))  # type: ignore[arg-type]
-        for s, lg in zip(small.ceiling, large.ceiling):
-            assert lg.value is not None and s.value is not None and lg.value >= s.value
+        # A larger vocabulary never needs more steps for the same text: its AL ceiling is at least as high.
+        assert large.al_ceiling.value is not None and small.al_ceiling.value is not None
+        assert large.al_ceiling.value >= small.al_ceiling.value - 1e-12
     assert small.coverage.value is not None and large.coverage.value is not None
     assert large.coverage.value >= small.coverage.value
 

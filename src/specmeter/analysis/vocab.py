@@ -1,18 +1,22 @@
 """How much of the target's own output a pruned draft vocabulary covers, and the acceptance ceiling it implies.
 
 A drafter that proposes only tokens of its vocabulary V can have drafted position i of a step accepted only if the
-target's next i + 1 tokens are all in V. Over the baseline's outputs (the target alone, the tokens it emits), the
-ceiling of position i is therefore the share of decoding positions t whose tokens t..t+i all lie in V: the
-unconditional per-position rate (a_i) a perfect drafter with V could reach, and 1 + their sum its AL.
+target's tokens at positions 0..i of that step are all in V. The ceiling is what a perfect drafter restricted to V
+reaches on the baseline's outputs (the target alone, the tokens it emits): at each step it drafts the target's own
+next tokens up to the first outside V (at most K), all are accepted, the target adds its token, and the next step
+starts after it. Its unconditional per-position rates (a_i: steps accepting at least i + 1 / steps) and its AL
+(1 + their sum) are the ceiling. No drafter restricted to V emits more tokens per step: from any position the
+perfect one reaches at least as far, step after step.
 
-Conventions. Decoding positions are the output tokens after the first (the first comes from prefill, before any
-step drafts). A window that runs past the end of an output counts only the tokens inside it (the target's tokens
-beyond are unknown), so ceilings never fall for want of data and stay upper bounds. Coverage counts every output
-token. Intervals resample conversations (a conversation's turns and repeats are not independent), with the
-expanded percentile bootstrap the speedups use.
+Why steps and not every position alike: a token outside V is usually the step's own correction token (the target
+emits it after the rejection), and the next step starts after it. Text alternating in-V and out-of-V tokens gives
+a perfect K = 1 drafter AL 2, every step accepted, while only half of all positions start an in-V window: the share
+of positions would be no ceiling (a real drafter could beat it). So the ceiling depends on K, and is computed per K.
 
-Every decoding position counts alike, while a real drafter's steps start where its last step ended; so the
-ceiling is over the text, not over the steps a given drafter happened to take.
+Conventions. The first output token comes from prefill: steps start at the second. Tokens past the end of an output
+are unknown and count as draftable (the last step accepts up to K, as engines count it past a max-tokens cut), so
+the ceiling stays an upper bound. Coverage counts every output token. Intervals resample conversations (a
+conversation's turns and repeats are not independent), with the expanded percentile bootstrap the speedups use.
 """
 
 from __future__ import annotations
@@ -63,12 +67,24 @@ def in_vocab_run(flags: np.ndarray, k: int) -> np.ndarray:
     return result
 
 
+def perfect_steps(run: np.ndarray, k: int) -> np.ndarray:
+    """Steps of the perfect drafter restricted to the vocabulary, by accepted count: hist[a] = steps that accepted
+    exactly a. `run` is in_vocab_run(...) of the output; steps start at position 1."""
+    hist = np.zeros(k + 1, dtype=np.int64)
+    t = 1
+    while t < run.size:
+        accepted = min(k, int(run[t]))
+        hist[accepted] += 1
+        t += accepted + 1
+    return hist
+
+
 def stream_counts(ids: np.ndarray, mask: np.ndarray, k: int) -> np.ndarray:
-    """[tokens, tokens in the vocabulary, decoding positions, windows all in for position 0 .. k-1]."""
+    """[tokens, tokens in the vocabulary, perfect drafter's steps, its steps accepting position 0 .. k-1]."""
     flags = inside(ids, mask)
-    run = in_vocab_run(flags, k)[1:]  # decoding positions: every output token after the first
-    ok = [int(np.count_nonzero(run > i)) for i in range(k)]
-    return np.array([ids.size, int(np.count_nonzero(flags)), run.size, *ok], dtype=float)
+    hist = perfect_steps(in_vocab_run(flags, k), k)
+    at_least = np.cumsum(hist[::-1])[::-1]  # at_least[a] = steps that accepted a or more
+    return np.array([ids.size, int(np.count_nonzero(flags)), int(hist.sum()), *at_least[1:]], dtype=float)
 
 
 def _estimate(num: np.ndarray, den: np.ndarray) -> Estimate:
@@ -79,18 +95,19 @@ def _estimate(num: np.ndarray, den: np.ndarray) -> Estimate:
 
 
 def coverage(name: str, streams: Sequence[Stream], mask: np.ndarray, k: int) -> VocabCoverage:
-    """Coverage, per-position ceilings and the AL ceiling of `streams` (one category, or all) under `mask`."""
+    """Coverage, the per-position ceilings and the AL ceiling at K = k of `streams` (one category, or all) under
+    `mask`."""
     by_conv: dict[str, np.ndarray] = {}
     for s in streams:
         row = stream_counts(s.ids, mask, k)
         by_conv[s.conversation] = by_conv[s.conversation] + row if s.conversation in by_conv else row
     table = np.array(list(by_conv.values()), dtype=float).reshape(len(by_conv), 3 + k)
-    tokens, in_vocab, positions, ok = table[:, 0], table[:, 1], table[:, 2], table[:, 3:]
+    tokens, in_vocab, steps, accepted = table[:, 0], table[:, 1], table[:, 2], table[:, 3:]
     return VocabCoverage(
         category=name, conversations=len(by_conv), requests=len(streams), tokens=int(tokens.sum()),
         coverage=_estimate(in_vocab, tokens),
-        ceiling=[_estimate(ok[:, i], positions) for i in range(k)],
-        al_ceiling=_estimate(positions + ok.sum(axis=1), positions),
+        ceiling=[_estimate(accepted[:, i], steps) for i in range(k)],
+        al_ceiling=_estimate(steps + accepted.sum(axis=1), steps),
     )
 
 
@@ -103,8 +120,8 @@ def coverage_by_category(streams: Sequence[Stream], mask: np.ndarray, k: int) ->
 
 
 def explained_share(ceiling: float | None, measured: float | None) -> float | None:
-    """(1 - ceiling) / (1 - measured): of the steps that did not accept a position, the share whose target
-    tokens the vocabulary could not have drafted. None where nothing was rejected or a side is unknown."""
+    """(1 - ceiling) / (1 - measured): of the measured rejection rate, the part that even a perfect drafter with
+    the vocabulary would have. None where nothing was rejected or a side is unknown."""
     if ceiling is None or measured is None or measured >= 1.0:
         return None
     return (1.0 - ceiling) / (1.0 - measured)

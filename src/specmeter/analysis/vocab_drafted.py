@@ -1,5 +1,5 @@
-"""A drafted run beside a vocabulary's ceiling: per position, what the drafter accepted against what any drafter
-with that vocabulary could, and the share of its rejections the vocabulary alone forces.
+"""A drafted run beside a vocabulary's ceiling: per position, what the drafter accepted against what a perfect
+drafter with that vocabulary would (at the same K), and the share of its rejections the vocabulary alone forces.
 
 The measured rates are the configuration's own a_i over every point it ran (at temperature 0 the load does not
 change which tokens are accepted), from the requests' SD stats where the engine gives them per request (then per
@@ -77,10 +77,10 @@ def compare(run: str, summary: RunSummary, records: Sequence[RequestRecord], con
 
 
 def _above(whole: DraftedShare) -> list[str]:
-    """Measured above the ceiling can only mean the drafter does not draft from this vocabulary (or, by a hair,
-    sampling error): then the ceiling is what restricting the drafter to it would cap it at, not an explanation."""
-    over = [p.position for p in whole.positions if p.explained is not None and p.explained > 1.0]
-    if not over:
+    """An AL above the ceiling can only mean the drafter does not draft from this vocabulary (or, by a hair,
+    sampling error): then the ceiling is what restricting the drafter to it would cap it at, not an explanation.
+    (Per position, a drafter's a_i may pass the perfect drafter's: their steps start at different places.)"""
+    if whole.al_explained is None or whole.al_explained <= 1.0:
         return []
-    return [f"measured acceptance above the ceiling at position {', '.join(map(str, over))}: this drafter does not "
-            "draft from this vocabulary; the ceiling is what restricting it to the vocabulary would cap it at"]
+    return [f"measured AL {whole.al_measured:.2f} is above this vocabulary's ceiling of {whole.al_ceiling:.2f}: this "
+            "drafter does not draft from it; the ceiling is what restricting it to the vocabulary would cap it at"]

@@ -48,8 +48,8 @@ def _by_category(title: str, report: VocabReport, cell: str) -> Grid:
 
 
 def _positions(report: VocabReport) -> Grid:
-    g = grid(f"Acceptance ceiling per drafted position (all categories): the share of decoding positions whose "
-             f"next i + 1 target tokens are all in the vocabulary, K = {report.k}",
+    g = grid(f"Acceptance ceiling per drafted position at K = {report.k} (all categories): the share of steps in "
+             "which a perfect drafter restricted to the vocabulary has position i accepted",
              ("map", "size", *(f"a{i}" for i in range(report.k)), "AL ceiling"), left={"map"})
     for m in report.maps:
         g.add_row(m.map.name, str(m.map.size), *(_pct(e) for e in m.overall.ceiling), _al(m.overall.al_ceiling))
@@ -61,8 +61,9 @@ def _drafted(report: VocabReport, config_id: str, run: str) -> list[Grid]:
     comparisons = [(m, d) for m in report.maps for d in m.drafted if d.config_id == config_id and d.run == run]
     first: DraftedComparison = comparisons[0][1]
     name = f"{first.label} ({first.config_id}" + ("" if run == report.run else f", {run}") + ")"
-    pos = grid(f"{name}: per position, measured a_i / the vocabulary's ceiling (explained: (1 - ceiling) / "
-               "(1 - measured), the share of the rejections there that the vocabulary alone forces)",
+    pos = grid(f"{name}: per position, measured a_i / the vocabulary's ceiling at K = {first.k} (explained: "
+               "(1 - ceiling) / (1 - measured), the part of the rejections even a perfect drafter with the vocabulary "
+               "has)",
                ("map", *(f"a{i}" for i in range(first.k)), "AL", "explained"), left={"map"})
     for m, d in comparisons:
         cells = [f"{_share(p.measured)} / {_share(p.ceiling)} ({_share(p.explained)})" for p in d.overall.positions]
@@ -72,8 +73,8 @@ def _drafted(report: VocabReport, config_id: str, run: str) -> list[Grid]:
     if not first.categories:
         return [pos]
     cats = grid(f"{name} per category: measured AL, and per map the AL ceiling and the share of the lost "
-                "acceptance the vocabulary forces", ("category", "AL", *(m.map.name for m, _ in comparisons)),
-                left={"category"})
+                "acceptance (K + 1 - AL) the vocabulary forces",
+                ("category", "AL", *(m.map.name for m, _ in comparisons)), left={"category"})
     for i, row in enumerate(first.categories):
         al = "-" if row.al_measured is None else f"{row.al_measured:.2f}"
         cells = []

@@ -38,10 +38,11 @@ class VocabCoverage(BaseModel):
     requests: int
     tokens: int = Field(description="Output tokens of the baseline counted.")
     coverage: Estimate = Field(description="Share of the output tokens inside the draft vocabulary.")
-    ceiling: list[Estimate] = Field(description="Per drafted position i: the share of decoding positions whose "
-                                    "next i + 1 target tokens are all in the vocabulary: the most a perfect "
-                                    "drafter with this vocabulary could accept there (unconditional, like a_i).")
-    al_ceiling: Estimate = Field(description="1 + the sum of the per-position ceilings.")
+    ceiling: list[Estimate] = Field(description="Per drafted position i at K = len(ceiling): the share of steps a "
+                                    "perfect drafter restricted to the vocabulary accepts it in (drafting the "
+                                    "target's own tokens up to the first outside it), unconditional like a_i.")
+    al_ceiling: Estimate = Field(description="1 + the sum of the per-position ceilings: the perfect drafter's "
+                                 "AL, which no drafter restricted to the vocabulary exceeds.")
 
 
 class PositionShare(BaseModel):
@@ -49,9 +50,8 @@ class PositionShare(BaseModel):
     measured: float | None = Field(description="The drafted run's a_i (steps that accepted position i / steps "
                                    "that drafted it).")
     ceiling: float | None
-    explained: float | None = Field(description="(1 - ceiling) / (1 - measured): the share of the rejections at "
-                                    "this position the vocabulary alone forces; above 1, the drafter accepted "
-                                    "more than this vocabulary allows (it does not draft from it).")
+    explained: float | None = Field(description="(1 - ceiling) / (1 - measured): of the measured rejection rate "
+                                    "at this position, the part even a perfect drafter with the vocabulary has.")
 
 
 class DraftedShare(BaseModel):
@@ -90,7 +90,7 @@ class VocabReport(BaseModel):
     run: str
     baseline_id: str
     target_vocab_size: int | None
-    k: int = Field(description="Drafted positions the ceilings go to.")
+    k: int = Field(description="The K of the maps' ceilings (each drafted configuration is judged at its own K).")
     conversations: int
     requests: int
     tokens: int

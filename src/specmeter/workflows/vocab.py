@@ -91,12 +91,15 @@ def vocab(request: VocabRequest, terminal: Terminal) -> VocabReport:
     notes = list(base.notes)
     notes += _drafted_notes(run, drafted, base)
     analyses = []
+    ks = sorted({k, *(c.k for _, c in drafted)})
     for m in maps:
         mask = m.mask(size)
-        overall, categories = coverage_by_category(base.streams, mask, k)
+        # The ceiling depends on K (where steps start), so each drafted configuration is judged at its own.
+        at = {kk: coverage_by_category(base.streams, mask, kk) for kk in ks}
+        overall, categories = at[k]
         analyses.append(MapAnalysis(
             map=_info(m), overall=overall, categories=categories,
-            drafted=[compare(str(d.run_dir), d.summary, d.records, c, overall, categories) for d, c in drafted],
+            drafted=[compare(str(d.run_dir), d.summary, d.records, c, *at[c.k]) for d, c in drafted],
         ))
     report = VocabReport(
         run=str(request.run_dir), baseline_id=baseline.id, target_vocab_size=vocab_size, k=k,
