@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rich.console import Console
+from safetensors.numpy import save_file
 
 from specmeter.analysis.vocab_drafted import share
+from specmeter.data.vocab_map import top_n
 from specmeter.errors import InputError
 from specmeter.schemas.progress import Reporter
 from specmeter.schemas.sd import SDCounts
@@ -76,6 +78,22 @@ def test_a_full_map_and_corpus_maps_beside_both_drafted_configurations(stored: P
     assert not small.map.in_sample
     for a, b in zip([small.overall.coverage, *small.overall.ceiling], [large.overall.coverage, *large.overall.ceiling]):
         assert a.value is not None and b.value is not None and a.value <= b.value
+
+
+def test_an_eagle3_head_with_the_corpus_top_n_as_its_d2t_measures_the_same_as_top_n(stored: Path,
+                                                                                   tmp_path: Path) -> None:
+    corpus = token_corpus(tmp_path / "c.jsonl")
+    ids = json.loads(corpus.read_text())["token_ids"]
+    chosen = top_n(np.bincount(ids), 48, "c").ids
+    head = tmp_path / "eagle3-head"
+    head.mkdir()
+    save_file({"fc.weight": np.zeros((2, 2), dtype=np.float32), "d2t": chosen - np.arange(chosen.size)},
+              str(head / "model.safetensors"))
+    report = vocab(VocabRequest(run_dir=stored, draft_vocab=head, top=[48], corpus=[corpus]), terminal()[0])
+    from_head, from_corpus = report.maps
+    assert from_head.map.kind == "d2t" and from_head.map.size == 48
+    assert from_head.overall == from_corpus.overall and from_head.categories == from_corpus.categories
+    assert [d.overall for d in from_head.drafted] == [d.overall for d in from_corpus.drafted]
 
 
 def test_tables_on_the_console(stored: Path, tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ def vocab(request: VocabRequest, terminal: Terminal) -> VocabReport:
     if vocab_size is not None and top_id >= vocab_size:
         raise InputError(f"{request.run_dir}: the baseline emitted token id {top_id}, beyond the target's vocabulary "
                          f"of {vocab_size} in {target}/config.json; the run's target is not that model")
-    maps = _maps(request, run, target, vocab_size, base)
+    maps = _maps(request, target, vocab_size, base)
     drafted = _drafted(request, run)
     # Every drafted configuration gets a ceiling at each of its positions, whatever --k asked for.
     k = max([request.k or 0, *(c.k for _, c in drafted)]) or DEFAULT_K
@@ -162,8 +162,7 @@ def _vocab_size(target: Path | None) -> int | None:
     return size if isinstance(size, int) and size > 0 else None
 
 
-def _maps(request: VocabRequest, run: RunData, target: Path | None, vocab_size: int | None,
-          base: _Baseline) -> list[DraftVocab]:
+def _maps(request: VocabRequest, target: Path | None, vocab_size: int | None, base: _Baseline) -> list[DraftVocab]:
     maps = [] if request.draft_vocab is None else [read_vocab_map(request.draft_vocab, vocab_size)]
     if not request.top:
         return maps
