@@ -44,10 +44,10 @@ def vocab_command(terminal: Callable[[bool], Terminal]) -> Callable[..., None]:
         json_out: Annotated[bool, typer.Option("--json", help="Print vocab.json as one JSON document instead of tables.")] = False,
     ) -> None:
         """What a pruned draft vocabulary costs: from the baseline's own output token ids, the share of the target's
-        tokens the draft vocabulary covers, overall and per category (with intervals), and the acceptance ceiling
-        it implies per drafted position (position i accepts only if the next i + 1 target tokens are all in it)
-        and in AL. Beside a drafted run: its measured rate per position against that ceiling, and the share of its
-        rejections the vocabulary alone forces."""
+        tokens the draft vocabulary covers, overall and per category (with intervals), and the acceptance ceiling it
+        implies per drafted position and in AL: what a perfect drafter restricted to it reaches, step by step at K
+        (a step accepts the target's next tokens up to the first outside the vocabulary). Beside a drafted run: its
+        measured rate per position against that ceiling, and the part of its rejections the vocabulary forces."""
         from specmeter.workflows import vocab as workflow
 
         workflow.vocab(workflow.VocabRequest(run_dir=run_dir, draft_vocab=draft_vocab, top=_tops(top),
