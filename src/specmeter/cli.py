@@ -15,6 +15,7 @@ from rich.console import Console
 
 from specmeter import __version__
 from specmeter.cli_plan import plan_command
+from specmeter.cli_vocab import vocab_command
 from specmeter.errors import SpecmeterError
 from specmeter.redact import redact_argv
 from specmeter.report.progress import RichReporter
@@ -362,6 +363,7 @@ def calibrate(
 
 
 app.command("plan")(plan_command(_terminal))
+app.command("vocab")(vocab_command(_terminal))
 
 
 @app.command()
