@@ -23,6 +23,7 @@ from specmeter.config_points import ArrivalKind as ArrivalKind
 from specmeter.config_points import ConcurrencyPoint as ConcurrencyPoint
 from specmeter.config_points import LoadPoint as LoadPoint
 from specmeter.config_points import RatePoint as RatePoint
+from specmeter.config_points import SaturationRule as SaturationRule
 from specmeter.config_points import StrictModel as StrictModel
 from specmeter.config_points import one_user, point_shorthand
 from specmeter.config_search import LoadSearch, parse_auto
@@ -31,6 +32,7 @@ from specmeter.dynamic_k import validate_dynamic_k
 from specmeter.errors import InputError
 from specmeter.installed import module_available
 from specmeter.redact import redact_argv, redact_env
+from specmeter.slo import SLO
 from specmeter.synthetic import SyntheticAcceptance, synthetic_extra
 
 # The names a config may use, owned here; the modules that act on them take them from here.
@@ -217,6 +219,12 @@ class LoadSpec(StrictModel):
                                       "once it has run this long (all configurations together).")
     search: list[LoadSearch] = Field(default_factory=list, description="Axes whose points a search chooses "
                                      "(`concurrency: auto`): `points` holds the start points and the ones chosen.")
+    stop_at_saturation: bool = Field(default=True, description="A ramp of loads stops going up once every "
+                                     "configuration saturated (load.saturation): the higher loads of that axis are "
+                                     "skipped, with the load, the numbers and why in summary.json.")
+    saturation: SaturationRule = Field(default_factory=SaturationRule)
+    slo: SLO | None = Field(default=None, description="Per-request bounds (ttft_ms, tpot_ms, e2e_ms): every point "
+                            "reports its goodput, requests/s that met every bound, beside its throughput.")
 
     def point(self, point_id: str) -> ConcurrencyPoint | RatePoint | None:
         return next((p for p in self.points if p.id == point_id), None)

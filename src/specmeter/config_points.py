@@ -106,3 +106,15 @@ def one_user() -> list[ConcurrencyPoint | RatePoint]:
 # At a closed-loop point of concurrency N, at least this many x N requests are sent (the workload is
 # cycled), so a high-concurrency point is not all ramp-up and drain.
 REQUESTS_PER_SLOT_FLOOR = 4
+
+
+class SaturationRule(StrictModel):
+    """When a ramp of loads counts a server as saturated at a point (load.saturation; analysis/saturation.py):
+    against the next lower load measured, its throughput did not rise by more than `min_gain` (the ratio's interval
+    reaches down to 1 + min_gain or below) while its E2E latency (p50) rose by more than `latency_rise` (the whole
+    interval above 1 + latency_rise)."""
+
+    min_gain: float = Field(default=0.05, gt=0.0, lt=1.0, description="Throughput must rise by more than this "
+                            "fraction over the lower load, beyond its interval, to count as still rising.")
+    latency_rise: float = Field(default=0.10, gt=0.0, description="E2E p50 must rise by more than this fraction, "
+                                "its whole interval above it, to count as growing.")

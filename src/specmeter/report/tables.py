@@ -15,6 +15,7 @@ from specmeter.report.decisions import (
 from specmeter.report.grid import VERDICTS, Grid, Note, fmt, grid, ms, point_label, ratio_text
 from specmeter.report.search import search_tables
 from specmeter.schemas.analysis import Speedup
+from specmeter.schemas.metrics import Goodput
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 from specmeter.schemas.sd import SDCounts
 
@@ -134,20 +135,38 @@ def category_table(summary: RunSummary) -> Grid | None:
 
 
 def throughput_table(summary: RunSummary) -> Grid:
-    t = grid("Throughput (warmup excluded; steady: over the window the load was fully applied)",
-             ("configuration", "point", "ok/sent", "out tok/s", "steady tok/s", "steady share", "engine batch",
-              "req/s", "tok/chunk", "wall s"), left={"configuration", "point"})
+    slo = summary.plan.load.slo
+    good = slo is not None and any(pr.goodput is not None for _, pr in _rows(summary))
+    title = "Throughput (warmup excluded; steady: over the window the load was fully applied)"
+    columns = ["configuration", "point", "ok/sent", "out tok/s", "steady tok/s", "steady share", "engine batch",
+               "req/s", "tok/chunk", "wall s"]
+    if good and slo is not None:
+        title += f"; goodput: requests/s that met {slo.label()} (95% CI)"
+        columns[8:8] = ["goodput req/s", "met SLO"]
+    t = grid(title, columns, left={"configuration", "point"})
     for config, pr in _rows(summary):
         la, st, rb = pr.latency, pr.steady, pr.running_batch
-        t.add_row(
+        cells = [
             config.config_id, point_label(summary, pr.point_id) + _repeat(summary, pr),
             f"{la.num_ok}/{la.num_requests}",
             fmt(la.output_tokens_per_s, "{:.1f}"), fmt(st.output_tokens_per_s if st else None, "{:.1f}"),
             fmt(st.share if st else None, "{:.0%}"), fmt(rb.steady_mean if rb and rb.steady_mean is not None
                                                         else rb.mean if rb else None, "{:.1f}"),
             fmt(la.requests_per_s), fmt(la.tokens_per_chunk), fmt(la.wall_s, "{:.1f}"),
-        )
+        ]
+        if good:
+            cells[8:8] = [goodput_text(pr.goodput), fmt(pr.goodput.share if pr.goodput else None, "{:.0%}")]
+        t.add_row(*cells)
     return t
+
+
+def goodput_text(g: Goodput | None) -> str:
+    """Requests/s that met the SLO, with its interval."""
+    if g is None or g.requests_per_s is None:
+        return "-"
+    if g.ci95_low is None or g.ci95_high is None:
+        return f"{g.requests_per_s:.2f}"
+    return f"{g.requests_per_s:.2f} [{g.ci95_low:.2f}, {g.ci95_high:.2f}]"
 
 
 def latency_table(summary: RunSummary) -> Grid:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from specmeter.schemas.analysis import Crossover, PointChoice, Speedup, VerifyPoint
-from specmeter.schemas.metrics import CategoryBreakdown, LatencySummary, RunningBatch, SteadyState
+from specmeter.schemas.metrics import CategoryBreakdown, Goodput, LatencySummary, RunningBatch, SteadyState
 from specmeter.schemas.plan import Plan, Role
 from specmeter.schemas.sd import SDSummary
 from specmeter.schemas.search import AxisSearch
@@ -27,6 +27,7 @@ class PointResult(BaseModel):
     running_batch: RunningBatch | None = None
     sd: SDSummary
     categories: CategoryBreakdown | None = None
+    goodput: Goodput | None = Field(default=None, description="Requests/s that met load.slo (None: no SLO given).")
     resumed: bool = Field(default=False, description="Finished by --resume on a new server: wall time and "
                           "throughput span two servers; SD comes from per-request stats.")
 
