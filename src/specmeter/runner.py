@@ -34,6 +34,7 @@ from specmeter.load.point import count_requests, point_conversations, run_point
 from specmeter.load.stops import ServerAlive
 from specmeter.load.traffic import PointKey
 from specmeter.planner.search import Search
+from specmeter.ramp import Ramp
 from specmeter.redact import redact_argv
 from specmeter.rounds import Rounds
 from specmeter.run_data import run_records
@@ -77,6 +78,7 @@ class _Run:
         self.summary = ex.prior if ex.prior is not None else self._new_summary()
         self._derived: dict[str, list[Conversation]] = {}
         self._started: dict[str, str | None] = {}  # server -> None: this run started it; else why it failed
+        self.ramp = Ramp(self.summary, lambda: run_records(store, self.plan), reporter.note)
 
     def _new_summary(self) -> RunSummary:
         plan = self.plan
@@ -241,7 +243,8 @@ class _Run:
     # -- the whole plan ----------------------------------------------------------------------------------
     def run_block(self, block: Block) -> None:
         rounds = Rounds(self.summary, lambda: run_records(self.store, self.plan), self._per_round)
-        pending = [c for c in block.cells if not self.done(c) and not rounds.stopped_before(c.point, c.repeat)]
+        pending = [c for c in block.cells if not self.done(c) and not rounds.stopped_before(c.point, c.repeat)
+                   and not self.ramp.skips(c.point)]
         if not pending:
             return  # finished before a resume: no server needed
         needed = {c.config.server for c in pending}
@@ -252,7 +255,8 @@ class _Run:
             self.start(list(servers.values()), pool)
             for cell in pending:
                 server = servers[cell.config.server]
-                if server.error is not None or not rounds.start(cell.point, cell.repeat):
+                if (server.error is not None or not self.ramp.start(cell.point)
+                        or not rounds.start(cell.point, cell.repeat)):
                     continue
                 result = self.result(cell.config, server.engine)
                 loop = self.plan.load_for(cell.config).event_loop
@@ -262,6 +266,8 @@ class _Run:
                 self.save()
             for point in self.plan.points:
                 rounds.finish(point)
+            for axis in dict.fromkeys(p.axis for p in self.plan.points):
+                self.ramp.look(axis)  # the top step too: where a load search must stay below
             self.save()
 
     def run_all(self) -> None:
@@ -292,7 +298,7 @@ class _Run:
         total = 0
         for block in schedule(self.plan):
             for cell in block.cells:
-                if self.done(cell):
+                if self.done(cell) or self.ramp.skips(cell.point):
                     continue
                 load = self.plan.load_for(cell.config)
                 if load.duration_s is not None:

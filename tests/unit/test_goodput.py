@@ -48,6 +48,9 @@ def test_goodput_counts_the_requests_that_met_it_over_the_point_wall_time() -> N
     assert g.ci95_low is not None and g.ci95_high is not None
     assert g.ci95_low <= g.requests_per_s <= g.ci95_high
     assert g.slo == "ttft_ms <= 100"
+    every = summarize_goodput([record(i, 0.01, 0.5) for i in range(12)], wall_s=3.0, slo=slo)
+    assert every.met == every.measured == 12  # all met: the interval still says 12 requests cannot prove 100%
+    assert every.ci95_low is not None and every.ci95_low < every.requests_per_s == every.ci95_high
 
 
 def test_load_slo_is_checked_like_every_other_key() -> None:

@@ -13,6 +13,7 @@ from specmeter.report.decisions import (
     verification_table,
 )
 from specmeter.report.grid import VERDICTS, Grid, Note, fmt, grid, ms, point_label, ratio_text
+from specmeter.report.ramp import ramp_notes, ramp_tables
 from specmeter.report.search import search_tables
 from specmeter.schemas.analysis import Speedup
 from specmeter.schemas.metrics import Goodput
@@ -321,6 +322,7 @@ def notes(summary: RunSummary) -> list[Note]:
                             f"from the baseline's at temperature 0", warn=True))
     if summary.analysis.lossless_note:
         out.append(Note(summary.analysis.lossless_note, warn=True))
+    out += ramp_notes(summary)
     if summary.status != "complete":
         out.append(Note(f"run {summary.status}: {summary.incomplete_reason or ''}", warn=True))
     return out
@@ -331,6 +333,6 @@ def summary_tables(summary: RunSummary) -> list[Grid]:
     tables = (plan_table(summary), sd_table(summary), synthetic_table(summary), category_table(summary),
               throughput_table(summary),
               latency_table(summary), speedup_table(summary), decision_table(summary), head_to_head_table(summary),
-              *search_tables(summary), sampling_table(summary), verification_table(summary),
+              *search_tables(summary), *ramp_tables(summary), sampling_table(summary), verification_table(summary),
               lossless_table(summary), workload_bias_table(summary))
     return [t for t in tables if t is not None]

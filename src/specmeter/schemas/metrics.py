@@ -52,8 +52,8 @@ class Goodput(BaseModel):
     met: int
     measured: int = Field(description="Requests measured at the point (warm-up excluded, failed ones included).")
     share: float | None = Field(description="met / measured.")
-    ci95_low: float | None = Field(default=None, description="95% bootstrap interval of requests_per_s over the "
-                                   "point's requests (its wall time held fixed).")
+    ci95_low: float | None = Field(default=None, description="95% interval of requests_per_s: the Wilson interval "
+                                   "of the share met, times the point's requests per second.")
     ci95_high: float | None = None
 
 
