@@ -104,6 +104,7 @@ def run(
     request_timeout: Annotated[float | None, typer.Option(help="Seconds before one request counts as timed out.")] = None,
     max_error_rate: Annotated[float | None, typer.Option(help="Stop when more than this fraction of requests fail.")] = None,
     slo: Annotated[str | None, typer.Option(help="Per-request bounds, e.g. ttft_ms=500,tpot_ms=50 (also e2e_ms): each point's goodput, requests/s meeting them, beside its throughput.")] = None,
+    stop_at_saturation: Annotated[bool | None, typer.Option("--stop-at-saturation/--no-stop-at-saturation", help="Stop going up the loads once every server saturated (default: on; load.stop_at_saturation).")] = None,
     api_key: Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}); never written anywhere.")] = None,
     out: Annotated[Path, typer.Option(help="Directory that receives the run directory.")] = Path("runs"),
     name: Annotated[str | None, typer.Option(help="Run directory name (default: timestamp + label).")] = None,
@@ -128,7 +129,7 @@ def run(
                   "burstiness": burstiness, "max_concurrency": max_concurrency, "duration_s": duration,
                   "num_prompts": num_prompts, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
                   "temperature": temperature, "api": api, "warmup": warmup, "request_timeout_s": request_timeout,
-                  "max_error_rate": max_error_rate, "slo": parse_slo(slo)}
+                  "max_error_rate": max_error_rate, "slo": parse_slo(slo), "stop_at_saturation": stop_at_saturation}
     workflow.run(workflow.RunRequest(
         config_file=config, engine=engine_flags, spec_json=spec, load=load_flags, out=out, name=name,
         dataset=dataset, dataset_path=dataset_path, dataset_options=_flag(flags.options, dataset_option) or {},
@@ -178,6 +179,7 @@ def sweep(
     slo: Annotated[str | None, typer.Option(help="Per-request bounds, e.g. ttft_ms=500,tpot_ms=50: each point's goodput beside its throughput (sets load.slo); with --verify --objective goodput, what the table maximises.")] = None,
     rounds: Annotated[int, typer.Option(min=1, help="With --verify: the most verification rounds (a table verification contradicts is corrected and verified again).")] = 2,
     min_gain: Annotated[float | None, typer.Option(help="A larger K (or costlier drafter) must beat a smaller one head to head by more than this fraction (default 0.01).")] = None,
+    stop_at_saturation: Annotated[bool | None, typer.Option("--stop-at-saturation/--no-stop-at-saturation", help="Stop going up the loads once every server saturated: throughput no longer rising while latency grows (default: on; load.stop_at_saturation).")] = None,
     ceiling: Annotated[bool, typer.Option("--ceiling", help="Add per drafter and K the same config at 100% synthetic acceptance (AL = K + 1; llama.cpp, or vLLM on a GPU build): the most that K could give here. Never recommended.")] = False,
 ) -> None:
     """Every speculative config at every load point against the baseline: which drafter and which K, at
@@ -205,7 +207,7 @@ def sweep(
                            off_is_an_answer=True, command=_command()) if verify else None
     workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, repeats=repeats, interleave=interleave,
                                          min_gain=min_gain, ceiling=True if ceiling else None, name=name,
-                                         slo=parse_slo(slo),
+                                         slo=parse_slo(slo), stop_at_saturation=stop_at_saturation,
                                          api_key=key, command=_command(),
                                          verify=checks), _terminal(json_out))
 
