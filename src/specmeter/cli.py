@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from specmeter import __version__
+from specmeter.cli_check import check_command
 from specmeter.cli_plan import plan_command
 from specmeter.errors import SpecmeterError
 from specmeter.redact import redact_argv
@@ -368,6 +369,7 @@ def calibrate(
 
 
 app.command("plan")(plan_command(_terminal))
+app.command("check")(check_command(_terminal))
 
 
 @app.command()

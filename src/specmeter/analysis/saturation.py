@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from specmeter.analysis.headtohead import Side, decision_bounds
-from specmeter.analysis.paired import expanded, fill_repeats, resamples_for
+from specmeter.analysis.paired import expanded, fill_repeats, index_matrix, percentile_interval, resamples_for
 from specmeter.config import ConcurrencyPoint, RatePoint, SaturationRule
 from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.ramp import RampStep, StepReading
@@ -90,7 +90,7 @@ def throughput_ratio(lo: Side, hi: Side, confidence: float = CONFIDENCE) -> Rati
         with np.errstate(divide="ignore", invalid="ignore"):
             stats = (b[0][ib].sum(1) / b[1][ib].sum(1)) / (a[0][ia].sum(1) / a[1][ia].sum(1))
             est = (b[0].sum() / b[1].sum()) / (a[0].sum() / a[1].sum())
-        ci = _percentiles(stats, level)
+        ci = percentile_interval(stats, level)
         if ci is not None and np.isfinite(est) and est > 0:
             out.ci95_low, out.ci95_high = value * ci[0] / est, value * ci[1] / est
     per_repeat = [_ratio_or_none(_rate({r: hi.totals[r]}), _rate({r: lo.totals[r]}))
@@ -109,7 +109,7 @@ def e2e_ratio(lo: Side, hi: Side, confidence: float = CONFIDENCE) -> Ratio:
         level = expanded(confidence, n)
         ia, ib = _indices(a.size, b.size, resamples_for(level))
         with np.errstate(divide="ignore", invalid="ignore"):
-            ci = _percentiles(np.median(b[ib], axis=1) / np.median(a[ia], axis=1), level)
+            ci = percentile_interval(np.median(b[ib], axis=1) / np.median(a[ia], axis=1), level)
         if ci is not None:
             out.ci95_low, out.ci95_high = ci
     per_repeat = [_ratio_or_none(_median(hi, r), _median(lo, r)) for r in sorted(lo.totals.keys() & hi.totals.keys())]
@@ -138,17 +138,9 @@ def _ratio_or_none(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den else None
 
 
-def _indices(n_a: int, n_b: int, resamples: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, n_a, size=(resamples, n_a)), rng.integers(0, n_b, size=(resamples, n_b))
-
-
-def _percentiles(stats: np.ndarray, level: float) -> tuple[float, float] | None:
-    finite = stats[np.isfinite(stats)]
-    if finite.size == 0:
-        return None
-    tail = (1.0 - level) / 2.0
-    return float(np.quantile(finite, tail)), float(np.quantile(finite, 1.0 - tail))
+def _indices(n_a: int, n_b: int, resamples: int) -> tuple[np.ndarray, np.ndarray]:
+    """Independent resamples of two points' requests (seeded apart, so the two draws do not move together)."""
+    return index_matrix(n_a, resamples, 0), index_matrix(n_b, resamples, 1)
 
 
 def _text(value: float | None, low: float | None, high: float | None) -> str:
