@@ -55,7 +55,7 @@ def check_runs(run: RunData, reference: RunData, *, max_al_drop: float, max_spee
     points, unmatched, arrivals = match_points(runs, names)
     checks: list[CheckedMetric] = []
     for cp in points:
-        for ref_c, run_c in (slot for slot in line_up(runs, cp) if len(slot) == 2):
+        for ref_c, run_c in line_up(runs, cp):  # one slot per configuration, lined up across the two runs
             if ref_c is None or run_c is None:
                 only = ref_c or run_c
                 assert only is not None
