@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from specmeter import __version__
+from specmeter.cli_check import check_command
 from specmeter.cli_plan import plan_command
 from specmeter.cli_vocab import vocab_command
 from specmeter.errors import SpecmeterError
@@ -104,6 +105,8 @@ def run(
     startup_timeout: Annotated[float | None, typer.Option(help="Seconds to wait for a launched server.")] = None,
     request_timeout: Annotated[float | None, typer.Option(help="Seconds before one request counts as timed out.")] = None,
     max_error_rate: Annotated[float | None, typer.Option(help="Stop when more than this fraction of requests fail.")] = None,
+    slo: Annotated[str | None, typer.Option(help="Per-request bounds, e.g. ttft_ms=500,tpot_ms=50 (also e2e_ms): each point's goodput, requests/s meeting them, beside its throughput.")] = None,
+    stop_at_saturation: Annotated[bool | None, typer.Option("--stop-at-saturation/--no-stop-at-saturation", help="Stop going up the loads once every server saturated (default: on; load.stop_at_saturation).")] = None,
     api_key: Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}); never written anywhere.")] = None,
     out: Annotated[Path, typer.Option(help="Directory that receives the run directory.")] = Path("runs"),
     name: Annotated[str | None, typer.Option(help="Run directory name (default: timestamp + label).")] = None,
@@ -117,6 +120,7 @@ def run(
         _resume(resume, api_key, json_out)
         return
     from specmeter.workflows import run as workflow
+    from specmeter.workflows.recommend import parse_slo
 
     engine_flags = {"endpoint": endpoint, "kind": engine, "model": model, "dtype": dtype,
                     "max_model_len": max_model_len, "served_model_name": served_model_name,
@@ -127,7 +131,7 @@ def run(
                   "burstiness": burstiness, "max_concurrency": max_concurrency, "duration_s": duration,
                   "num_prompts": num_prompts, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
                   "temperature": temperature, "api": api, "warmup": warmup, "request_timeout_s": request_timeout,
-                  "max_error_rate": max_error_rate}
+                  "max_error_rate": max_error_rate, "slo": parse_slo(slo), "stop_at_saturation": stop_at_saturation}
     workflow.run(workflow.RunRequest(
         config_file=config, engine=engine_flags, spec_json=spec, load=load_flags, out=out, name=name,
         dataset=dataset, dataset_path=dataset_path, dataset_options=_flag(flags.options, dataset_option) or {},
@@ -174,9 +178,10 @@ def sweep(
     resume: Annotated[Path | None, typer.Option(help="Finish an interrupted sweep (same as `specmeter resume`).")] = None,
     verify: Annotated[bool, typer.Option("--verify", help="Then recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
     objective: Annotated[str, typer.Option(help="With --verify: what the recommendation maximises: throughput, tpot or goodput.")] = "throughput",
-    slo: Annotated[str | None, typer.Option(help="With --verify and --objective goodput: e.g. ttft_ms=500,tpot_ms=50.")] = None,
+    slo: Annotated[str | None, typer.Option(help="Per-request bounds, e.g. ttft_ms=500,tpot_ms=50: each point's goodput beside its throughput (sets load.slo); with --verify --objective goodput, what the table maximises.")] = None,
     rounds: Annotated[int, typer.Option(min=1, help="With --verify: the most verification rounds (a table verification contradicts is corrected and verified again).")] = 2,
     min_gain: Annotated[float | None, typer.Option(help="A larger K (or costlier drafter) must beat a smaller one head to head by more than this fraction (default 0.01).")] = None,
+    stop_at_saturation: Annotated[bool | None, typer.Option("--stop-at-saturation/--no-stop-at-saturation", help="Stop going up the loads once every server saturated: throughput no longer rising while latency grows (default: on; load.stop_at_saturation).")] = None,
     ceiling: Annotated[bool, typer.Option("--ceiling", help="Add per drafter and K the same config at 100% synthetic acceptance (AL = K + 1; llama.cpp, or vLLM on a GPU build): the most that K could give here. Never recommended.")] = False,
 ) -> None:
     """Every speculative config at every load point against the baseline: which drafter and which K, at
@@ -190,7 +195,7 @@ def sweep(
         _resume(resume, api_key, json_out)
         return
     from specmeter.workflows import sweep as workflow
-    from specmeter.workflows.recommend import Criteria
+    from specmeter.workflows.recommend import Criteria, parse_slo
     from specmeter.workflows.verify import VerifyRequest
 
     shorthand = workflow.SweepFlags(model=model, specs=spec or [], k=_flag(flags.levels, k),
@@ -199,10 +204,12 @@ def sweep(
                            dataset_path=dataset_path, num_prompts=num_prompts, max_tokens=max_tokens, dtype=dtype,
                            engine_env=_flag(flags.pairs, engine_env) or {})
     key = _api_key(api_key)
-    checks = VerifyRequest(criteria=Criteria.from_flags(objective, slo), rounds=rounds, api_key=key,
+    checks = VerifyRequest(criteria=Criteria.from_flags(objective, slo if objective == "goodput" else None),
+                           rounds=rounds, api_key=key,
                            off_is_an_answer=True, command=_command()) if verify else None
     workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, repeats=repeats, interleave=interleave,
                                          min_gain=min_gain, ceiling=True if ceiling else None, name=name,
+                                         slo=parse_slo(slo), stop_at_saturation=stop_at_saturation,
                                          api_key=key, command=_command(),
                                          verify=checks), _terminal(json_out))
 
@@ -364,6 +371,7 @@ def calibrate(
 
 app.command("plan")(plan_command(_terminal))
 app.command("vocab")(vocab_command(_terminal))
+app.command("check")(check_command(_terminal))
 
 
 @app.command()

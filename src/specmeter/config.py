@@ -7,29 +7,36 @@ impossible value fails in one line that names the key and the fix.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     AliasChoices,
-    BaseModel,
-    ConfigDict,
     Field,
     field_serializer,
     field_validator,
     model_validator,
 )
 
+from specmeter.config_points import POINT_KINDS as POINT_KINDS  # re-exported, as the other point names below
+from specmeter.config_points import REQUESTS_PER_SLOT_FLOOR as REQUESTS_PER_SLOT_FLOOR
+from specmeter.config_points import ArrivalKind as ArrivalKind
+from specmeter.config_points import ConcurrencyPoint as ConcurrencyPoint
+from specmeter.config_points import LoadPoint as LoadPoint
+from specmeter.config_points import RatePoint as RatePoint
+from specmeter.config_points import SaturationRule as SaturationRule
+from specmeter.config_points import StrictModel as StrictModel
+from specmeter.config_points import one_user, point_shorthand
 from specmeter.config_search import LoadSearch, parse_auto
 from specmeter.dynamic_k import dynamic_k_at as dynamic_k_at  # re-exported: its users import it from here
 from specmeter.dynamic_k import validate_dynamic_k
 from specmeter.errors import InputError
 from specmeter.installed import module_available
 from specmeter.redact import redact_argv, redact_env
+from specmeter.slo import SLO
 from specmeter.synthetic import SyntheticAcceptance, synthetic_extra
 
 # The names a config may use, owned here; the modules that act on them take them from here.
 ENGINE_KINDS = ("vllm", "llamacpp", "sglang", "trtllm")  # engines/registry.py maps each to its stats and launcher
-ArrivalKind = Literal["poisson", "gamma", "constant"]  # load/arrivals.py draws their send times
 EventLoop = Literal["auto", "uvloop", "asyncio"]  # load/eventloop.py makes the loop
 
 
@@ -49,10 +56,6 @@ NEEDS_DRAFT_MODEL = {SpecMethod.draft_model, SpecMethod.eagle, SpecMethod.eagle3
 
 
 Precision = Literal["fixed", "adaptive"]
-
-
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class SpecConfig(StrictModel):
@@ -172,97 +175,6 @@ class EngineSpec(StrictModel):
         return any("***" in a for a in self.extra_args) or "***" in self.env.values()
 
 
-class ConcurrencyPoint(StrictModel):
-    """Closed loop: N workers, each sends its next request the moment its previous one ends."""
-
-    kind: Literal["concurrency"] = "concurrency"
-    concurrency: int = Field(ge=1, description="Requests in flight at once.")
-
-    @property
-    def id(self) -> str:
-        return f"c{self.concurrency}"
-
-    @property
-    def axis(self) -> Literal["concurrency", "rate"]:
-        return "concurrency"
-
-    @property
-    def load(self) -> float:
-        """The value on the load axis."""
-        return float(self.concurrency)
-
-    @property
-    def slots(self) -> int | None:
-        """The most requests in flight at once (None: unbounded)."""
-        return self.concurrency
-
-    def label(self) -> str:
-        return f"concurrency {self.concurrency}"
-
-
-class RatePoint(StrictModel):
-    """Open loop: conversations start at a request rate, on seeded arrival times that every
-    configuration of a plan shares, whatever the server's speed."""
-
-    kind: Literal["rate"] = "rate"
-    rate: float = Field(gt=0, description="Conversations started per second.")
-    arrival: ArrivalKind = Field(default="poisson", description="poisson, gamma (with burstiness) or constant.")
-    burstiness: float = Field(default=1.0, gt=0, description="gamma shape: 1 is Poisson, < 1 burstier, > 1 smoother.")
-    max_concurrency: int | None = Field(default=None, ge=1, description="Cap on requests in flight (None: none).")
-
-    @model_validator(mode="after")
-    def _burstiness_needs_gamma(self) -> RatePoint:
-        if self.burstiness != 1.0 and self.arrival != "gamma":
-            raise ValueError(f"burstiness applies to arrival: gamma only (arrival is {self.arrival})")
-        return self
-
-    @property
-    def id(self) -> str:
-        shape = {"poisson": "", "gamma": f"-gamma{self.burstiness:g}", "constant": "-constant"}[self.arrival]
-        cap = f"-cap{self.max_concurrency}" if self.max_concurrency else ""
-        return f"r{self.rate:g}{shape}{cap}"
-
-    @property
-    def axis(self) -> Literal["concurrency", "rate"]:
-        return "rate"
-
-    @property
-    def load(self) -> float:
-        return self.rate
-
-    @property
-    def slots(self) -> int | None:
-        return self.max_concurrency
-
-    def label(self) -> str:
-        shape = {"poisson": "Poisson", "gamma": f"gamma b={self.burstiness:g}", "constant": "constant"}[self.arrival]
-        cap = f", at most {self.max_concurrency} in flight" if self.max_concurrency else ""
-        return f"{self.rate:g} req/s ({shape}{cap})"
-
-
-def _point_shorthand(raw: Any) -> Any:
-    """4 -> {kind: concurrency, concurrency: 4}; {rate: 2} -> {kind: rate, rate: 2}."""
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        return {"kind": "concurrency", "concurrency": raw}
-    if isinstance(raw, dict) and "kind" not in raw:
-        if "rate" in raw:
-            return {"kind": "rate", **raw}
-        if "concurrency" in raw:
-            return {"kind": "concurrency", **raw}
-    return raw
-
-
-LoadPoint = Annotated[ConcurrencyPoint | RatePoint, Field(discriminator="kind")]
-POINT_KINDS = ("concurrency", "rate")  # the discriminator tags of LoadPoint
-
-
-def _one_user() -> list[ConcurrencyPoint | RatePoint]:
-    return [ConcurrencyPoint(concurrency=1)]
-
-
-# At a closed-loop point of concurrency N, at least this many x N requests are sent (the workload is
-# cycled), so a high-concurrency point is not all ramp-up and drain.
-REQUESTS_PER_SLOT_FLOOR = 4
 
 
 class LoadSpec(StrictModel):
@@ -273,7 +185,7 @@ class LoadSpec(StrictModel):
     """
 
     api: Literal["chat", "completions"] = "chat"
-    points: list[LoadPoint] = Field(default_factory=lambda: _one_user(), description="Load points, run in this order.")
+    points: list[LoadPoint] = Field(default_factory=lambda: one_user(), description="Load points, run in this order.")
     num_prompts: int | None = Field(default=None, ge=1, description="Conversations per point (None: all).")
     duration_s: float | None = Field(default=None, gt=0, description="Instead of one pass over the "
                                      "conversations: keep starting them (cycling) for this long per point.")
@@ -307,6 +219,12 @@ class LoadSpec(StrictModel):
                                       "once it has run this long (all configurations together).")
     search: list[LoadSearch] = Field(default_factory=list, description="Axes whose points a search chooses "
                                      "(`concurrency: auto`): `points` holds the start points and the ones chosen.")
+    stop_at_saturation: bool = Field(default=True, description="A ramp of loads stops going up once every "
+                                     "configuration saturated (load.saturation): the higher loads of that axis are "
+                                     "skipped, with the load, the numbers and why in summary.json.")
+    saturation: SaturationRule = Field(default_factory=SaturationRule)
+    slo: SLO | None = Field(default=None, description="Per-request bounds (ttft_ms, tpot_ms, e2e_ms): every point "
+                            "reports its goodput, requests/s that met every bound, beside its throughput.")
 
     def point(self, point_id: str) -> ConcurrencyPoint | RatePoint | None:
         return next((p for p in self.points if p.id == point_id), None)
@@ -334,7 +252,7 @@ class LoadSpec(StrictModel):
         if searches:
             data["search"] = [*data.get("search", []), *searches]
         if "points" in data and isinstance(data["points"], list):
-            data["points"] = [_point_shorthand(p) for p in data["points"]]
+            data["points"] = [point_shorthand(p) for p in data["points"]]
         return data
 
     @model_validator(mode="after")

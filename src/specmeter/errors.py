@@ -55,3 +55,10 @@ class SourceUnavailable(Exception):
 
 class RowNotFillable(Exception):
     """data prepare: this one row cannot be rebuilt (key not found, template mismatch, config not supported)."""
+
+
+class RegressionFound(SpecmeterError):
+    """`specmeter check`: acceptance or speedup dropped by more than its bound, with confidence. Its own exit code,
+    so CI tells a regression from bad input (2) or a failed run (3, 4)."""
+
+    exit_code = 5

@@ -34,9 +34,12 @@ from specmeter.load.point import count_requests, point_conversations, run_point
 from specmeter.load.stops import ServerAlive
 from specmeter.load.traffic import PointKey
 from specmeter.planner.search import Search
+from specmeter.ramp import Ramp
 from specmeter.redact import redact_argv
 from specmeter.rounds import Rounds
 from specmeter.run_data import run_records
+from specmeter.schedule import Block, Cell
+from specmeter.schedule import schedule as schedule  # re-exported: its users import it from here
 from specmeter.schemas.capture import Attempt, PointCapture
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.progress import Reporter
@@ -66,46 +69,6 @@ class Execution:
     prior_records: list[RequestRecord] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Cell:
-    config: PlannedConfig
-    point: LoadPoint
-    repeat: int
-
-
-@dataclass
-class Block:
-    """Servers up together, and the cells they run in order."""
-
-    servers: list[list[PlannedConfig]]
-    cells: list[Cell]
-
-
-def schedule(plan: Plan) -> list[Block]:
-    """Cells in the order they run. Repeats are the outer loop, so each repeat sees the whole sweep
-    once and slow drift spreads over every configuration instead of landing on one. With adaptive precision
-    the rounds are the inner loop of each point (up to max_rounds; the point stops when its decisions settle)."""
-    servers = plan.servers()
-    if plan.interleave:
-        def at(p: LoadPoint, r: int) -> list[Cell]:
-            # Alternate the order each repeat: the configuration that runs first at a point (just after
-            # another server's burst) changes, so order effects cancel over repeats.
-            order = plan.configs if r % 2 == 0 else list(reversed(plan.configs))
-            return [Cell(c, p, r) for c in _sources_first(order) if plan.runs(c, p.id)]
-
-        if plan.load.precision == "adaptive":
-            return [Block(servers, [c for p in plan.points for r in range(plan.load.max_rounds) for c in at(p, r)])]
-        return [Block(servers, [c for r in range(plan.repeats) for p in plan.points for c in at(p, r)])]
-    return [Block([group], [Cell(c, p, r) for r in range(plan.repeats) for p in plan.points for c in group
-                            if plan.runs(c, p.id)]) for group in servers]
-
-
-def _sources_first(configs: Sequence[PlannedConfig]) -> list[PlannedConfig]:
-    """A configuration whose workload derives from another's records runs after it."""
-    plain = [c for c in configs if c.matched_random is None]
-    return plain + [c for c in configs if c.matched_random is not None]
-
-
 class _Run:
     """State of one execution: the summary being filled and the store it is written to."""
 
@@ -115,6 +78,7 @@ class _Run:
         self.summary = ex.prior if ex.prior is not None else self._new_summary()
         self._derived: dict[str, list[Conversation]] = {}
         self._started: dict[str, str | None] = {}  # server -> None: this run started it; else why it failed
+        self.ramp = Ramp(self.summary, lambda: run_records(store, self.plan), reporter.note)
 
     def _new_summary(self) -> RunSummary:
         plan = self.plan
@@ -279,7 +243,8 @@ class _Run:
     # -- the whole plan ----------------------------------------------------------------------------------
     def run_block(self, block: Block) -> None:
         rounds = Rounds(self.summary, lambda: run_records(self.store, self.plan), self._per_round)
-        pending = [c for c in block.cells if not self.done(c) and not rounds.stopped_before(c.point, c.repeat)]
+        pending = [c for c in block.cells if not self.done(c) and not rounds.stopped_before(c.point, c.repeat)
+                   and not self.ramp.skips(c.point)]
         if not pending:
             return  # finished before a resume: no server needed
         needed = {c.config.server for c in pending}
@@ -290,7 +255,8 @@ class _Run:
             self.start(list(servers.values()), pool)
             for cell in pending:
                 server = servers[cell.config.server]
-                if server.error is not None or not rounds.start(cell.point, cell.repeat):
+                if (server.error is not None or not self.ramp.start(cell.point)
+                        or not rounds.start(cell.point, cell.repeat)):
                     continue
                 result = self.result(cell.config, server.engine)
                 loop = self.plan.load_for(cell.config).event_loop
@@ -300,6 +266,8 @@ class _Run:
                 self.save()
             for point in self.plan.points:
                 rounds.finish(point)
+            for axis in dict.fromkeys(p.axis for p in self.plan.points):
+                self.ramp.look(axis)  # the top step too: where a load search must stay below
             self.save()
 
     def run_all(self) -> None:
@@ -330,7 +298,7 @@ class _Run:
         total = 0
         for block in schedule(self.plan):
             for cell in block.cells:
-                if self.done(cell):
+                if self.done(cell) or self.ramp.skips(cell.point):
                     continue
                 load = self.plan.load_for(cell.config)
                 if load.duration_s is not None:

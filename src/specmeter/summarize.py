@@ -13,6 +13,7 @@ from specmeter.engines.base import EngineStats
 from specmeter.errors import EngineError
 from specmeter.load.kinds import kind_of
 from specmeter.metrics.categories import category_breakdown
+from specmeter.metrics.goodput import summarize_goodput
 from specmeter.metrics.latency import summarize_latency
 from specmeter.metrics.requests import with_sd
 from specmeter.metrics.running import summarize_running
@@ -60,6 +61,7 @@ def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], poi
         running_batch=summarize_running(running.name, running.samples, running.interval_s, steady)
         if running is not None else None,
         sd=sd, categories=category_breakdown(final), resumed=resumed,
+        goodput=summarize_goodput(final, wall, load.slo) if load is not None and load.slo is not None else None,
     )
 
 

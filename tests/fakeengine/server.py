@@ -78,6 +78,7 @@ class FakeEngine(ThreadedServer):
         self.lie_extra_accepted: int = 0  # per-request stats claim this many more accepted tokens than counted
         self.per_request_stats: bool = True  # False: like vLLM without --per-request-spec-decode-metrics
         self.garbage_metrics: bool = False  # the Prometheus endpoint answers 200 with text that is not that
+        self.max_num_seqs: int | None = None  # requests streamed at once; the rest wait their turn (a full engine)
         for key, value in server_faults.items():  # any of the attributes above, e.g. foreign_per_request=1
             if not hasattr(self, key) or key.startswith("_"):
                 raise TypeError(f"FakeEngine has no setting {key!r}")
@@ -96,6 +97,7 @@ class FakeEngine(ThreadedServer):
         self._n_completions = 0
         self._n_finished = 0
         self._in_flight = 0  # completion requests received and not yet answered in full
+        self._slots: asyncio.Semaphore | None = None  # max_num_seqs, made in the server's own event loop
         self.counters: list[Counters] = []  # one per engine replica, since the last (re)start
         self._created = time.time()
         self._zero_counters()
@@ -253,7 +255,12 @@ class FakeEngine(ThreadedServer):
         with self.lock:
             self._in_flight += 1
         try:
-            return await self._answer(request, chat, streaming)
+            if self.max_num_seqs is None:
+                return await self._answer(request, chat, streaming)
+            if self._slots is None:
+                self._slots = asyncio.Semaphore(self.max_num_seqs)
+            async with self._slots:  # queued before its first byte: the wait shows in TTFT, as on a full engine
+                return await self._answer(request, chat, streaming)
         finally:
             with self.lock:
                 self._in_flight -= 1

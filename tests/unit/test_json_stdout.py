@@ -64,6 +64,9 @@ def test_stored_run_commands_print_one_document(stored: Path, tmp_path: Path) ->
     assert len(one_document(res)["runs"]) == 2
     assert "plots:" in res.stderr
 
+    doc = one_document(specmeter("check", stored, "--against", stored, "--json"))  # a run against itself
+    assert doc["checks"] and doc["regressions"] == []
+
 
 def test_run_sweep_resume_and_compare_workloads_print_one_document(
         fake_engine: FakeEngine, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from test_recommend import BATCHES, CLEAR, latency, sweep
 
 from specmeter.analysis.recommend import recommend
 from specmeter.analysis.verify import drafted_check
-from specmeter.config import EngineSpec, SpecConfig, dynamic_k_at
+from specmeter.config import ConcurrencyPoint, EngineSpec, SpecConfig, dynamic_k_at
 from specmeter.config_search import LoadSearch
 from specmeter.errors import InputError
 from specmeter.plans.verify import VERIFY_ID, best_static, verify_plan
@@ -98,6 +98,14 @@ def test_verify_of_a_searched_sweep_runs_the_points_it_measured_without_searchin
     summary.plan.load.search = [LoadSearch(axis="concurrency", min=1, max=16, start=[1, 16])]
     plan = verify_plan(summary, recommend(summary, records), "run")
     assert plan.points == summary.plan.points and plan.load.search == []
+
+
+def test_verify_of_a_ramp_that_stopped_at_saturation_runs_only_what_the_sweep_measured() -> None:
+    summary, records = sweep(CLEAR, BATCHES)
+    summary.plan.load.points.append(ConcurrencyPoint(concurrency=64))  # skipped by the sweep's ramp: never measured
+    plan = verify_plan(summary, recommend(summary, records), "run")
+    assert [p.id for p in plan.points] == ["c1", "c4", "c16"]
+    assert not plan.load.stop_at_saturation  # verify checks the sweep's points; it runs no ramp of its own
 
 
 def test_verify_refuses_a_recommendation_that_keeps_speculation_off() -> None:

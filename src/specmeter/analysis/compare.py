@@ -50,7 +50,7 @@ def compare_runs(runs: Sequence[RunData], *, allow_different_workloads: bool = F
     diffs = workload_differences(runs, names)
     if diffs and not allow_different_workloads:
         raise InputError(refusal(diffs))
-    points, unmatched, arrivals = _match_points(runs, names)
+    points, unmatched, arrivals = match_points(runs, names)
     comparison = RunComparison(
         runs=compared, same_workload=not diffs, allowed_different_workloads=allow_different_workloads,
         workload_differences=diffs, unmatched_points=unmatched,
@@ -131,7 +131,7 @@ def _counterpart(ref: Point, points: list[Point], taken: set[str]) -> Point | No
     return same_load[0] if len(same_load) == 1 else None
 
 
-def _match_points(runs: Sequence[RunData], names: Sequence[str]) -> tuple[list[ComparedPoint], list[str],
+def match_points(runs: Sequence[RunData], names: Sequence[str]) -> tuple[list[ComparedPoint], list[str],
                                                                             list[str]]:
     """Points present in every run, in the reference's order; the rest as lines saying where they are; notes
     on matched rate points whose arrivals differ."""
@@ -190,7 +190,7 @@ def _place(slots: list[Slot], i: int, configs: list[ConfigResult],
     return rest
 
 
-def _line_up(runs: Sequence[RunData], point: ComparedPoint) -> list[Slot]:
+def line_up(runs: Sequence[RunData], point: ComparedPoint) -> list[Slot]:
     """Configuration slots across runs: same role and workload, then the same id, else the same speculation
     label, else each run's only remaining one of that role; anything else gets a slot of its own."""
     n = len(runs)
@@ -211,7 +211,7 @@ def _line_up(runs: Sequence[RunData], point: ComparedPoint) -> list[Slot]:
 
 def _compare_configs(runs: Sequence[RunData], names: Sequence[str], point: ComparedPoint) -> list[ComparedConfig]:
     out: list[ComparedConfig] = []
-    for slot in _line_up(runs, point):
+    for slot in line_up(runs, point):
         first = next(c for c in slot if c is not None)
         entries: list[RunEntry | None] = []
         for i, c in enumerate(slot):

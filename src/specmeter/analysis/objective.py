@@ -18,6 +18,7 @@ from specmeter.analysis.headline import decision_confidence, headline_metric
 from specmeter.analysis.headtohead import Arena, Side, decision_bounds, outcome_of
 from specmeter.analysis.paired import fill_repeats, paired_bootstrap_ci
 from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.metrics.goodput import meets as meets  # re-exported: goodput's test of a request
 from specmeter.schemas.analysis import HeadToHead, Metric, PointChoice, Ratio
 from specmeter.schemas.plan import PlannedConfig
 from specmeter.schemas.recommend import SLO, Objective, Score
@@ -26,14 +27,6 @@ from specmeter.schemas.results import RunSummary
 
 LoadPoint = ConcurrencyPoint | RatePoint
 ALL_POINTS = "all points"
-
-
-def meets(record: RequestRecord, slo: SLO) -> bool:
-    """A request meets the SLO when it succeeded and every bound given holds."""
-    if not record.ok:
-        return False
-    checks = ((slo.ttft_ms, record.ttft_s), (slo.tpot_ms, record.tpot_s), (slo.e2e_ms, record.e2e_s))
-    return all(bound is None or (value is not None and value * 1000.0 <= bound) for bound, value in checks)
 
 
 class Scorer:

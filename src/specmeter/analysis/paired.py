@@ -35,10 +35,10 @@ def paired_bootstrap_ci(
     """
     if n < 2:
         return None
-    idx = _index_matrix(n, n_resamples, seed)
+    idx = index_matrix(n, n_resamples, seed)
     with np.errstate(divide="ignore", invalid="ignore"):
         stats = np.fromiter((statistic(row) for row in idx), dtype=float, count=n_resamples)
-    return _percentile_interval(stats, expanded(confidence, n))
+    return percentile_interval(stats, expanded(confidence, n))
 
 
 def resamples_for(confidence: float) -> int:
@@ -70,9 +70,9 @@ def paired_ratio_of_sums(
     value = _finite_or_none(_speedup_of_sums(cn, cd, bn, bd, _all_rows(n))[0])
     if n < 2:
         return value, None
-    idx = _index_matrix(n, n_resamples or resamples_for(expanded(confidence, n)), seed)
+    idx = index_matrix(n, n_resamples or resamples_for(expanded(confidence, n)), seed)
     stats = _speedup_of_sums(cn, cd, bn, bd, idx)
-    return value, _percentile_interval(stats, expanded(confidence, n))
+    return value, percentile_interval(stats, expanded(confidence, n))
 
 
 def paired_ratio_of_means(
@@ -95,8 +95,8 @@ def paired_ratio_of_means(
     value = _finite_or_none(_sum_ratio(num, den, _all_rows(n))[0])
     if n < 2:
         return value, None
-    idx = _index_matrix(n, n_resamples or resamples_for(expanded(confidence, n)), seed)
-    return value, _percentile_interval(_sum_ratio(num, den, idx), expanded(confidence, n))
+    idx = index_matrix(n, n_resamples or resamples_for(expanded(confidence, n)), seed)
+    return value, percentile_interval(_sum_ratio(num, den, idx), expanded(confidence, n))
 
 
 def median_mad(values: Sequence[float]) -> tuple[float | None, float | None]:
@@ -127,7 +127,7 @@ def _aligned(*columns: Column) -> tuple[np.ndarray, ...]:
     return tuple(a[keep] for a in arrays)
 
 
-def _index_matrix(n: int, n_resamples: int, seed: int) -> np.ndarray:
+def index_matrix(n: int, n_resamples: int, seed: int) -> np.ndarray:
     """One row per resample; every side of a comparison is indexed by the same row."""
     return np.random.default_rng(seed).integers(0, n, size=(n_resamples, n))
 
@@ -176,7 +176,7 @@ def _t_quantile(z: float, df: int) -> float:
     return float(z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4)
 
 
-def _percentile_interval(stats: np.ndarray, confidence: float) -> tuple[float, float] | None:
+def percentile_interval(stats: np.ndarray, confidence: float) -> tuple[float, float] | None:
     finite = stats[np.isfinite(stats)]
     if finite.size == 0:
         return None

@@ -84,8 +84,10 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
     """The K-per-batch table of every drafter the sweep measured, the best drafter first. `min_gain`: what a
     costlier configuration must win by head to head (default: the run's plan, 1%)."""
     if objective == "goodput" and slo is None:
+        slo = summary.plan.load.slo  # the SLO the sweep reported goodput against
+    if objective == "goodput" and slo is None:
         raise InputError("--objective goodput counts requests that meet an SLO: give --slo, e.g. "
-                         "--slo ttft_ms=500,tpot_ms=50")
+                         "--slo ttft_ms=500,tpot_ms=50 (or sweep with load.slo)")
     if objective != "goodput" and slo is not None:
         raise InputError(f"--slo applies to --objective goodput, not {objective}; add --objective goodput")
     plan = summary.plan

@@ -91,14 +91,19 @@ class Search:
         chosen: list[SearchStep] = []
         for search in plan.load.search:
             entry = self._entry(search)
-            measured = measured_points(self.summary, search.axis)
+            cap = self._ceiling(search)
+            measured = [m for m in measured_points(self.summary, search.axis) if cap is None or m.load <= cap]
             taken = {p.load for p in plan.points if p.axis == search.axis}
-            settings = Settings(search.width, search.max_points, search.integer, search.min, search.max)
+            high = search.max if cap is None else min(search.max, cap)
+            settings = Settings(search.width, search.max_points, search.integer, min(search.min, high), high)
             entry.brackets = find_brackets(measured, settings, taken)
             entry.crossovers = crossover_brackets(measured)
             decision = decide(measured, settings, taken, self._guess, partial(describe, search))
             if not isinstance(decision, Placement):
                 entry.status, entry.why = decision.status, decision.why
+                if cap is not None and cap < search.max:
+                    entry.why += (f"; searched up to {describe(search, cap)} only, where every server saturated "
+                                  "(the load ramp's stop)")
                 continue
             point = self._point(search, decision.load)
             add_point(plan, point)
@@ -109,6 +114,11 @@ class Search:
             entry.status, entry.why = "searching", f"measuring {point.label()} next"
             chosen.append(step)
         return chosen
+
+    def _ceiling(self, search: LoadSearch) -> float | None:
+        """The load where the axis's ramp found every server saturated: the search measures nothing above it."""
+        ramp = self.summary.ramped(search.axis)
+        return ramp.load if ramp is not None and self.summary.plan.load.stop_at_saturation else None
 
     def _guess(self, bracket: Bracket) -> Guess | str:
         if self._model is None:

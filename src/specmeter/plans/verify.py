@@ -61,8 +61,11 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
     dynamic = PlannedConfig(id=VERIFY_ID, role=Role.verification, spec=drafter.spec, engine=engine, server=VERIFY_ID)
     reps = repeats or plan.repeats
     # Adaptive unless repeats were asked for: a verified point runs until its judgement of the table settles.
-    # The sweep's points as measured: a load search chose them there, verify runs them all.
-    load = plan.load.model_copy(update={"precision": None, "search": []})
+    # The sweep's points as measured: a load search chose them there, verify runs them all; the points its load ramp
+    # skipped at saturation stay skipped, and verify runs no ramp of its own (it checks points, not capacity).
+    measured = [p for p in plan.points if any(c.repeats(p.id) for c in source.configs)]
+    load = plan.load.model_copy(update={"precision": None, "search": [], "points": measured or plan.points,
+                                        "stop_at_saturation": False})
     load = load.with_precision(interleave=True, repeats=reps, default="adaptive")
     return Plan(kind="verify", configs=[base, *statics, dynamic], load=load, repeats=reps, interleave=True,
                 workload=plan.workload, best_static=against, min_gain=rec.min_gain)

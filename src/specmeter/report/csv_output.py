@@ -44,6 +44,7 @@ POINT_COLUMNS: tuple[str, ...] = (
     "engine_batch_mean", "engine_batch_max", "sd_al", "sd_ar", "sd_per_position", "sd_source",
     "speedup_tok_s", "speedup_tok_s_ci95_low", "speedup_tok_s_ci95_high", "speedup_verdict", "resumed",
     "synthetic_set_per_position", "synthetic_expected_per_position", "synthetic_expected_al", "synthetic_within",
+    "slo", "goodput_req_s", "goodput_ci95_low", "goodput_ci95_high", "slo_met_share",
 )
 
 _RATIOS = ("output_tok_s", "tpot", "ttft", "e2e")
@@ -134,6 +135,7 @@ def _point_row(summary: RunSummary, config: ConfigResult, pr: PointResult, speed
         _joined(p.set_rate for p in synth.positions) if synth else None,
         _joined(p.expected for p in synth.positions) if synth else None,
         synth.expected_al if synth else None, synth.within if synth else None,
+        *((g.slo, g.requests_per_s, g.ci95_low, g.ci95_high, g.share) if (g := pr.goodput) else (None,) * 5),
     ]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from specmeter import __version__
 from specmeter.report.grid import VERDICTS, Grid, Note
 from specmeter.report.outputs import Output
+from specmeter.report.ramp import stop_line
 from specmeter.report.recommendation import deploy_lines, evidence_table, heading
 from specmeter.report.search import search_lines
 from specmeter.report.tables import notes, summary_tables
@@ -108,6 +109,7 @@ def _answer(run: RunData) -> str:
                      f'<span class="{_e(v)}">{_e(VERDICTS[v])}</span>{marker}</li>')
     items += [f"<li>{_e(c.note)}</li>" for c in s.analysis.crossovers]
     items += [f"<li>{_e(line)}</li>" for line in search_lines(s)]
+    items += [f"<li>{_e(stop)}</li>" for r in s.ramp if (stop := stop_line(s, r)) is not None]
     rec = run.recommendation
     corrected = rec is not None and rec.round > 1
     after = " before verification corrected the table" if corrected else ""

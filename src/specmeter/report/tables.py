@@ -13,8 +13,10 @@ from specmeter.report.decisions import (
     verification_table,
 )
 from specmeter.report.grid import VERDICTS, Grid, Note, fmt, grid, ms, point_label, ratio_text
+from specmeter.report.ramp import ramp_notes, ramp_tables
 from specmeter.report.search import search_tables
 from specmeter.schemas.analysis import Speedup
+from specmeter.schemas.metrics import Goodput
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 from specmeter.schemas.sd import SDCounts
 
@@ -134,20 +136,38 @@ def category_table(summary: RunSummary) -> Grid | None:
 
 
 def throughput_table(summary: RunSummary) -> Grid:
-    t = grid("Throughput (warmup excluded; steady: over the window the load was fully applied)",
-             ("configuration", "point", "ok/sent", "out tok/s", "steady tok/s", "steady share", "engine batch",
-              "req/s", "tok/chunk", "wall s"), left={"configuration", "point"})
+    slo = summary.plan.load.slo
+    good = slo is not None and any(pr.goodput is not None for _, pr in _rows(summary))
+    title = "Throughput (warmup excluded; steady: over the window the load was fully applied)"
+    columns = ["configuration", "point", "ok/sent", "out tok/s", "steady tok/s", "steady share", "engine batch",
+               "req/s", "tok/chunk", "wall s"]
+    if good and slo is not None:
+        title += f"; goodput: requests/s that met {slo.label()} (95% CI)"
+        columns[8:8] = ["goodput req/s", "met SLO"]
+    t = grid(title, columns, left={"configuration", "point"})
     for config, pr in _rows(summary):
         la, st, rb = pr.latency, pr.steady, pr.running_batch
-        t.add_row(
+        cells = [
             config.config_id, point_label(summary, pr.point_id) + _repeat(summary, pr),
             f"{la.num_ok}/{la.num_requests}",
             fmt(la.output_tokens_per_s, "{:.1f}"), fmt(st.output_tokens_per_s if st else None, "{:.1f}"),
             fmt(st.share if st else None, "{:.0%}"), fmt(rb.steady_mean if rb and rb.steady_mean is not None
                                                         else rb.mean if rb else None, "{:.1f}"),
             fmt(la.requests_per_s), fmt(la.tokens_per_chunk), fmt(la.wall_s, "{:.1f}"),
-        )
+        ]
+        if good:
+            cells[8:8] = [goodput_text(pr.goodput), fmt(pr.goodput.share if pr.goodput else None, "{:.0%}")]
+        t.add_row(*cells)
     return t
+
+
+def goodput_text(g: Goodput | None) -> str:
+    """Requests/s that met the SLO, with its interval."""
+    if g is None or g.requests_per_s is None:
+        return "-"
+    if g.ci95_low is None or g.ci95_high is None:
+        return f"{g.requests_per_s:.2f}"
+    return f"{g.requests_per_s:.2f} [{g.ci95_low:.2f}, {g.ci95_high:.2f}]"
 
 
 def latency_table(summary: RunSummary) -> Grid:
@@ -302,6 +322,7 @@ def notes(summary: RunSummary) -> list[Note]:
                             f"from the baseline's at temperature 0", warn=True))
     if summary.analysis.lossless_note:
         out.append(Note(summary.analysis.lossless_note, warn=True))
+    out += ramp_notes(summary)
     if summary.status != "complete":
         out.append(Note(f"run {summary.status}: {summary.incomplete_reason or ''}", warn=True))
     return out
@@ -312,6 +333,6 @@ def summary_tables(summary: RunSummary) -> list[Grid]:
     tables = (plan_table(summary), sd_table(summary), synthetic_table(summary), category_table(summary),
               throughput_table(summary),
               latency_table(summary), speedup_table(summary), decision_table(summary), head_to_head_table(summary),
-              *search_tables(summary), sampling_table(summary), verification_table(summary),
+              *search_tables(summary), *ramp_tables(summary), sampling_table(summary), verification_table(summary),
               lossless_table(summary), workload_bias_table(summary))
     return [t for t in tables if t is not None]

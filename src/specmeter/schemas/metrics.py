@@ -43,6 +43,20 @@ class LatencySummary(BaseModel):
     tokens_per_chunk: float | None = Field(description="Mean output tokens per streamed chunk.")
 
 
+class Goodput(BaseModel):
+    """Requests of one point that met the run's SLO (load.slo), per second of the point: goodput beside
+    throughput. Failed requests never meet it and count in `measured`."""
+
+    slo: str = Field(description="The bounds, as read: e.g. 'ttft_ms <= 500, tpot_ms <= 50'.")
+    requests_per_s: float | None = Field(description="Requests that met every bound / the point's wall time.")
+    met: int
+    measured: int = Field(description="Requests measured at the point (warm-up excluded, failed ones included).")
+    share: float | None = Field(description="met / measured.")
+    ci95_low: float | None = Field(default=None, description="95% interval of requests_per_s: the Wilson interval "
+                                   "of the share met, times the point's requests per second.")
+    ci95_high: float | None = None
+
+
 class CategorySD(BaseModel):
     category: str
     requests: int = Field(description="Measured requests with per-request SD stats.")

@@ -15,20 +15,10 @@ from pydantic import BaseModel, Field, model_validator
 
 from specmeter.config import SpecConfig
 from specmeter.schemas.analysis import HeadToHead
+from specmeter.slo import SLO as SLO  # re-exported: recommendation.json carries it
 
 Objective = Literal["throughput", "tpot", "goodput"]
 Basis = Literal["measured", "interpolated", "below_measured", "unmeasured", "predicted"]
-
-
-class SLO(BaseModel):
-    """Per-request service-level objective: a request counts toward goodput when it meets every bound given."""
-
-    ttft_ms: float | None = Field(default=None, gt=0)
-    tpot_ms: float | None = Field(default=None, gt=0)
-    e2e_ms: float | None = Field(default=None, gt=0)
-
-    def label(self) -> str:
-        return ", ".join(f"{k} <= {v:g}" for k, v in self.model_dump(exclude_none=True).items())
 
 
 class Score(BaseModel):

@@ -7,8 +7,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from specmeter.schemas.analysis import Crossover, PointChoice, Speedup, VerifyPoint
-from specmeter.schemas.metrics import CategoryBreakdown, LatencySummary, RunningBatch, SteadyState
+from specmeter.schemas.metrics import CategoryBreakdown, Goodput, LatencySummary, RunningBatch, SteadyState
 from specmeter.schemas.plan import Plan, Role
+from specmeter.schemas.ramp import AxisRamp
 from specmeter.schemas.sd import SDSummary
 from specmeter.schemas.search import AxisSearch
 
@@ -27,6 +28,7 @@ class PointResult(BaseModel):
     running_batch: RunningBatch | None = None
     sd: SDSummary
     categories: CategoryBreakdown | None = None
+    goodput: Goodput | None = Field(default=None, description="Requests/s that met load.slo (None: no SLO given).")
     resumed: bool = Field(default=False, description="Finished by --resume on a new server: wall time and "
                           "throughput span two servers; SD comes from per-request stats.")
 
@@ -132,6 +134,8 @@ class RunSummary(BaseModel):
                                           "it took, and why it stopped (adaptive precision).")
     load_search: list[AxisSearch] = Field(default_factory=list, description="Per searched load axis (`concurrency: "
                                           "auto`): the points chosen, in order, with why, and why the search stopped.")
+    ramp: list[AxisRamp] = Field(default_factory=list, description="Per load axis (load.stop_at_saturation): each "
+                                 "step judged against the lower load, and where the ramp stopped at saturation.")
     wall_s: float | None = None
 
     def sampled(self, point_id: str) -> PointSampling | None:
@@ -142,3 +146,6 @@ class RunSummary(BaseModel):
 
     def searched(self, axis: str) -> AxisSearch | None:
         return next((s for s in self.load_search if s.axis == axis), None)
+
+    def ramped(self, axis: str) -> AxisRamp | None:
+        return next((r for r in self.ramp if r.axis == axis), None)

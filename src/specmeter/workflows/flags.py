@@ -53,3 +53,17 @@ def options(items: list[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             out[key] = value
     return out
+
+
+def drop(text: str) -> float:
+    """A largest drop allowed: a percentage (2%) or a fraction (0.02), at least 0 and below 100%."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ValueError(f"{text!r}: give a percentage like 2% or a fraction like 0.02") from None
+    if not raw.endswith("%") and value >= 1.0:
+        raise ValueError(f"{text!r}: a bare number is a fraction (0.02 is 2%); write {raw}% for a percentage")
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{text!r}: a drop is at least 0% and below 100%")
+    return value

@@ -17,6 +17,7 @@ from specmeter.plans.sweep import SweepSpec, read_sweep_file
 from specmeter.plans.verify import check_verifiable
 from specmeter.runner import Execution
 from specmeter.servers import ServerPool
+from specmeter.slo import SLO
 from specmeter.store import new_run_id
 from specmeter.workflows.execute import measure_and_keep, measure_one
 from specmeter.workflows.plan import calibrate_sweep
@@ -62,6 +63,8 @@ class SweepRequest:
     api_key: str | None = None
     command: list[str] = field(default_factory=list)
     verify: VerifyRequest | None = None
+    slo: SLO | None = None  # --slo: load.slo, over the file's
+    stop_at_saturation: bool | None = None  # over the file's load.stop_at_saturation
 
 
 def sweep_from_flags(flags: SweepFlags) -> SweepSpec:
@@ -104,6 +107,9 @@ def sweep_spec(req: SweepRequest) -> SweepSpec:
     updates = {key: v for key, v in (("repeats", req.repeats), ("interleave", req.interleave),
                                      ("min_gain", check_min_gain(req.min_gain)), ("ceiling", req.ceiling))
                if v is not None}
+    load = {key: v for key, v in (("slo", req.slo), ("stop_at_saturation", req.stop_at_saturation)) if v is not None}
+    if load:
+        sw = sw.model_copy(update={"load": sw.load.model_copy(update=load)})
     return SweepSpec.model_validate({**sw.model_dump(by_alias=False), **updates}) if updates else sw
 
 

@@ -1,0 +1,35 @@
+"""`specmeter check RUN --against REF_RUN`: did acceptance or speedup drop from the reference run to this one by more
+than the bounds allow? The tables (or one JSON document), then a regression as its own exit code, naming each
+metric, configuration and point."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from specmeter.analysis.regression import check_runs
+from specmeter.errors import RegressionFound
+from specmeter.report.check import render_check
+from specmeter.run_data import load_run
+from specmeter.workflows.terminal import Terminal
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The largest drops allowed, as fractions (0.02: 2%)."""
+
+    max_al_drop: float = 0.02
+    max_speedup_drop: float = 0.03
+
+
+def check(run_dir: Path, against: Path, bounds: Bounds, term: Terminal) -> None:
+    """Check `run_dir` against `against`; raise RegressionFound after showing everything when a metric regressed."""
+    result = check_runs(load_run(run_dir), load_run(against), max_al_drop=bounds.max_al_drop,
+                        max_speedup_drop=bounds.max_speedup_drop)
+    if term.json_out:
+        term.emit(result.model_dump_json(indent=2))
+    else:
+        render_check(result, term.out)
+    if result.regressed:
+        raise RegressionFound(f"check: {len(result.regressions)} regression(s) in {result.run.name} against "
+                              f"{result.reference.name}: " + "; ".join(result.regressions))
