@@ -97,7 +97,7 @@ def score(run_dir: Path, calibration_loads: set[str] | None = None) -> dict[str,
     for cal_config in real:
         seen = _without(summary, {cal_config.id}, loads)
         cal = calibrate([(str(run_dir), seen)])
-        predictor = Predictor(refit(cal), cal, mix)
+        predictor = Predictor(refit(cal), mix)
         profiles: dict[str, AcceptanceProfile] = drafter_profiles(seen, str(run_dir))
         full = calibrate([(str(run_dir), summary)])  # its observations: every measured point, batches included
         blind = [o.model_copy(update={"used": False}) for o in full.observations]

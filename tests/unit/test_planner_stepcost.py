@@ -11,7 +11,7 @@ from specmeter.planner.acceptance import AcceptanceProfile, iid_al
 from specmeter.planner.observations import Mix, prefill_per_step
 from specmeter.planner.predict import Predictor
 from specmeter.planner.stepcost import features, fit, nnls
-from specmeter.schemas.planner import Calibration, Observation
+from specmeter.schemas.planner import Observation
 
 DRAFTERS = ["draft", "ngram"]
 # fixed, per_sequence, per_token, per_kv_token, per_prefill_token; draft: per_draft, per_draft_token; ngram: ...
@@ -75,12 +75,6 @@ def test_a_prediction_the_data_do_not_determine_is_refused() -> None:
     assert not model.estimable(other)
 
 
-def calibration_of(obs: list[Observation]) -> Calibration:
-    return Calibration(engine="test", engine_version=None, hardware="test", target="test", runs=["synthetic"],
-                       terms=[], coefficients=[], covariance=[], residual_scale=None, dof=0, rank=0, drafters=[],
-                       observations=obs)
-
-
 @pytest.mark.parametrize(("a", "k", "c"), [(0.6, 2, 0.05), (0.8, 4, 0.1), (0.9, 6, 0.02)])
 def test_memory_bound_limit_is_leviathans_speedup(a: float, k: int, c: float) -> None:
     """A memory-bound target streams its weights once per step whatever the step holds, so its step costs a
@@ -95,7 +89,7 @@ def test_memory_bound_limit_is_leviathans_speedup(a: float, k: int, c: float) ->
                                    prefill_tokens=prefill_per_step(batch, tokens, 100.0, 100.0),
                                    step_s=target + kk * draft))
     model = fit(obs, ["draft"])
-    predictor = Predictor(model, calibration_of(obs), Mix(prompt_tokens=100.0, output_tokens=100.0))
+    predictor = Predictor(model, Mix(prompt_tokens=100.0, output_tokens=100.0))
     profile = AcceptanceProfile.iid(a, k)
     for batch in (1.0, 8.0, 64.0):
         est = predictor.estimate("draft", k, profile.al(k), batch)

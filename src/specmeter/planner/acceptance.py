@@ -56,11 +56,6 @@ class ALEstimate:
     high: float
     extrapolated: int = 0  # positions beyond the measured ones, whose rates were carried on
 
-    @property
-    def half_width_log(self) -> float:
-        """Half the interval's width in log space: the relative uncertainty it adds to a prediction."""
-        return 0.5 * (math.log(self.high) - math.log(self.low)) if self.low > 0 else math.inf
-
 
 @dataclass(frozen=True)
 class AcceptanceProfile:

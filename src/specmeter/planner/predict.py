@@ -19,7 +19,7 @@ from specmeter.planner.acceptance import AcceptanceProfile, ALEstimate
 from specmeter.planner.observations import Mix, prefill_per_step
 from specmeter.planner.stepcost import Fit, features, t_quantile
 from specmeter.schemas.analysis import Speedup
-from specmeter.schemas.planner import Calibration, Cell, Check, Observation
+from specmeter.schemas.planner import Cell, Check, Observation
 
 CONFIDENCE = 0.95
 DEFAULT_KS = (1, 2, 3, 4, 6, 8)
@@ -41,9 +41,8 @@ class Estimate:
 class Predictor:
     """Predicts from one fit, the run's request mix and the drafters' acceptance profiles."""
 
-    def __init__(self, model: Fit, calibration: Calibration, mix: Mix) -> None:
+    def __init__(self, model: Fit, mix: Mix) -> None:
         self.model = model
-        self.calibration = calibration
         self.mix = mix
         self.t = t_quantile(CONFIDENCE, model.dof) if model.dof > 0 else None
 

@@ -48,7 +48,7 @@ class SearchModel:
             return "no model yet: " + ("the plan has no baseline" if base is None else "no request completed")
         try:
             cal = calibrate([(RUN, summary)])
-            predictor = Predictor(refit(cal), cal, mix)
+            predictor = Predictor(refit(cal), mix)
         except (InputError, ValueError, np.linalg.LinAlgError) as exc:
             return f"no model yet ({str(exc).removeprefix('calibrate: ')})"
         pooled: dict[tuple[str, str], list[float]] = {}

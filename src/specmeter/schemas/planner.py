@@ -75,11 +75,6 @@ class Calibration(BaseModel):
     def drafter(self, key: str) -> DrafterCost | None:
         return next((d for d in self.drafters if d.drafter == key), None)
 
-    @property
-    def median_abs_residual(self) -> float | None:
-        used = sorted(abs(o.residual) for o in self.observations if o.used and o.residual is not None)
-        return used[len(used) // 2] if used else None
-
 
 Source = Literal["measured", "predicted"]
 

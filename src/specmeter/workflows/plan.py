@@ -100,7 +100,7 @@ def plan_run(request: PlanRequest, terminal: Terminal) -> PlanResult:
     if mix is None:
         raise InputError(f"{run}: no completed request to read prompt and output lengths from")
     cal = _calibration(request, summary)
-    predictor = Predictor(refit(cal), cal, mix)
+    predictor = Predictor(refit(cal), mix)
     notes = list(cal.notes)
     profiles = drafter_profiles(summary, run, request.exclude)
     if request.acceptance is not None:
