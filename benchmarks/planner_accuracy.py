@@ -122,14 +122,19 @@ def score(run_dir: Path, calibration_loads: set[str] | None = None) -> dict[str,
             "covered": sum(1 for r in rows if r["covered"]) / len(rows) if rows else None}
 
 
+def _cells(r: dict[str, Any]) -> tuple[str, str]:
+    """A row's prediction with its interval, and its error, as printed."""
+    pred = "-" if r["predicted"] is None else (f"{r['predicted']:.2f}x" + (
+        f" [{r['low']:.2f}, {r['high']:.2f}]" if r["low"] is not None else ""))
+    return pred, "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
+
+
 def show(result: dict[str, Any]) -> None:
     print(f"{result['run']} ({result['engine']}): blind TPOT-speedup predictions")
     print(f"{'calibrated on':<18} {'config':<28} {'point':<6} {'batch':>6} {'measured':>9} {'predicted':>22} "
           f"{'error':>8}")
     for r in result["rows"]:
-        pred = "-" if r["predicted"] is None else (f"{r['predicted']:.2f}x" + (
-            f" [{r['low']:.2f}, {r['high']:.2f}]" if r["low"] is not None else ""))
-        err = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
+        pred, err = _cells(r)
         print(f"{r['calibrated_on']:<18} {r['config']:<28} {r['point']:<6} {r['batch']:>6} "
               f"{r['measured']:>8.2f}x {pred:>22} {err:>8}")
     for line in summary_lines(result):
@@ -161,9 +166,7 @@ def render(paths: list[Path]) -> None:
         print("| calibrated on | predicted | point (batch) | measured | predicted [95%] | error |")
         print("|---|---|---|---|---|---|")
         for r in result["rows"]:
-            pred = "-" if r["predicted"] is None else (f"{r['predicted']:.2f}x" + (
-                f" [{r['low']:.2f}, {r['high']:.2f}]" if r["low"] is not None else ""))
-            err = "-" if r["error"] is None else f"{r['error'] * 100:+.1f}%"
+            pred, err = _cells(r)
             print(f"| {r['calibrated_on']} | {r['config']} | {r['point']} ({r['batch']}) | {r['measured']:.2f}x | "
                   f"{pred} | {err} |")
 
