@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from specmeter.metrics.sd import sum_counts
 from specmeter.report.decisions import (
     decision_table,
     head_to_head_table,
@@ -13,12 +12,12 @@ from specmeter.report.decisions import (
     verification_table,
 )
 from specmeter.report.grid import VERDICTS, Grid, Note, fmt, grid, ms, point_label, ratio_text
+from specmeter.report.pooled import pooled_sd as pooled_sd  # re-exported: the plots read it from here
 from specmeter.report.ramp import ramp_notes, ramp_tables
 from specmeter.report.search import search_tables
 from specmeter.schemas.analysis import Speedup
 from specmeter.schemas.metrics import Goodput
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
-from specmeter.schemas.sd import SDCounts
 
 
 def _rates(values: list[float]) -> str:
@@ -56,16 +55,6 @@ def plan_table(summary: RunSummary) -> Grid:
         t.add_row(cfg.id, cfg.role.value, cfg.label, cfg.workload,
                   fmt(res.startup_s if res else None, "{:.0f}"), status)
     return t
-
-
-def pooled_sd(config: ConfigResult, point_id: str) -> tuple[SDCounts | None, str]:
-    """SD of a point pooled over its repeats (counts add up exactly), and where the numbers came from."""
-    heads = [(pr.sd.headline, pr.sd.reference) for pr in config.repeats(point_id) if pr.sd.available]
-    counts = [h for h, _ in heads if h is not None]
-    if not counts:
-        return None, "-"
-    pooled = counts[0] if len(counts) == 1 else sum_counts(counts, source=counts[0].source)
-    return pooled, "/".join(sorted({ref or "-" for _, ref in heads}))
 
 
 def sd_table(summary: RunSummary) -> Grid | None:
