@@ -1,8 +1,11 @@
 """Tree drafts: the spec's `tree` (validated, K its depth, named in labels and ids), rendered as SGLang's flags and
-TensorRT-LLM's YAML, and refused by vLLM and llama.cpp with their reasons."""
+TensorRT-LLM's YAML, refused by vLLM and llama.cpp with their reasons, and a tree run's acceptance reported as what
+it is (AL per step, the accepted-drafts histogram, how deep each step's path reached) with no per-position chain
+rates anywhere, on the SGLang- and TensorRT-LLM-shaped fake engines."""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +13,29 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from specmeter.config import EngineSpec, SpecConfig
+from fakeengine.drive import conversations, only_config, run_plan
+from fakeengine.server import FakeEngine
+from fakeengine.sglang import SGLang
+from fakeengine.trtllm import TensorRTLLM
+from specmeter.config import EngineSpec, LoadSpec, SpecConfig
 from specmeter.engines.registry import get_engine
 from specmeter.engines.trtllm import TRTLLMLauncher
 from specmeter.errors import InputError
+from specmeter.metrics.sd import sum_counts
+from specmeter.planner.profiles import profile_of_run
 from specmeter.plans.run import config_id
+from specmeter.plans.run import run_plan as build_run_plan
 from specmeter.plans.sweep import CandidateSpec
+from specmeter.report.csv_output import CsvOutput
+from specmeter.report.plots_acceptance import acceptance_position, al_histogram
+from specmeter.report.tables import notes, summary_tables
+from specmeter.run_data import load_run
+from specmeter.runner import Execution
+from specmeter.schemas.plan import WorkloadSelection
+from specmeter.schemas.results import RunSummary
+from specmeter.schemas.sd import SDCounts
+from specmeter.store import load_summary
+from specmeter.workflows.recompute import recompute
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -157,3 +177,124 @@ def test_vllm_and_llamacpp_refuse_a_tree_before_launch_with_the_reason(kind: str
         assert "run the tree on sglang or trtllm" in str(exc.value)
     # the same drafter as a chain is fine there
     launcher.check_method(SpecConfig(method="eagle3", draft_model="org/e3", num_speculative_tokens=5))
+
+
+# ---- acceptance of tree drafts --------------------------------------------------------------------------------
+def test_tree_counts_carry_per_depth_rates_and_no_chain_rates() -> None:
+    hist = [2, 3, 4, 1]  # 10 steps, depth 3: accepted 0, 1, 2, 3 drafts
+    reach = [sum(hist[d + 1:]) for d in range(3)]
+    chain = SDCounts(source="per_request", num_steps=10, num_draft_tokens=30, num_accepted_tokens=sum(reach),
+                     accepted_per_pos=reach, histogram=hist)
+    tree = chain.model_copy(update={"num_draft_tokens": 100, "tree": True})
+    assert chain.per_depth_rate is None and chain.per_position_rate
+    assert tree.per_position_rate == [] and tree.conditional_rate == []
+    assert tree.per_depth_rate == [r / 10 for r in reach]
+    assert tree.acceptance_length == chain.acceptance_length  # AL is per step, whatever the shape
+    pooled = sum_counts([tree, tree])
+    assert pooled.tree and pooled.per_position_rate == [] and pooled.per_depth_rate == tree.per_depth_rate
+
+
+def _tree_run(server: FakeEngine, kind: str, spec: SpecConfig, root: Path) -> RunSummary:
+    convs = conversations([f"Question {i}: how do caches work?" for i in range(6)])
+    plan = build_run_plan(EngineSpec(kind=kind, endpoint=server.url), spec,
+                          LoadSpec(concurrency=[2], warmup=0, max_tokens=24), baseline=False, baseline_endpoint=None,
+                          workload=WorkloadSelection(dataset=f"{kind}-tree-fake"))
+    summary, error, _ = run_plan(Execution(plan=plan, conversations=convs, api_key=None,
+                                           command=["specmeter", "run", "--endpoint", server.url]), root)
+    assert error is None, repr(error)
+    assert isinstance(summary, RunSummary)
+    return summary
+
+
+def _points_csv(root: Path) -> list[dict[str, str]]:
+    """points.csv as `specmeter report --csv` writes it."""
+    CsvOutput(root / "csv").write(load_run(root))
+    with (root / "csv" / "points.csv").open(encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _no_chain_rates_shown(summary: RunSummary, config: str, root: Path) -> None:
+    """The tree's rows in the SD and category tables show no a_i or c_i, its AR says it is over nodes, a note says
+    why, and the CSV's per-position column is empty."""
+    tables = {t.title.split(" (")[0]: t for t in summary_tables(summary)}
+    sd = tables["Speculative decoding"]
+    names = [c.name for c in sd.columns]
+    row = dict(zip(names, sd.rows[0]))
+    assert row["configuration"] == config
+    assert row["per-position a_i"] == row["conditional c_i"] == "- (tree)"
+    assert row["AR"].endswith("of nodes")
+    for t in tables.values():
+        if t.title.startswith("Acceptance per category"):
+            col = [c.name for c in t.columns].index("per-position a_i")
+            assert {r[col] for r in t.rows} <= {"- (tree)", ""}
+    assert any(config in n.text and "chain rates (a_i, c_i) are not shown" in n.text for n in notes(summary))
+    (csv_row,) = _points_csv(root)
+    assert csv_row["sd_tree"] == "true" and csv_row["sd_per_position"] == ""
+
+
+def test_a_tree_run_on_sglang_reports_al_the_histogram_and_per_depth_rates(tmp_path: Path) -> None:
+    depth, nodes = 3, 10
+    spec = _tree({"topk": 4, "depth": depth, "nodes": nodes})
+    root = tmp_path / "run"
+    with FakeEngine(SGLang(), k=depth, tree_nodes=nodes, step_s=0.002) as server:
+        summary = _tree_run(server, "sglang", spec, root)
+    assert not server.problems
+    truth = server.true_totals
+    point = only_config(summary).points[0]
+    counts = point.sd.per_request
+    assert point.sd.reference == "per_request" and counts is not None and counts.tree
+    # SGLang proposes every node of every step's tree (steps x (num_draft_tokens - 1)) and accepts one path
+    assert (counts.num_steps, counts.num_draft_tokens, counts.num_accepted_tokens) == (
+        truth.steps, truth.steps * nodes, truth.accepted)
+    assert counts.acceptance_length == pytest.approx(1 + truth.accepted / truth.steps)
+    assert counts.histogram is not None and len(counts.histogram) == depth + 1 and sum(counts.histogram) == truth.steps
+    depth_rates = counts.per_depth_rate
+    assert depth_rates is not None and len(depth_rates) == depth
+    assert depth_rates == sorted(depth_rates, reverse=True)  # a path that reached depth d reached every one above
+    assert 1 + sum(depth_rates) == pytest.approx(counts.acceptance_length)
+    assert counts.per_position_rate == [] and counts.conditional_rate == []
+    cats = point.categories
+    assert cats is not None and all(r.per_position_rate == [] and r.per_depth_rate for r in cats.categories)
+
+    _no_chain_rates_shown(summary, config_id(spec), root)
+    tree_table = next(t for t in summary_tables(summary) if t.title.startswith("Tree drafts"))
+    row = dict(zip([c.name for c in tree_table.columns], tree_table.rows[0]))
+    assert row["tree"] == "tree depth 3, 10 nodes, top-4"
+    assert len(row["accepted per step, share of steps j = 0..K"].split()) == depth + 1
+    assert len(row["path reached depth d, share of steps"].split()) == depth
+    (csv_row,) = _points_csv(root)
+    assert sum(int(v) for v in csv_row["sd_histogram"].split(";")) == truth.steps
+    assert len(csv_row["sd_per_depth"].split(";")) == depth
+
+    run = load_run(root)
+    assert acceptance_position(run) is None  # no chain configuration: no per-position figure
+    assert al_histogram(run) is not None
+    with pytest.raises(InputError, match="the planner models chains"):  # its acceptance is no chain profile
+        profile_of_run(root, config_id(spec))
+    recompute(root)  # summarized again from the stored captures: still a tree
+    again = only_config(load_summary(root)).points[0].sd.per_request
+    assert again is not None and again.tree and again.per_depth_rate == depth_rates
+
+
+def test_a_tree_run_on_trtllm_reports_al_over_steps_and_ar_over_nodes(tmp_path: Path) -> None:
+    depth, nodes = 4, 12
+    spec = _tree({"topk": 3, "depth": depth, "nodes": nodes})
+    # A build without per-position counters: what they count under a tree is not documented, so the run-level
+    # counts come from the iteration stats, whose draft tokens are the nodes of every step's tree.
+    root = tmp_path / "run"
+    with FakeEngine(TensorRTLLM(per_position=False), k=depth, tree_nodes=nodes, step_s=0.002) as server:
+        summary = _tree_run(server, "trtllm", spec, root)
+    assert not server.problems
+    truth = server.true_totals
+    counts = only_config(summary).points[0].sd.counters
+    assert counts is not None and counts.tree
+    assert (counts.num_steps, counts.num_draft_tokens, counts.num_accepted_tokens) == (
+        truth.steps, truth.steps * nodes, truth.accepted)
+    assert counts.acceptance_length == pytest.approx(1 + truth.accepted / truth.steps)
+    assert counts.acceptance_rate == pytest.approx(truth.accepted / (truth.steps * nodes))
+    assert counts.per_position_rate == [] and counts.per_depth_rate == []  # depths: not counted by this build
+    _no_chain_rates_shown(summary, config_id(spec), root)
+    tree_table = next(t for t in summary_tables(summary) if t.title.startswith("Tree drafts"))
+    row = dict(zip([c.name for c in tree_table.columns], tree_table.rows[0]))
+    assert row["path reached depth d, share of steps"] == "- (not counted by this engine)"
+    assert row["nodes per step"] == f"{nodes:.1f}"

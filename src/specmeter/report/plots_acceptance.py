@@ -39,11 +39,13 @@ def _lowest_point(summary: RunSummary, has: Callable[[ConfigResult, str], bool])
 
 def acceptance_position(run: RunData) -> Figure | None:
     """Per-position acceptance a_i and conditional c_i per SD configuration, pooled over repeats, at the
-    lowest-load point with SD (acceptance barely moves with load)."""
+    lowest-load point with SD (acceptance barely moves with load). Tree drafts have no per-position rates (a
+    depth holds several candidates): they are left out, and the figure says so."""
     s = run.summary
-    point = _lowest_point(s, lambda c, pid: pooled_sd(c, pid)[0] is not None)
+    point = _lowest_point(s, lambda c, pid: bool((found := pooled_sd(c, pid)[0]) and found.per_position_rate))
     if point is None:
         return None
+    trees = [c.config_id for c in _sd_configs(s) if (found := pooled_sd(c, point.id)[0]) is not None and found.tree]
     col = config_colors(s)
     fig, (ax_a, ax_c) = new_figure("acceptance_position", f"Acceptance per draft position at {point.label()} "
                                    "(lowest load; pooled over repeats)", run.identity(), 2)
@@ -65,6 +67,9 @@ def acceptance_position(run: RunData) -> Figure | None:
         ax.set_ylim(0, 1.05)
         ax.set_xticks(range(1, k_max + 1))
         grid(ax)
+    if trees:
+        ax_a.text(0.99, 0.02, f"not shown: {', '.join(trees)} (tree drafts: see the accepted-tokens histogram)",
+                  transform=ax_a.transAxes, ha="right", va="bottom", fontsize=7, color="0.4")
     legend(fig, [ax_a, ax_c])
     return fig
 
