@@ -38,7 +38,9 @@ def sweep_dir(pool: ServerPool, models: Path, tmp_path_factory: pytest.TempPathF
         "candidates": [{**k2.model_dump(mode="json", exclude_none=True, exclude={"extra"}),
                         "endpoint": pool.get(k2).base_url}],
         # 96 tokens as in the demo: over the first ~32 the tiny pair accepts too little for K = 2 to pay.
-        "load": {"concurrency": [1], "max_tokens": 96, "temperature": 0, "warmup": 1, "max_rounds": 3},
+        # Five rounds at most: the verification inherits the budget, and on a loaded 2-core machine K = 2 against
+        # K = 8 (about 15% apart here) can stay unsure after three rounds of six requests.
+        "load": {"concurrency": [1], "max_tokens": 96, "temperature": 0, "warmup": 1, "max_rounds": 5},
         "interleave": True,
     }
     out = tmp_path_factory.mktemp("loop")
@@ -51,7 +53,7 @@ def test_the_sweep_samples_adaptively_and_records_why_each_point_stopped(sweep_d
     summary = load_summary(sweep_dir)
     assert summary.plan.load.precision == "adaptive"
     (entry,) = summary.sampling
-    assert 2 <= entry.rounds <= 3 and entry.stopped in ("settled", "budget")
+    assert 2 <= entry.rounds <= 5 and entry.stopped in ("settled", "budget")
     records = [r for r in RunStore(sweep_dir).read_records() if not r.warmup]
     assert {r.repeat for r in records} == set(range(entry.rounds))
     assert entry.requests == max(sum(1 for r in records if r.config_id == c.config_id) for c in summary.configs)
