@@ -20,6 +20,7 @@ from specmeter.data.workload import load_conversations
 from specmeter.errors import InputError
 from specmeter.plans.sweep import SweepSpec
 from specmeter.report.console import ConsoleOutput
+from specmeter.report.html import page
 from specmeter.report.plots_load import speedup
 from specmeter.run_data import load_run
 from specmeter.store import RunStore, load_summary
@@ -152,6 +153,8 @@ def test_a_sweep_runs_every_length_at_every_load_and_decides_per_length(tmp_path
         out = StringIO()
         ConsoleOutput(console=Console(file=out, width=200)).write(run)
         assert "16 input tokens" in out.getvalue() and "48 input tokens" in out.getvalue()
+        html = page(run)
+        assert "<h3>16 input tokens: " in html and "<h3>48 input tokens: " in html  # each length's evidence
 
         # resume: the longer length's points lost, only they run again, from the stored per-length selection
         summary.status = "incomplete"
