@@ -24,7 +24,8 @@ from specmeter.data.model import Conversation
 from specmeter.errors import InputError
 
 INSTRUCTION = "Pick as many lines as you can from these poem lines and repeat them:\n"
-_NUDGE = 8  # characters tried past the longest fitting cut, where the tokenizer merges across it
+_NUDGE = 16  # characters tried around the longest fitting cut, where the tokenizer merges across it
+_ORDERS = 8  # seeded orders of the filler lines tried before a length counts as unreachable
 
 
 def load_sonnet(
@@ -46,11 +47,13 @@ def load_sonnet(
     if base >= input_len:
         raise InputError(f"sonnet: input_len {input_len} is too short; the instruction alone is {base} tokens; "
                          f"raise input_len above {base}")
+    # A line's cost: its tokens after the instruction, so a request's fixed tokens (BOS, a chat template) count once.
+    costs = [max(count_tokens(INSTRUCTION + line + "\n") - base, 1) for line in lines]
     rng = random.Random(seed)
     conversations = []
     for number in range(num_prompts):
-        text, used = _whole_lines(lines, rng, count_tokens, input_len)
-        text = _exact(text, _filler(lines, rng), count_tokens, input_len, where=f"sonnet prompt {number}")
+        text, used = _whole_lines(lines, costs, rng, count_tokens, input_len)
+        text = _exact(text, lambda: _filler(lines, rng), count_tokens, input_len, where=f"sonnet prompt {number}")
         conversations.append(
             Conversation(
                 id=f"sonnet-{number:04d}",
@@ -63,16 +66,25 @@ def load_sonnet(
     return conversations
 
 
-def _whole_lines(lines: list[str], rng: random.Random, count: Callable[[str], int], n: int) -> tuple[str, int]:
-    """The instruction and whole lines, in a seeded order, each kept if the prompt still fits in n tokens."""
-    text, used = INSTRUCTION, 0
+def _whole_lines(lines: list[str], costs: list[int], rng: random.Random, count: Callable[[str], int],
+                 n: int) -> tuple[str, int]:
+    """The instruction and whole lines in a seeded order, each kept while the prompt fits in n tokens by the lines'
+    own costs, then checked whole: lines come off the end until the whole text fits (tokens merge across joins).
+    Counting the whole text once per line instead would encode a long prompt hundreds of times."""
     order = list(range(len(lines)))
     rng.shuffle(order)
+    chosen, used = [], count(INSTRUCTION)
     for index in order:
-        candidate = text + lines[index] + "\n"
-        if count(candidate) <= n:
-            text, used = candidate, used + 1
-    return text, used
+        if used + costs[index] <= n:
+            chosen.append(lines[index])
+            used += costs[index]
+    while chosen and count(_joined(chosen)) > n:
+        chosen.pop()
+    return _joined(chosen), len(chosen)
+
+
+def _joined(chosen: list[str]) -> str:
+    return INSTRUCTION + "".join(line + "\n" for line in chosen)
 
 
 def _filler(lines: list[str], rng: random.Random) -> str:
@@ -81,21 +93,25 @@ def _filler(lines: list[str], rng: random.Random) -> str:
     return "".join(lines[i] + "\n" for i in order)
 
 
-def _exact(text: str, filler: str, count: Callable[[str], int], n: int, where: str) -> str:
-    """text plus the longest prefix of filler (repeated as needed) that makes exactly n tokens."""
+def _exact(text: str, fillers: Callable[[], str], count: Callable[[str], int], n: int, where: str) -> str:
+    """text plus the longest prefix of a filler (its lines repeated as needed) that makes exactly n tokens. Token
+    counts are not monotonic in characters (a longer word can be one token where its prefix was two), so the cuts
+    near the longest fitting one are tried, then another seeded order of lines."""
     if count(text) == n:
         return text
-    while count(text + filler) < n:  # a short poem: the filler repeats its lines
-        filler += filler
-    lo, hi = 0, len(filler)  # count(text + filler[:lo]) <= n < count(text + filler[:hi])
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if count(text + filler[:mid]) <= n:
-            lo = mid
-        else:
-            hi = mid
-    for cut in range(lo, min(lo + _NUDGE, len(filler)) + 1):
-        if count(text + filler[:cut]) == n:
-            return text + filler[:cut]
+    for _ in range(_ORDERS):
+        filler = fillers()
+        while count(text + filler) < n:  # a short poem: the filler repeats its lines
+            filler += filler
+        lo, hi = 0, len(filler)  # count(text + filler[:lo]) <= n < count(text + filler[:hi])
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if count(text + filler[:mid]) <= n:
+                lo = mid
+            else:
+                hi = mid
+        for cut in sorted(range(max(lo - _NUDGE, 0), min(lo + _NUDGE, len(filler)) + 1), key=lambda c: abs(c - lo)):
+            if count(text + filler[:cut]) == n:
+                return text + filler[:cut]
     raise InputError(f"{where}: no cut of the poem text gives exactly {n} tokens with this tokenizer; "
                      f"choose an input_len one or two tokens away")
