@@ -51,9 +51,9 @@ def target_tokenizer():  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("length", [64, 129, 512])
 def test_sonnet_raw_prompts_are_exactly_n_tokens_as_the_server_encodes_them(poem: Path, length: int) -> None:
     tok = target_tokenizer()
-    convs, info = load_conversations("sonnet", str(poem), LoadSpec(num_prompts=3), options={"num_prompts": 3},
+    convs, info = load_conversations("sonnet", str(poem), LoadSpec(num_prompts=20), options={"num_prompts": 20},
                                      tokenizer=TARGET, shaped=length)
-    assert info.shaped_len == length and len(convs) == 3
+    assert info.shaped_len == length and len(convs) == 20
     for c in convs:
         assert c.raw_prompt and c.metadata["input_tokens"] == length
         assert len(tok(c.turns[0]).input_ids) == length  # BOS included: what /v1/completions encodes
@@ -165,3 +165,26 @@ def test_a_sweep_runs_every_length_at_every_load_and_decides_per_length(tmp_path
         resumed = load_summary(run_dir)
         assert resumed.status == "complete"
         assert all([p.point_id for p in c.points] == ids for c in resumed.configs)
+
+
+def test_the_load_ramp_climbs_each_input_length_on_its_own(tmp_path: Path) -> None:
+    """Engines that run at most 4 requests at once saturate past 4 at every length: each length's ramp stops and
+    skips only its own higher loads."""
+    base = FakeEngine(output_tokens=16, alpha=0.0, step_s=0.01, max_num_seqs=4)
+    sd = FakeEngine(output_tokens=16, alpha=0.7, step_s=0.01, max_num_seqs=4)
+    with base, sd:
+        file = tmp_path / "sweep.yaml"
+        file.write_text(json.dumps({
+            "workload": {"dataset": "random", "num_prompts": 4, "options": {"vocab_size": 100},
+                         "input_len": [16, 48]},
+            "engine": {"endpoint": sd.url}, "baseline_endpoint": base.url, "interleave": True,
+            "candidates": [{"method": "ngram", "num_speculative_tokens": 4, "endpoint": sd.url}],
+            "load": {"concurrency": [1, 2, 4, 8, 16, 32], "max_tokens": 16, "warmup": 0, "precision": "fixed"}}),
+            encoding="utf-8")
+        sweep(SweepRequest(out=tmp_path, file=file, name="ramp"), terminal())
+        summary = load_summary(tmp_path / "ramp")
+        assert sorted(r.input_len or 0 for r in summary.ramp) == [16, 48]
+        for ramp in summary.ramp:
+            assert all(step.point_id.startswith(f"in{ramp.input_len}-") for step in ramp.steps)
+            assert all(p.startswith(f"in{ramp.input_len}-") for p in ramp.skipped)
+            assert ramp.saturated_at is not None and ramp.skipped  # past the engines' 4 slots
