@@ -10,12 +10,13 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from data_fixtures import throughput_rows, write_jsonl
 from rich.console import Console
 
 from fakeengine.drive import RecordingReporter
 from fakeengine.server import FakeEngine
 from specmeter.config import LoadSpec
-from specmeter.data.shaping import check_lengths, speed_bench_config
+from specmeter.data.shaping import check_lengths, shaped_conversations, speed_bench_config
 from specmeter.data.workload import load_conversations
 from specmeter.errors import InputError
 from specmeter.plans.sweep import SweepSpec
@@ -78,6 +79,18 @@ def test_lengths_the_target_or_the_dataset_cannot_take_are_one_line_errors() -> 
     assert speed_bench_config(2048) == speed_bench_config(2000) == "throughput_2k"
     with pytest.raises(InputError, match="no throughput config of 3000 tokens"):
         speed_bench_config(3000)
+
+
+def test_speed_bench_lengths_read_their_throughput_config(tmp_path: Path) -> None:
+    prepared = throughput_rows()[:2]  # the placeholder row is what `data prepare` fills or drops
+    write_jsonl(tmp_path / "speed_bench_throughput_2k.jsonl", prepared)
+    write_jsonl(tmp_path / "speed_bench_throughput_1k.jsonl", prepared[:1])
+    assert len(shaped_conversations("speed-bench", str(tmp_path), {}, 2048, None)) == 2
+    assert len(shaped_conversations("speed-bench", str(tmp_path), {}, 1000, None)) == 1
+    with pytest.raises(InputError, match=r"throughput_8k\.jsonl: not found"):
+        shaped_conversations("speed-bench", str(tmp_path), {}, 8192, None)
+    with pytest.raises(InputError, match=r"workload\.options\.config: workload\.input_len sets it"):
+        shaped_conversations("speed-bench", str(tmp_path), {"config": "throughput_1k"}, 1024, None)
 
 
 def spec(input_len: object, **load: object) -> SweepSpec:
