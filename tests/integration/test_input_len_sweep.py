@@ -17,7 +17,7 @@ from vllm_helpers import ServerPool
 from specmeter.config import SpecConfig, SpecMethod
 from specmeter.store import RunStore, load_summary
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 SPECMETER = [sys.executable, "-m", "specmeter.cli"]
 LENGTHS = (128, 512)
 # Shakespeare, Sonnet 18 and 116 (public domain): the poem the prompts are cut from.
