@@ -34,6 +34,7 @@ from specmeter.installed import module_available
 from specmeter.redact import redact_argv, redact_env
 from specmeter.slo import SLO
 from specmeter.synthetic import SyntheticAcceptance, synthetic_extra
+from specmeter.tree import TreeDraft, tree_extra
 
 # The names a config may use, owned here; the modules that act on them take them from here.
 ENGINE_KINDS = ("vllm", "llamacpp", "sglang", "trtllm")  # engines/registry.py maps each to its stats and launcher
@@ -53,6 +54,8 @@ class SpecMethod(str, Enum):
 
 
 NEEDS_DRAFT_MODEL = {SpecMethod.draft_model, SpecMethod.eagle, SpecMethod.eagle3}
+# Drafters that grow a token tree on the engines that draw one (an EAGLE-style head, or MTP run through it).
+TREE_METHODS = (SpecMethod.eagle, SpecMethod.eagle3, SpecMethod.mtp)
 
 
 Precision = Literal["fixed", "adaptive"]
@@ -80,6 +83,9 @@ class SpecConfig(StrictModel):
     synthetic_acceptance: SyntheticAcceptance | None = Field(
         default=None, description="Benchmarking only: accept drafts at random with set rates instead of verifying "
         "them (outputs are not valid text; costs are real). Never recommended, never checked for losslessness.")
+    tree: TreeDraft | None = Field(
+        default=None, description="Draft a token tree each step instead of one chain: {topk, depth, nodes} or "
+        "{choices: [...]}; K (num_speculative_tokens) is then the tree's depth (EAGLE-style methods only).")
     extra: dict[str, Any] = Field(default_factory=dict, description="Passed through to the engine as is.")
 
     @property
@@ -95,7 +101,11 @@ class SpecConfig(StrictModel):
         if not self.enabled:
             if self.synthetic_acceptance is not None:
                 raise ValueError("synthetic_acceptance needs a drafter: give method and num_speculative_tokens")
+            if self.tree is not None:
+                raise ValueError("tree needs a drafter: give method (eagle, eagle3 or mtp)")
             return self
+        if self.tree is not None:
+            self._check_tree(self.tree)
         if self.num_speculative_tokens is None:
             raise ValueError(f"method {self.method.value} needs num_speculative_tokens (K >= 1)")
         if self.method in NEEDS_DRAFT_MODEL and not self.draft_model:
@@ -108,19 +118,52 @@ class SpecConfig(StrictModel):
         if (key := synthetic_extra(self.extra)) is not None:
             raise ValueError(f"extra.{key} switches synthetic acceptance on where results cannot see it; give "
                              "synthetic_acceptance: {rates: [...]} or {length: L} instead")
+        if (key := tree_extra(self.extra)) is not None:
+            raise ValueError(f"extra.{key} shapes a draft tree where results cannot see it (they would read it as a "
+                             "chain); give tree: {topk, depth, nodes} or {choices: [...]} instead, or leave it out "
+                             "for a chain")
         if self.synthetic_acceptance is not None:
             self.synthetic_acceptance.check_k(self.num_speculative_tokens)
         return self
+
+    def _check_tree(self, tree: TreeDraft) -> None:
+        """A tree needs an EAGLE-style drafter, and its depth is K: fill K in, or check the K given."""
+        if self.method not in TREE_METHODS:
+            raise ValueError(f"tree needs an EAGLE-style drafter (method {', '.join(m.value for m in TREE_METHODS)}); "
+                             f"{self.method.value} drafts one chain: drop tree")
+        depth = tree.max_depth
+        if self.num_speculative_tokens is None:
+            self.num_speculative_tokens = depth
+        elif self.num_speculative_tokens != depth:
+            raise ValueError(f"num_speculative_tokens {self.num_speculative_tokens} differs from the tree's depth "
+                             f"{depth}: for a tree K is its depth (the most drafts a step accepts); drop "
+                             f"num_speculative_tokens or set it to {depth}")
+        if self.synthetic_acceptance is not None:
+            raise ValueError("synthetic_acceptance sets one rate per chain position; a tree has no chain positions "
+                             "(no engine that draws trees has synthetic acceptance): drop one of the two")
+        table = self.num_speculative_tokens_per_batch_size or []
+        if any(k not in (0, depth) for _, _, k in table):
+            raise ValueError(f"num_speculative_tokens_per_batch_size: a tree drafts its whole depth ({depth}) or "
+                             "nothing: give K 0 or the depth in every range")
 
     @property
     def synthetic(self) -> bool:
         """Acceptance set at random, not verified: a measurement device, never a deployable configuration."""
         return self.enabled and self.synthetic_acceptance is not None
 
+    @property
+    def drafts_tree(self) -> bool:
+        """Each step drafts a token tree (K is its depth), not one chain of K."""
+        return self.enabled and self.tree is not None
+
     def label(self) -> str:
-        """Short human label, e.g. 'draft_model K=4', 'draft_model K=4 synthetic AL=3.4' or 'off'."""
+        """Short human label, e.g. 'draft_model K=4', 'draft_model K=4 synthetic AL=3.4', 'eagle3 tree depth 5,
+        63 nodes, top-8' or 'off'."""
         if not self.enabled:
             return "off"
+        if self.tree is not None:
+            dyn = " dynamic" if self.num_speculative_tokens_per_batch_size else ""
+            return f"{self.method.value} {self.tree.label()}{dyn}"
         dyn = " dynamic" if self.num_speculative_tokens_per_batch_size else ""
         synth = f" {self.synthetic_acceptance.label(self.k)}" if self.synthetic_acceptance else ""
         return f"{self.method.value} K={self.k}{dyn}{synth}"

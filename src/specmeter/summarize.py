@@ -41,6 +41,10 @@ def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], poi
     sent = [with_sd(r, stats) for r in records
             if (r.config_id, r.point_id, r.repeat) == (capture.config_id, capture.point_id, capture.repeat)
             and not r.warmup]
+    tree = spec is not None and spec.drafts_tree
+    if tree:  # every count of this configuration is of tree drafts, whichever side counted it
+        sent = [r.model_copy(update={"sd": r.sd.model_copy(update={"tree": True})}) if r.sd is not None else r
+                for r in sent]
     final = latest_records(sent)
     last = capture.attempts[-1]
     wall = sum(_wall(a, sent) for a in _all_attempts(capture, sent))
@@ -51,6 +55,8 @@ def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], poi
         sd = summarize_sd(stats, None, None, final, expect_sd=expect_sd)
         sd.counters_invalid_reason = RESUMED_SD
         counted = final
+    if tree:
+        sd = _as_tree(sd)
     if spec is not None and spec.synthetic and load is not None:
         sd.synthetic = _synthetic(sd, counted, stats, spec, load)
     steady = kind_of(point).steady_state(final, wall) if not resumed else None
@@ -63,6 +69,13 @@ def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], poi
         sd=sd, categories=category_breakdown(final), resumed=resumed,
         goodput=summarize_goodput(final, wall, load.slo) if load is not None and load.slo is not None else None,
     )
+
+
+def _as_tree(sd: SDSummary) -> SDSummary:
+    """The point's counts marked as tree drafts (the engines' readers never know the configuration's shape)."""
+    marked = {name: counts.model_copy(update={"tree": True}) for name in ("counters", "per_request")
+              if (counts := getattr(sd, name)) is not None}
+    return sd.model_copy(update=marked)
 
 
 def _synthetic(sd: SDSummary, records: Sequence[RequestRecord], stats: EngineStats, spec: SpecConfig,

@@ -12,6 +12,7 @@ class Counters:
     """One engine replica's counters since its (re)start, plus the requests it is streaming right now."""
 
     k: int
+    tree: bool = False  # steps draft trees: drafted tokens are nodes, so no count per drafted position
     drafts: int = 0  # speculative steps (verify calls)
     draft_tokens: int = 0
     accepted: int = 0
@@ -35,7 +36,7 @@ class Counters:
             self.accepted += a
             for i in range(a):
                 self.accepted_per_pos[i] += 1
-            for i in range(d):
+            for i in range(0 if self.tree else d):
                 self.draft_per_pos[i] += 1
 
     @property

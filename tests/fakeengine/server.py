@@ -44,7 +44,7 @@ class FakeEngine(ThreadedServer):
         output_tokens: int = 24, alpha: float = 0.6, no_draft_prob: float | None = None, num_engines: int = 1,
         prior_requests: int = 0, api_key: str | None = None, seed: int = 0, stall_s: float = 4.0,
         slow_chunk_s: float = 0.02, step_s: float = 0.0, batch_step_s: float = 0.0, max_lifetime_s: float = 60.0,
-        **server_faults: Any,
+        tree_nodes: int | None = None, **server_faults: Any,
     ) -> None:
         """`k` drafts per step, each accepted with probability `alpha`; `output_tokens` per reply (or
         max_tokens, if fewer); `no_draft_prob`: share of decode steps that draft nothing (the personality's
@@ -52,12 +52,14 @@ class FakeEngine(ThreadedServer):
         the test (traffic of an engine that has run a while); `api_key` required on /v1/*; `stall_s` the stall
         of the timeout faults, `slow_chunk_s` the pause after each chunk under the "slow" fault, `step_s` after
         each step otherwise, plus `batch_step_s` for every request streaming at that moment (a step of a larger
-        batch takes longer, as a real engine's does)."""
+        batch takes longer, as a real engine's does). `tree_nodes`: every step drafts a tree of that many nodes
+        and depth `k` and accepts one path of it (tree drafts: SGLang's EAGLE topk > 1, TensorRT-LLM's trees)."""
         super().__init__(max_lifetime_s)
         self.personality = personality or VLLM()
         if num_engines > 1 and self.personality.replica_label is None:
             raise TypeError(f"the {self.personality.name} personality shows one engine; num_engines must be 1")
         self.k, self.model, self.output_tokens, self.alpha = k, model, output_tokens, alpha
+        self.tree_nodes = tree_nodes
         self.no_draft_prob = self.personality.no_draft_prob if no_draft_prob is None else no_draft_prob
         self.num_engines, self.api_key, self.seed = num_engines, api_key, seed
         self.stall_s, self.slow_chunk_s, self.step_s, self.batch_step_s = stall_s, slow_chunk_s, step_s, batch_step_s
@@ -109,7 +111,7 @@ class FakeEngine(ThreadedServer):
 
     # ---- counters ----------------------------------------------------------------------------------
     def _zero_counters(self) -> None:
-        self.counters = [Counters(k=self.k) for _ in range(self.num_engines)]
+        self.counters = [Counters(k=self.k, tree=self.tree_nodes is not None) for _ in range(self.num_engines)]
         self._created = time.time()
 
     def restart(self) -> None:
@@ -148,7 +150,7 @@ class FakeEngine(ThreadedServer):
     # ---- generation --------------------------------------------------------------------------------
     def _plan(self, prompt: str, max_tokens: int) -> Plan:
         return plan_request(str(self.seed), prompt, max_tokens, output_tokens=self.output_tokens, k=self.k,
-                            alpha=self.alpha, no_draft_prob=self.no_draft_prob)
+                            alpha=self.alpha, no_draft_prob=self.no_draft_prob, tree_nodes=self.tree_nodes)
 
     def token_ids(self, prompt: str, n: int) -> list[int]:
         """The ids of the n tokens generated for `prompt`: deterministic, like greedy decoding."""

@@ -24,10 +24,12 @@ class Plan:
 
 
 def plan_request(seed: str, prompt: str, max_tokens: int, *, output_tokens: int, k: int, alpha: float,
-                 no_draft_prob: float) -> Plan:
+                 no_draft_prob: float, tree_nodes: int | None = None) -> Plan:
     """The steps for `prompt`: min(output_tokens, max_tokens) tokens (finish "length" when max_tokens cut
     the reply, else "stop"); each step drafts K and accepts each next draft with probability `alpha`, or,
-    with probability `no_draft_prob`, drafts nothing (a plain decode step, which engines do not count)."""
+    with probability `no_draft_prob`, drafts nothing (a plain decode step, which engines do not count).
+    `tree_nodes`: each step drafts a tree of that many nodes and depth K instead, and accepts one path of it
+    (each next depth with probability `alpha`), as tree drafts count: nodes drafted, at most K accepted."""
     rng = random.Random(f"{seed}|{prompt}")
     n = max(1, min(output_tokens, max_tokens))
     finish = "length" if max_tokens <= output_tokens else "stop"
@@ -39,9 +41,9 @@ def plan_request(seed: str, prompt: str, max_tokens: int, *, output_tokens: int,
         if rng.random() < no_draft_prob:
             a, d = 0, 0
         else:
-            d = k
+            d = tree_nodes or k
             a = 0
-            while a < d and rng.random() < alpha:
+            while a < k and rng.random() < alpha:
                 a += 1
             a = min(a, remaining - 1)
         acc.append(a)

@@ -89,15 +89,16 @@ def test_engine_settings_map_to_sglang_flags_and_extra_overrides() -> None:
     engine = EngineSpec(kind="sglang", model="org/target", dtype="bfloat16", max_model_len=4096, max_num_seqs=8,
                         served_model_name="target", trust_remote_code=True, extra_args=["--mem-fraction-static", "0.7"])
     spec = SpecConfig(method="eagle3", num_speculative_tokens=3, draft_model="org/e3",
-                      extra={"speculative_eagle_topk": 4, "speculative_num_draft_tokens": 8,
-                             "speculative_token_map": "map.pt", "enable_torch_compile": True})
+                      extra={"speculative_draft_model_path": "org/e3-local", "speculative_token_map": "map.pt",
+                             "enable_torch_compile": True})
     cmd = _cmd(spec, engine)
     flags = _flags(cmd)
     assert flags["--dtype"] == "bfloat16" and flags["--context-length"] == "4096"
     assert flags["--max-running-requests"] == "8" and flags["--served-model-name"] == "target"
     assert "--trust-remote-code" in flags
     assert "--enable-torch-compile" in flags and flags["--enable-torch-compile"] is None  # True: a bare flag
-    assert flags["--speculative-eagle-topk"] == "4" and flags["--speculative-num-draft-tokens"] == "8"
+    assert flags["--speculative-draft-model-path"] == "org/e3-local"  # the same key overrides specmeter's value
+    # (a tree's settings never ride in extra: SpecConfig refuses them, tests/unit/test_tree_drafts.py)
     assert flags["--speculative-token-map"] == "map.pt"
     assert cmd[-2:] == ["--mem-fraction-static", "0.7"]
 

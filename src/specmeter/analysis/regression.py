@@ -238,6 +238,8 @@ def _al_se(c: SDCounts) -> tuple[float | None, str]:
         var = sum(x * (1 - x) for x in a) + 2 * sum(a[j] - a[i] * a[j] for i in range(len(a))
                                                       for j in range(i + 1, len(a)))
         return math.sqrt(max(var, 0.0) / steps), "accepted-count spread from the per-position counts"
+    if c.tree:
+        return None, "tree drafts without a histogram or per-depth counts (its nodes are no independent draws)"
     if c.num_draft_tokens:
         ar = c.num_accepted_tokens / c.num_draft_tokens
         return math.sqrt(c.num_draft_tokens * ar * (1 - ar)) / steps, "binomial over the drafted tokens"

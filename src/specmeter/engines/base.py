@@ -178,6 +178,8 @@ class EngineLauncher(ABC):
     per_batch_k: bool = False
     # Whether the engine can accept drafts at random with set rates instead of verifying them.
     synthetic: bool = False
+    # Why the engine drafts no token trees (an engine that draws them overrides `check_tree`).
+    no_tree: str = "it drafts one chain of K tokens per step"
 
     @abstractmethod
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
@@ -227,6 +229,14 @@ class EngineLauncher(ABC):
         if spec.synthetic and not self.synthetic:
             raise InputError(f"{self.name} has no synthetic acceptance (no option accepts drafts at set rates); "
                              "synthetic_acceptance runs on llamacpp (llama-server) and on GPU builds of vllm")
+        if spec.drafts_tree:
+            self.check_tree(spec)
+
+    def check_tree(self, spec: SpecConfig) -> None:
+        """Refuse a tree this engine cannot draw, naming what it takes; an engine that draws trees overrides this
+        with its own limits (its methods, its shapes, its sizes)."""
+        raise InputError(f"{self.name} drafts no token trees: {self.no_tree}; run the tree on sglang or trtllm, or "
+                         f"drop tree for a chain of num_speculative_tokens: {spec.k}")
 
     @staticmethod
     def check_deployable(spec: SpecConfig) -> None:

@@ -109,6 +109,10 @@ class LlamaCppLauncher(EngineLauncher):
     name = "llamacpp"
     methods = tuple(_SPEC_TYPES)
     synthetic = True
+    # common/speculative.h: a draft is one token list per sequence; the branching drafts of llama.cpp's
+    # examples/speculative (--spec-draft-p-split, parallel sequences) are not in the server.
+    no_tree = ("llama-server drafts one chain per request (its drafters return one token list; the branching "
+               "drafts of llama.cpp's examples/speculative are not in the server)")
 
     def version(self) -> str | None:
         binary = server_binary()

@@ -8,6 +8,11 @@ serving code and its metrics collector, read in the public source):
   `--speculative-num-draft-tokens`: all three set, or none (auto-tuned). The verify width
   (num-draft-tokens) counts the root, the token already verified: a single chain (topk 1) of K drafts
   needs K + 1, which SGLang itself forces when topk is 1.
+- trees (topk > 1 and num-draft-tokens > steps + 1, EAGLE worker: EAGLE, EAGLE3, MTP): each of the `steps`
+  drafting steps keeps the topk best continuations of the topk best branches, so SGLang scores topk +
+  (steps - 1) x topk² candidates and verifies the num-draft-tokens - 1 best (eagle_utils.organize_draft_results);
+  the tree is grown each step, there is no fixed tree of choices. A step accepts at most `steps` drafts, and the
+  per-request histogram counts steps by drafts accepted (0..steps): accepted per depth, over every step.
 - /metrics (with `--enable-metrics`): the only cumulative SD counter is `sglang:spec_verify_calls_total`
   (verification steps). `sglang:spec_accept_length` / `sglang:spec_accept_rate` are gauges over the last
   logging window: never differenced. There is no cumulative drafted- or accepted-token counter.
@@ -60,6 +65,8 @@ _ALGORITHMS = {
     SpecMethod.mtp: "EAGLE",  # SGLang runs MTP heads through its EAGLE worker (NEXTN is the same algorithm)
 }
 
+_TREE_ALGORITHMS = (SpecMethod.eagle, SpecMethod.eagle3, SpecMethod.mtp)  # its EAGLE worker
+
 # Per-request field names, newest first: the first present wins.
 _ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
 _PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
@@ -86,7 +93,8 @@ class SGLangLauncher(EngineLauncher):
         EAGLE, EAGLE3, STANDALONE and MTP draft one chain of K tokens: num-steps K, topk 1 and a verify
         width of K + 1 (the root plus K drafts). A chain keeps K meaning the same as on the other engines
         and makes the per-position rates derived from SGLang's histogram valid. NGRAM drafts the same
-        chain: verify width K + 1 and a BFS breadth of 1 (SGLang's default expands a tree of 10).
+        chain: verify width K + 1 and a BFS breadth of 1 (SGLang's default expands a tree of 10). A tree
+        (EAGLE worker) sets its depth as num-steps, its topk, and its nodes + 1 (the root) as the verify width.
         """
         if spec.num_speculative_tokens_per_batch_size:
             raise InputError("sglang has no per-batch-size K (num_speculative_tokens_per_batch_size); "
@@ -98,7 +106,16 @@ class SGLangLauncher(EngineLauncher):
         flags: dict[str, str | None] = {"--speculative-algorithm": _ALGORITHMS[spec.method]}
         if spec.draft_model:
             flags["--speculative-draft-model-path"] = spec.draft_model
-        if spec.method is SpecMethod.ngram:
+        if spec.method is not SpecMethod.ngram and (spec.prompt_lookup_min is not None
+                                                    or spec.prompt_lookup_max is not None):
+            raise InputError(f"prompt_lookup_min/max apply to ngram only, not {spec.method.value}")
+        tree = spec.tree
+        if tree is not None:
+            # A tree SGLang grows each step: the verify width counts the root, as for a chain.
+            flags["--speculative-num-steps"] = str(tree.max_depth)
+            flags["--speculative-eagle-topk"] = str(tree.topk)
+            flags["--speculative-num-draft-tokens"] = str(tree.size + 1)
+        elif spec.method is SpecMethod.ngram:
             flags["--speculative-num-draft-tokens"] = str(k + 1)
             flags["--speculative-ngram-min-bfs-breadth"] = "1"
             flags["--speculative-ngram-max-bfs-breadth"] = "1"
@@ -107,8 +124,6 @@ class SGLangLauncher(EngineLauncher):
             if spec.prompt_lookup_max is not None:
                 flags["--speculative-ngram-max-match-window-size"] = str(spec.prompt_lookup_max)
         else:
-            if spec.prompt_lookup_min is not None or spec.prompt_lookup_max is not None:
-                raise InputError(f"prompt_lookup_min/max apply to ngram only, not {spec.method.value}")
             flags["--speculative-num-steps"] = str(k)
             flags["--speculative-eagle-topk"] = "1"
             flags["--speculative-num-draft-tokens"] = str(k + 1)
@@ -127,6 +142,20 @@ class SGLangLauncher(EngineLauncher):
         """`speculative_flags` as argv items."""
         return [item for flag, value in cls.speculative_flags(spec).items()
                 for item in ([flag] if value is None else [flag, value])]
+
+    def check_tree(self, spec: SpecConfig) -> None:
+        tree = spec.tree
+        assert tree is not None
+        if spec.method not in _TREE_ALGORITHMS:
+            raise InputError(f"sglang grows trees with its EAGLE worker ({', '.join(m.value for m in _TREE_ALGORITHMS)}"
+                             f"); {spec.method.value} drafts one chain there: drop tree")
+        if tree.fixed or tree.topk is None or tree.depth is None:
+            raise InputError("sglang grows its tree each step from topk, depth and nodes and takes no fixed tree of "
+                             "choices: give tree: {topk, depth, nodes}, or run the choices on trtllm")
+        scored = tree.topk + (tree.depth - 1) * tree.topk ** 2
+        if tree.size > scored:
+            raise InputError(f"sglang verifies at most the {scored} candidates it scores at topk {tree.topk} and "
+                             f"depth {tree.depth} (topk + (depth - 1) x topk²); give tree.nodes <= {scored}")
 
     def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
         self.check_deployable(spec)

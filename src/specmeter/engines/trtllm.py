@@ -21,6 +21,12 @@ tensorrt_llm/commands/serve.py, serve/openai_server.py and metrics/collector.py,
   `trtllm_spec_decode_accepted_tokens_total{token_position}` (names as NVIDIA's own acceptance runner
   reads them; they are not in every build), `trtllm_request_success_total`,
   `trtllm_generation_tokens_total`, `trtllm_num_requests_running`.
+- trees (EagleDecodingConfig, so Eagle3 only): a fixed tree as `eagle_choices` (paths from the root; every prefix
+  present; `max_draft_len` becomes the deepest path and `max_total_draft_tokens` the number of paths; deprecated, to
+  be removed in release 1.4), or a tree grown each step with `use_dynamic_tree: true`, `dynamic_tree_max_topK`,
+  `max_draft_len` (its depth) and `max_total_draft_tokens` in [max_draft_len, topK x max_draft_len]
+  (tensorrt_llm/llmapi/llm_args.py). Tree modes verify every node per step, so the iteration stats' draft tokens
+  count nodes; accepted tokens are one path.
 - per request: released builds put no SD numbers in responses (only in the drained /perf_metrics list:
   drafted and accepted totals, no step count). An open change (TensorRT-LLM PR #19311) adds
   `speculative_decoding` {total_draft_tokens, total_accepted_draft_tokens, num_spec_steps,
@@ -112,6 +118,11 @@ class TRTLLMLauncher(EngineLauncher):
         cfg: dict[str, Any] = {"decoding_type": _DECODING_TYPES[spec.method], "max_draft_len": spec.k}
         if spec.draft_model:
             cfg["speculative_model_dir"] = spec.draft_model
+        tree = spec.tree if spec.enabled else None
+        if tree is not None and tree.choices is not None:
+            cfg["eagle_choices"] = [list(c) for c in tree.choices]
+        elif tree is not None:
+            cfg.update(use_dynamic_tree=True, dynamic_tree_max_topK=tree.topk, max_total_draft_tokens=tree.size)
         if spec.method is SpecMethod.mtp:
             cfg["num_nextn_predict_layers"] = spec.k
         if spec.method is SpecMethod.ngram and spec.prompt_lookup_max is not None:
@@ -122,11 +133,25 @@ class TRTLLMLauncher(EngineLauncher):
             options["disable_overlap_scheduler"] = True
         return options
 
+    def check_tree(self, spec: SpecConfig) -> None:
+        tree = spec.tree
+        assert tree is not None
+        if spec.method is not SpecMethod.eagle3:
+            raise InputError(f"trtllm draws trees with its Eagle3 decoding only (EagleDecodingConfig); "
+                             f"{spec.method.value} drafts one chain there: drop tree, or use method eagle3")
+        if not tree.fixed and tree.topk is not None and tree.size > tree.topk * tree.max_depth:
+            raise InputError(f"trtllm's dynamic tree verifies at most topk x depth = {tree.topk * tree.max_depth} "
+                             f"nodes (max_total_draft_tokens <= dynamic_tree_max_topK x max_draft_len); give "
+                             f"tree.nodes <= {tree.topk * tree.max_depth}")
+
     def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
         self.check_deployable(spec)
         self.check_method(spec)
+        notes = (["eagle_choices (a fixed tree) is deprecated in TensorRT-LLM and to be removed in release 1.4; a "
+                  "tree grown each step (topk, depth, nodes) is its successor"]
+                 if spec.tree is not None and spec.tree.fixed else [])
         return DeployConfig(engine=self.name, dynamic=False, k=spec.k, flags=["--extra_llm_api_options", DEPLOY_YAML],
-                            config=self.speculative_options(spec), config_file=DEPLOY_YAML)
+                            config=self.speculative_options(spec), config_file=DEPLOY_YAML, notes=notes)
 
     @staticmethod
     def write_options(options: dict[str, Any], directory: Path | None = None) -> Path:

@@ -100,6 +100,8 @@ class VLLMLauncher(EngineLauncher):
                SpecMethod.eagle3, SpecMethod.mtp)
     per_batch_k = True
     synthetic = True  # rejection_sample_method "synthetic", since 0.32; GPU builds only (check_synthetic_build)
+    no_tree = ("vLLM 0.32's speculative config has no token-tree option (its EAGLE drafts one chain of "
+               "num_speculative_tokens)")
 
     def preflight(self, engine: EngineSpec, spec: SpecConfig) -> None:
         self.check_method(spec)
@@ -150,6 +152,7 @@ class VLLMLauncher(EngineLauncher):
 
     def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
         self.check_deployable(spec)
+        self.check_method(spec)
         # vLLM clips the table to its own max_num_seqs: the slot count needs no flag of its own.
         cfg = self.speculative_config_json(spec)
         return DeployConfig(engine=self.name, dynamic=bool(spec.num_speculative_tokens_per_batch_size), k=spec.k,
@@ -176,6 +179,7 @@ class VLLMLauncher(EngineLauncher):
         if engine.trust_remote_code:
             cmd.append("--trust-remote-code")
         if spec.enabled:
+            self.check_method(spec)
             self.check_synthetic_build(spec)
             cmd += ["--speculative-config", json.dumps(self.speculative_config_json(spec))]
             if _installed_source_has(PER_REQUEST_FLAG):

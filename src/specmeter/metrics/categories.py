@@ -1,10 +1,11 @@
 """Per-category acceptance from per-request SD stats, the way SPEED-Bench results are read.
 
 For each category: AL step-weighted (pooled over the category's steps) and the per-request mean AL,
-AR, per-position and conditional rates, request count. Across categories: the macro average (each
-category weighs the same) and the pooled value (each step weighs the same), which must equal the
-run-level numbers the engine's counters give. The step-weighted AL carries a 95% bootstrap interval over
-the category's requests (a category of a handful of prompts says little, and the interval shows how little).
+AR, per-position and conditional rates (per-depth rates instead, for tree drafts), request count. Across
+categories: the macro average (each category weighs the same) and the pooled value (each step weighs the
+same), which must equal the run-level numbers the engine's counters give. The step-weighted AL carries a
+95% bootstrap interval over the category's requests (a category of a handful of prompts says little, and the
+interval shows how little).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def _row(name: str, items: Sequence[SDCounts]) -> CategorySD:
         acceptance_rate=pooled.acceptance_rate,
         per_position_rate=pooled.per_position_rate,
         conditional_rate=pooled.conditional_rate,
+        per_depth_rate=pooled.per_depth_rate,
     )
 
 

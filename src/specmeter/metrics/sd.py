@@ -19,13 +19,16 @@ def _add_lists(a: list[int] | None, b: list[int] | None) -> list[int] | None:
 
 def sum_counts(items: Iterable[SDCounts], source: Source = "per_request") -> SDCounts:
     """Pool counts over steps (the step-weighted aggregate). Optional lists stay None if any is, and so
-    does the step count: a sum over requests of which one has no step count has none."""
+    does the step count: a sum over requests of which one has no step count has none. Counts of tree drafts
+    pool as tree drafts."""
     steps: int | None = 0
     drafted = accepted = 0
     per_pos: list[int] | None = []
     drafted_pos: list[int] | None = []
     hist: list[int] | None = []
+    tree = False
     for it in items:
+        tree = tree or it.tree
         steps = None if steps is None or it.num_steps is None else steps + it.num_steps
         drafted += it.num_draft_tokens
         accepted += it.num_accepted_tokens
@@ -40,6 +43,7 @@ def sum_counts(items: Iterable[SDCounts], source: Source = "per_request") -> SDC
         accepted_per_pos=per_pos or [],
         drafted_per_pos=drafted_pos if drafted_pos else None,
         histogram=hist if hist else None,
+        tree=tree,
     )
 
 

@@ -22,9 +22,11 @@ from specmeter.store import load_summary
 
 
 def _teaches(c: PlannedConfig, exclude: Sequence[str]) -> bool:
+    """Whether a configuration's acceptance teaches a drafter's chain profile (a tree's steps verify many nodes per
+    depth: neither its acceptance nor its cost is a chain's)."""
     return (c.role is Role.candidate and c.workload == "main" and c.spec.enabled and c.id not in exclude
             and not c.spec.num_speculative_tokens_per_batch_size
-            and c.spec.synthetic_acceptance is None)
+            and c.spec.synthetic_acceptance is None and not c.spec.drafts_tree)
 
 
 def drafter_profiles(summary: RunSummary, run: str, exclude: Sequence[str] = ()) -> dict[str, AcceptanceProfile]:
@@ -99,6 +101,9 @@ def profile_of_run(run_dir: Path, config_id: str | None = None) -> AcceptancePro
         if planned is None or not planned.spec.enabled:
             raise InputError(f"{run_dir}: no speculative configuration {config_id!r}; choose from "
                              + ", ".join(c.id for c in summary.plan.configs if c.spec.enabled))
+        if planned.spec.drafts_tree:
+            raise InputError(f"{run_dir}: {config_id} drafts a token tree, and the planner models chains (one "
+                             "drafted token per position); pick a chain configuration")
         key = drafter_key(planned.spec)
         if key not in profiles:
             raise InputError(f"{run_dir}: {config_id} counted no acceptance; pick a configuration that drafted")

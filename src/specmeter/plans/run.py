@@ -16,10 +16,11 @@ ATTACHED = "attached"
 def config_id(spec: SpecConfig) -> str:
     """A readable, stable id for a speculative configuration: 'draft_model-k4', 'ngram-k3-n2-5'; synthetic
     acceptance says so ('draft_model-k4-synth-al3.4', 'draft_model-k4-ceiling'), so every table and plot that
-    names the configuration shows it, and it never shares an id with the real drafter."""
+    names the configuration shows it, and it never shares an id with the real drafter. A tree names its shape
+    ('eagle3-tree-d5-n63-top8'): its K is its depth, which alone does not tell two trees apart."""
     if not spec.enabled:
         return BASELINE
-    parts = [spec.method.value, f"k{spec.k}"]
+    parts = [spec.method.value, spec.tree.id_part() if spec.tree is not None else f"k{spec.k}"]
     if spec.prompt_lookup_min is not None or spec.prompt_lookup_max is not None:
         parts.append(f"n{spec.prompt_lookup_min or ''}-{spec.prompt_lookup_max or ''}")
     if spec.num_speculative_tokens_per_batch_size:

@@ -18,7 +18,8 @@ configuration runs every length at every load (point ids `in1024-c4`), the same 
 analysis, the recommendation and the plots are given per length (WorkloadSpec says how a range differs).
 
 A candidate with `synthetic_acceptance: {rates: [...]}` or `{length: L}` runs with acceptance set at random
-instead of verified (benchmarking only); its id says so, and it is never recommended.
+instead of verified (benchmarking only); its id says so, and it is never recommended. `tree: {topk, depth, nodes}`
+(or a list of trees) drafts a token tree on the engines that draw one; K is then the tree's depth.
 
 `load: {concurrency: auto}` lets the sweep choose the concurrencies: it measures 1, 8 and 64, then each next point
 inside the widest bracket where speculation stops paying or the best K changes, until every such bracket is
@@ -40,9 +41,10 @@ from specmeter.errors import InputError
 from specmeter.plans.run import BASELINE, config_id
 from specmeter.schemas.plan import Plan, PlannedConfig, Role, WorkloadSelection
 from specmeter.synthetic import SyntheticAcceptance
+from specmeter.tree import TreeDraft
 
 # Keys of a candidate entry that take a list of values (expanded to every combination).
-EXPANDED = ("num_speculative_tokens", "draft_model", "prompt_lookup_min", "prompt_lookup_max")
+EXPANDED = ("num_speculative_tokens", "draft_model", "prompt_lookup_min", "prompt_lookup_max", "tree")
 
 
 class CandidateSpec(StrictModel):
@@ -59,6 +61,9 @@ class CandidateSpec(StrictModel):
     draft_tensor_parallel_size: int | None = None
     synthetic_acceptance: SyntheticAcceptance | None = Field(
         default=None, description="Benchmarking only: acceptance set at random instead of verified.")
+    tree: TreeDraft | list[TreeDraft] | None = Field(
+        default=None, description="Draft a token tree (EAGLE-style methods): {topk, depth, nodes} or {choices}; "
+        "a list expands to one configuration per tree.")
     extra: dict[str, Any] = Field(default_factory=dict)
     endpoint: str | None = Field(default=None, description="Attach to a server already running this config.")
 
@@ -227,8 +232,8 @@ class SweepSpec(StrictModel):
         seen = {c.spec.model_dump_json() for c in configs}
         for c in configs:
             if (c.role is not Role.candidate or not c.engine.launch or c.spec.synthetic
-                    or c.spec.num_speculative_tokens_per_batch_size):
-                continue
+                    or c.spec.num_speculative_tokens_per_batch_size or c.spec.drafts_tree):
+                continue  # (a tree has no chain positions to set: no engine that draws trees has synthetic acceptance)
             spec = c.spec.model_copy(update={"synthetic_acceptance": SyntheticAcceptance(length=c.k + 1)})
             key = spec.model_dump_json()
             if key in seen:

@@ -17,6 +17,7 @@ from specmeter.schemas.metrics import Distribution
 from specmeter.schemas.plan import Plan
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
+from specmeter.schemas.sd import SDCounts
 from specmeter.store import atomic_write_text
 
 REQUESTS = "requests.csv"
@@ -45,6 +46,7 @@ POINT_COLUMNS: tuple[str, ...] = (
     "speedup_tok_s", "speedup_tok_s_ci95_low", "speedup_tok_s_ci95_high", "speedup_verdict", "resumed",
     "synthetic_set_per_position", "synthetic_expected_per_position", "synthetic_expected_al", "synthetic_within",
     "slo", "goodput_req_s", "goodput_ci95_low", "goodput_ci95_high", "slo_met_share",
+    "sd_tree", "sd_per_depth", "sd_histogram",
 )
 
 _RATIOS = ("output_tok_s", "tpot", "ttft", "e2e")
@@ -136,7 +138,14 @@ def _point_row(summary: RunSummary, config: ConfigResult, pr: PointResult, speed
         _joined(p.expected for p in synth.positions) if synth else None,
         synth.expected_al if synth else None, synth.within if synth else None,
         *((g.slo, g.requests_per_s, g.ci95_low, g.ci95_high, g.share) if (g := pr.goodput) else (None,) * 5),
+        head.tree if head else None, _joined(head.per_depth_rate or []) if head else None,
+        _joined(h.histogram) if (h := _with_histogram(pr)) is not None and h.histogram else None,
     ]
+
+
+def _with_histogram(pr: PointResult) -> SDCounts | None:
+    """The point's counts that carry an acceptance histogram: the headline's, else the per-request sums'."""
+    return next((c for c in (pr.sd.headline, pr.sd.per_request) if c is not None and c.histogram), None)
 
 
 def point_rows(summary: RunSummary) -> list[list[Cell]]:

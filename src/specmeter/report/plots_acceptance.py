@@ -9,7 +9,6 @@ from collections.abc import Callable
 import numpy as np
 from matplotlib.figure import Figure
 
-from specmeter.metrics.sd import sum_counts
 from specmeter.report.plot_style import (
     Point,
     config_colors,
@@ -18,11 +17,10 @@ from specmeter.report.plot_style import (
     new_figure,
     panels,
 )
-from specmeter.report.tables import pooled_sd
+from specmeter.report.pooled import pooled_histogram, pooled_sd
 from specmeter.run_data import RunData
 from specmeter.schemas.metrics import CategoryBreakdown
 from specmeter.schemas.results import ConfigResult, RunSummary
-from specmeter.schemas.sd import SDCounts
 
 
 # ---- what the figures read --------------------------------------------------------------------------------------
@@ -41,11 +39,13 @@ def _lowest_point(summary: RunSummary, has: Callable[[ConfigResult, str], bool])
 
 def acceptance_position(run: RunData) -> Figure | None:
     """Per-position acceptance a_i and conditional c_i per SD configuration, pooled over repeats, at the
-    lowest-load point with SD (acceptance barely moves with load)."""
+    lowest-load point with SD (acceptance barely moves with load). Tree drafts have no per-position rates (a
+    depth holds several candidates): they are left out, and the figure says so."""
     s = run.summary
-    point = _lowest_point(s, lambda c, pid: pooled_sd(c, pid)[0] is not None)
+    point = _lowest_point(s, lambda c, pid: bool((found := pooled_sd(c, pid)[0]) and found.per_position_rate))
     if point is None:
         return None
+    trees = [c.config_id for c in _sd_configs(s) if (found := pooled_sd(c, point.id)[0]) is not None and found.tree]
     col = config_colors(s)
     fig, (ax_a, ax_c) = new_figure("acceptance_position", f"Acceptance per draft position at {point.label()} "
                                    "(lowest load; pooled over repeats)", run.identity(), 2)
@@ -67,32 +67,21 @@ def acceptance_position(run: RunData) -> Figure | None:
         ax.set_ylim(0, 1.05)
         ax.set_xticks(range(1, k_max + 1))
         grid(ax)
+    if trees:
+        ax_a.text(0.99, 0.02, f"not shown: {', '.join(trees)} (tree drafts: see the accepted-tokens histogram)",
+                  transform=ax_a.transAxes, ha="right", va="bottom", fontsize=7, color="0.4")
     legend(fig, [ax_a, ax_c])
     return fig
-
-
-def _histogram(config: ConfigResult, point_id: str) -> SDCounts | None:
-    """The point's SD counts pooled over repeats, from the headline source when it has an acceptance histogram,
-    else from the per-request stats (engine counters carry no histogram)."""
-    items: list[SDCounts] = []
-    for pr in config.repeats(point_id):
-        found = next((c for c in (pr.sd.headline, pr.sd.per_request) if c is not None and c.histogram), None)
-        if found is not None:
-            items.append(found)
-    if not items:
-        return None
-    pooled = items[0] if len(items) == 1 else sum_counts(items, source=items[0].source)
-    return pooled if pooled.histogram_fraction else None
 
 
 def al_histogram(run: RunData) -> Figure | None:
     """Share of verify steps that accepted j draft tokens, per SD configuration, at the lowest-load point."""
     s = run.summary
-    point = _lowest_point(s, lambda c, pid: _histogram(c, pid) is not None)
+    point = _lowest_point(s, lambda c, pid: pooled_histogram(c, pid) is not None)
     if point is None:
         return None
     col = config_colors(s)
-    hists = [(c, h) for c in s.configs if (h := _histogram(c, point.id)) is not None]
+    hists = [(c, h) for c in s.configs if (h := pooled_histogram(c, point.id)) is not None]
     fig, (ax,) = new_figure("al_histogram", f"Accepted tokens per verify step at {point.label()} (lowest load)",
                             run.identity())
     width = 0.8 / len(hists)

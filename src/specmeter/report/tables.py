@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from specmeter.metrics.sd import sum_counts
 from specmeter.report.decisions import (
     decision_table,
     head_to_head_table,
@@ -13,15 +12,19 @@ from specmeter.report.decisions import (
     verification_table,
 )
 from specmeter.report.grid import VERDICTS, Grid, Note, fmt, grid, ms, point_label, ratio_text
+from specmeter.report.pooled import pooled_sd as pooled_sd  # re-exported: the plots read it from here
 from specmeter.report.ramp import ramp_notes, ramp_tables
 from specmeter.report.search import search_tables
+from specmeter.report.trees import NOT_A_CHAIN, ar_text, tree_notes, tree_table
 from specmeter.schemas.analysis import Speedup
 from specmeter.schemas.metrics import Goodput
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
-from specmeter.schemas.sd import SDCounts
 
 
-def _rates(values: list[float]) -> str:
+def _rates(values: list[float], tree: bool = False) -> str:
+    """Per-position rates; a tree has none (report/trees.py: what it is read by instead)."""
+    if tree:
+        return NOT_A_CHAIN
     return " ".join(f"{v:.2f}" for v in values) if values else "-"
 
 
@@ -58,16 +61,6 @@ def plan_table(summary: RunSummary) -> Grid:
     return t
 
 
-def pooled_sd(config: ConfigResult, point_id: str) -> tuple[SDCounts | None, str]:
-    """SD of a point pooled over its repeats (counts add up exactly), and where the numbers came from."""
-    heads = [(pr.sd.headline, pr.sd.reference) for pr in config.repeats(point_id) if pr.sd.available]
-    counts = [h for h, _ in heads if h is not None]
-    if not counts:
-        return None, "-"
-    pooled = counts[0] if len(counts) == 1 else sum_counts(counts, source=counts[0].source)
-    return pooled, "/".join(sorted({ref or "-" for _, ref in heads}))
-
-
 def sd_table(summary: RunSummary) -> Grid | None:
     cols = ("configuration", "point", "AL", "AR", "per-position a_i", "conditional c_i", "steps", "source", "check")
     t = grid("Speculative decoding (from the engine; pooled over repeats)", cols, right={"AL", "AR", "steps"},
@@ -80,8 +73,8 @@ def sd_table(summary: RunSummary) -> Grid | None:
             checks = {pr.sd.agree for pr in config.repeats(point.id)}
             check = "DIFFER" if False in checks else "agree" if True in checks else "-"
             steps = "n/a" if c.num_steps is None else str(c.num_steps)
-            t.add_row(config.config_id, point.label(), fmt(c.acceptance_length), fmt(c.acceptance_rate),
-                      _rates(c.per_position_rate), _rates(c.conditional_rate), steps, source, check)
+            t.add_row(config.config_id, point.label(), fmt(c.acceptance_length), ar_text(c),
+                      _rates(c.per_position_rate, c.tree), _rates(c.conditional_rate, c.tree), steps, source, check)
     return t if t.row_count else None
 
 
@@ -123,14 +116,15 @@ def category_table(summary: RunSummary) -> Grid | None:
         t = grid(f"Acceptance per category ({config.config_id}, {where}, per-request stats)",
                  ("category", "requests", "AL steps", "AL req-mean", "AR", "per-position a_i", "conditional c_i"),
                  left={"category", "per-position a_i", "conditional c_i"})
-        for row in cb.categories:
-            t.add_row(row.category, str(row.requests), fmt(row.al_step_weighted), fmt(row.al_request_mean),
-                      fmt(row.acceptance_rate), _rates(row.per_position_rate), _rates(row.conditional_rate))
-        t.add_section()
-        t.add_row("macro avg", "-", fmt(cb.macro_al), "-", fmt(cb.macro_ar), "", "")
-        p = cb.pooled
-        t.add_row("pooled", str(p.requests), fmt(p.al_step_weighted), fmt(p.al_request_mean),
-                  fmt(p.acceptance_rate), _rates(p.per_position_rate), _rates(p.conditional_rate))
+        tree = cb.pooled.counts.tree
+        for row in [*cb.categories, None, cb.pooled]:
+            if row is None:
+                t.add_section()
+                t.add_row("macro avg", "-", fmt(cb.macro_al), "-", fmt(cb.macro_ar), "", "")
+                continue
+            t.add_row("pooled" if row is cb.pooled else row.category, str(row.requests), fmt(row.al_step_weighted),
+                      fmt(row.al_request_mean), ar_text(row.counts), _rates(row.per_position_rate, tree),
+                      _rates(row.conditional_rate, tree))
         return t
     return None
 
@@ -322,6 +316,7 @@ def notes(summary: RunSummary) -> list[Note]:
                             f"from the baseline's at temperature 0", warn=True))
     if summary.analysis.lossless_note:
         out.append(Note(summary.analysis.lossless_note, warn=True))
+    out += tree_notes(summary)
     out += ramp_notes(summary)
     if summary.status != "complete":
         out.append(Note(f"run {summary.status}: {summary.incomplete_reason or ''}", warn=True))
@@ -330,7 +325,8 @@ def notes(summary: RunSummary) -> list[Note]:
 
 def summary_tables(summary: RunSummary) -> list[Grid]:
     """The run's tables in reading order: what ran, acceptance, speed, the verdicts, the checks."""
-    tables = (plan_table(summary), sd_table(summary), synthetic_table(summary), category_table(summary),
+    tables = (plan_table(summary), sd_table(summary), tree_table(summary), synthetic_table(summary),
+              category_table(summary),
               throughput_table(summary),
               latency_table(summary), speedup_table(summary), decision_table(summary), head_to_head_table(summary),
               *search_tables(summary), *ramp_tables(summary), sampling_table(summary), verification_table(summary),

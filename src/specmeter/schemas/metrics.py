@@ -69,6 +69,8 @@ class CategorySD(BaseModel):
     acceptance_rate: float | None
     per_position_rate: list[float]
     conditional_rate: list[float]
+    per_depth_rate: list[float] | None = Field(default=None, description="Tree drafts only (SDCounts.per_depth_rate): "
+                                               "the share of steps whose accepted path reached each depth.")
 
 
 class CategoryBreakdown(BaseModel):

@@ -37,6 +37,11 @@ class SDCounts(BaseModel):
     histogram: list[int] | None = Field(
         default=None, description="Steps with exactly j accepted tokens, index j; None if unknown."
     )
+    tree: bool = Field(
+        default=False, description="The steps drafted a token tree (the configuration's spec says so): drafted "
+        "tokens count tree nodes, accepted ones one path through it, and accepted_per_pos[d] counts the steps whose "
+        "path reached depth d + 1. Per-position chain rates do not apply; per-depth rates do."
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> SDCounts:
@@ -60,7 +65,8 @@ class SDCounts(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def acceptance_rate(self) -> float | None:
-        """AR = accepted / drafted. Falls mechanically with K: read it beside AL."""
+        """AR = accepted / drafted. Falls mechanically with K: read it beside AL. For a tree: accepted over the tree
+        nodes verified, which falls with the tree's width."""
         if self.num_draft_tokens == 0:
             return None
         return self.num_accepted_tokens / self.num_draft_tokens
@@ -80,8 +86,9 @@ class SDCounts(BaseModel):
 
         Denominator: steps that drafted position i when the engine says so (unbiased under dynamic K),
         otherwise all steps (vLLM's definition, biased low for positions some steps never drafted).
+        Empty for a tree, which drafts many candidates per position: see `per_depth_rate`.
         """
-        if not self.num_steps:
+        if not self.num_steps or self.tree:
             return []
         out: list[float] = []
         for i, acc in enumerate(self.accepted_per_pos):
@@ -94,8 +101,19 @@ class SDCounts(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def conditional_rate(self) -> list[float]:
-        """c_i = a_i / a_(i-1), a_(-1) = 1: P(accept position i | all before accepted)."""
+        """c_i = a_i / a_(i-1), a_(-1) = 1: P(accept position i | all before accepted). Empty for a tree."""
         return conditional_rates(self.per_position_rate)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def per_depth_rate(self) -> list[float] | None:
+        """Trees only: P(a step's accepted path reaches depth d + 1), over every step (each step's tree spans
+        every depth it was grown to); None for a chain, and empty where the engine counts no depths."""
+        if not self.tree:
+            return None
+        if not self.num_steps:
+            return []
+        return [acc / self.num_steps for acc in self.accepted_per_pos]
 
     @computed_field  # type: ignore[prop-decorator]
     @property
