@@ -25,6 +25,7 @@ from specmeter.report.html import page
 from specmeter.report.plots_load import speedup
 from specmeter.run_data import load_run
 from specmeter.store import RunStore, load_summary
+from specmeter.workflows.plan import PlanRequest, plan_run
 from specmeter.workflows.recommend import Criteria, decide
 from specmeter.workflows.resume import resume
 from specmeter.workflows.sweep import SweepRequest, sweep
@@ -168,6 +169,13 @@ def test_a_sweep_runs_every_length_at_every_load_and_decides_per_length(tmp_path
         assert "16 input tokens" in out.getvalue() and "48 input tokens" in out.getvalue()
         html = page(run)
         assert "<h3>16 input tokens: " in html and "<h3>48 input tokens: " in html  # each length's evidence
+
+        # plan: the model fits every length; predictions, the mix and the table are one length's
+        at = {n: plan_run(PlanRequest(run_dir=run_dir, input_len=n), terminal()) for n in (None, 48)}
+        assert at[None].prompt_tokens < at[48].prompt_tokens
+        assert any("predicted for 16 input tokens" in n for n in at[None].notes)
+        with pytest.raises(InputError, match="measured input lengths 16, 48"):
+            plan_run(PlanRequest(run_dir=run_dir, input_len=32), terminal())
 
         # resume: the longer length's points lost, only they run again, from the stored per-length selection
         summary.status = "incomplete"

@@ -21,12 +21,14 @@ def lengths(summary: RunSummary) -> list[int]:
 
 
 def at_length(summary: RunSummary, length: int) -> RunSummary:
-    """The summary as if its plan had only the points of one input length (results of the others stay; every
-    analysis reads the plan's points)."""
+    """The summary as if the run had measured only the points of one input length: its plan's points and each
+    configuration's results there (the analysis keyed by point id keeps the others' entries, never read)."""
     plan = summary.plan
     points = [p for p in plan.points if p.input_len == length]
+    ids = {p.id for p in points}
     load = plan.load.model_copy(update={"points": points})
-    return summary.model_copy(update={"plan": plan.model_copy(update={"load": load})})
+    configs = [c.model_copy(update={"points": [p for p in c.points if p.point_id in ids]}) for c in summary.configs]
+    return summary.model_copy(update={"plan": plan.model_copy(update={"load": load}), "configs": configs})
 
 
 def per_length(summary: RunSummary, records: Sequence[RequestRecord],
