@@ -43,7 +43,7 @@ def plan_command(terminal: Callable[[bool], Terminal]) -> Callable[..., None]:
         method: Annotated[str | None, typer.Option(help="Before any run: draft_model, eagle, eagle3 or ngram (default: from the draft's config).")] = None,
         tp: Annotated[int, typer.Option(help="Before any run: the target's tensor-parallel size (GPUs).")] = 1,
         draft_tp: Annotated[int | None, typer.Option(help="Before any run: the draft's tensor-parallel size (default: --tp).")] = None,
-        input_len: Annotated[int, typer.Option(help="Before any run: input tokens per sequence.")] = 1024,
+        input_len: Annotated[int | None, typer.Option(help="Before any run: input tokens per sequence (default 1024). With RUN_DIR swept over input lengths: the length to predict for (default: the first).")] = None,
         output_len: Annotated[int, typer.Option(help="Before any run: output tokens per sequence.")] = 256,
         dtype: Annotated[str | None, typer.Option(help="Before any run: weights and matmuls in bf16, fp16 or fp8 (default: the target config's).")] = None,
         kv_dtype: Annotated[str | None, typer.Option(help="Before any run: the KV cache in bf16, fp16 or fp8 (default: 16 bits).")] = None,
@@ -62,7 +62,8 @@ def plan_command(terminal: Callable[[bool], Terminal]) -> Callable[..., None]:
             from specmeter.workflows import plan as from_run
 
             from_run.plan_run(from_run.PlanRequest(run_dir=run_dir, ks=ks, batches=batches, acceptance=acceptance,
-                                                   exclude=exclude or [], calibration=calibration), terminal(json_out))
+                                                   exclude=exclude or [], calibration=calibration,
+                                                   input_len=input_len), terminal(json_out))
             return
         if exclude or calibration is not None:
             raise typer.BadParameter("--exclude and --calibration shape the model calibrated on RUN_DIR: give one")
@@ -70,7 +71,8 @@ def plan_command(terminal: Callable[[bool], Terminal]) -> Callable[..., None]:
 
         estimate.estimate_before_run(estimate.EstimateRequest.from_flags(
             run_dir, gpu, efficiency, target_config=target_config, acceptance=acceptance, hardware=hardware,
-            draft_config=draft_config, method=method, tp=tp, draft_tp=draft_tp, input_len=input_len,
+            draft_config=draft_config, method=method, tp=tp, draft_tp=draft_tp,
+            input_len=1024 if input_len is None else input_len,
             output_len=output_len, ks=ks, batches=batches, dtype=dtype, kv_dtype=kv_dtype, mem_fraction=mem_fraction,
             reserve_gb=reserve_gb), terminal(json_out))
 

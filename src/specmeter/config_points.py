@@ -15,15 +15,30 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# A point of a sweep whose workload has an input-length axis (workload.input_len: [N, ...]) runs that length's
+# prompts; its id starts with `in<N>-`, so every stored thing keyed by point id (records, captures, summary points,
+# sampling, analysis) keys on (input length, load). Without the axis the field is None and ids are as in 0.1.0.
+INPUT_LEN_DOC = "Input length of the prompts this point sends (a workload.input_len axis; None: no axis)."
+
+
+def _length_prefix(input_len: int | None) -> str:
+    return "" if input_len is None else f"in{input_len}-"
+
+
+def _length_label(input_len: int | None) -> str:
+    return "" if input_len is None else f", {input_len} input tokens"
+
+
 class ConcurrencyPoint(StrictModel):
     """Closed loop: N workers, each sends its next request the moment its previous one ends."""
 
     kind: Literal["concurrency"] = "concurrency"
     concurrency: int = Field(ge=1, description="Requests in flight at once.")
+    input_len: int | None = Field(default=None, ge=1, description=INPUT_LEN_DOC)
 
     @property
     def id(self) -> str:
-        return f"c{self.concurrency}"
+        return f"{_length_prefix(self.input_len)}c{self.concurrency}"
 
     @property
     def axis(self) -> Literal["concurrency", "rate"]:
@@ -40,7 +55,7 @@ class ConcurrencyPoint(StrictModel):
         return self.concurrency
 
     def label(self) -> str:
-        return f"concurrency {self.concurrency}"
+        return f"concurrency {self.concurrency}{_length_label(self.input_len)}"
 
 
 class RatePoint(StrictModel):
@@ -52,6 +67,7 @@ class RatePoint(StrictModel):
     arrival: ArrivalKind = Field(default="poisson", description="poisson, gamma (with burstiness) or constant.")
     burstiness: float = Field(default=1.0, gt=0, description="gamma shape: 1 is Poisson, < 1 burstier, > 1 smoother.")
     max_concurrency: int | None = Field(default=None, ge=1, description="Cap on requests in flight (None: none).")
+    input_len: int | None = Field(default=None, ge=1, description=INPUT_LEN_DOC)
 
     @model_validator(mode="after")
     def _burstiness_needs_gamma(self) -> RatePoint:
@@ -63,7 +79,7 @@ class RatePoint(StrictModel):
     def id(self) -> str:
         shape = {"poisson": "", "gamma": f"-gamma{self.burstiness:g}", "constant": "-constant"}[self.arrival]
         cap = f"-cap{self.max_concurrency}" if self.max_concurrency else ""
-        return f"r{self.rate:g}{shape}{cap}"
+        return f"{_length_prefix(self.input_len)}r{self.rate:g}{shape}{cap}"
 
     @property
     def axis(self) -> Literal["concurrency", "rate"]:
@@ -80,7 +96,7 @@ class RatePoint(StrictModel):
     def label(self) -> str:
         shape = {"poisson": "Poisson", "gamma": f"gamma b={self.burstiness:g}", "constant": "constant"}[self.arrival]
         cap = f", at most {self.max_concurrency} in flight" if self.max_concurrency else ""
-        return f"{self.rate:g} req/s ({shape}{cap})"
+        return f"{self.rate:g} req/s ({shape}{cap}){_length_label(self.input_len)}"
 
 
 def point_shorthand(raw: Any) -> Any:

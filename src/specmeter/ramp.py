@@ -47,7 +47,7 @@ class Ramp:
     def skips(self, point: LoadPoint) -> bool:
         """Whether the point lies above a load where its axis saturated (nothing judged here: a resume asks this
         before starting any server)."""
-        entry = self.summary.ramped(point.axis)
+        entry = self.summary.ramped(point.axis, point.input_len)
         return (self.active and entry is not None and entry.load is not None and point.load > entry.load
                 and not self._measured(point))
 
@@ -57,18 +57,19 @@ class Ramp:
         if not self.active:
             return True
         if not self.skips(point):
-            self.look(point.axis, below=point.load)
+            self.look(point.axis, below=point.load, input_len=point.input_len)
         return not self.skips(point)
 
-    def look(self, axis: str, below: float | None = None) -> None:
-        """Judge, in load order, every step between measured points of the axis (under `below`) not judged yet,
-        until one finds every configuration saturated."""
+    def look(self, axis: str, below: float | None = None, input_len: int | None = None) -> None:
+        """Judge, in load order, every step between measured points of the axis at one input length (under
+        `below`) not judged yet, until one finds every configuration saturated."""
         if not self.active:
             return
-        entry = self._entry(axis)
+        entry = self._entry(axis, input_len)
         if entry.load is not None:
             return
-        measured = sorted((p for p in self.summary.plan.points if p.axis == axis and self._measured(p)
+        measured = sorted((p for p in self.summary.plan.points if p.axis == axis and p.input_len == input_len
+                           and self._measured(p)
                            and (below is None or p.load < below)), key=lambda p: p.load)
         for lower, point in itertools.pairwise(measured):
             if entry.step(lower.id, point.id) is not None:
@@ -84,7 +85,8 @@ class Ramp:
     def _stop(self, entry: AxisRamp, point: LoadPoint, why: str) -> None:
         entry.saturated_at, entry.load = point.id, point.load
         entry.skipped = [p.id for p in self.summary.plan.points
-                         if p.axis == point.axis and p.load > point.load and not self._measured(p)]
+                         if p.axis == point.axis and p.input_len == point.input_len and p.load > point.load
+                         and not self._measured(p)]
         entry.why = why
         skipped = ", ".join(entry.skipped) or "nothing (no higher load planned)"
         self.note(f"load ramp: saturated at {point.label()}, skipping {skipped} (load.stop_at_saturation: false "
@@ -93,11 +95,11 @@ class Ramp:
     def _measured(self, point: LoadPoint) -> bool:
         return any(c.repeats(point.id) for c in self.summary.configs)
 
-    def _entry(self, axis: str) -> AxisRamp:
-        found = self.summary.ramped(axis)
+    def _entry(self, axis: str, input_len: int | None) -> AxisRamp:
+        found = self.summary.ramped(axis, input_len)
         if found is None:
             rule = self.summary.plan.load.saturation
             found = AxisRamp(axis="concurrency" if axis == "concurrency" else "rate", min_gain=rule.min_gain,
-                             latency_rise=rule.latency_rise)
+                             latency_rise=rule.latency_rise, input_len=input_len)
             self.summary.ramp.append(found)
         return found

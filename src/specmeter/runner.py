@@ -27,7 +27,7 @@ from specmeter.engines.base import Engine
 from specmeter.engines.launcher import LaunchedServer
 from specmeter.engines.probe import resolve_endpoints
 from specmeter.engines.server_log import failure_reason
-from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, RunIncomplete, SpecmeterError
+from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, InputError, RunIncomplete, SpecmeterError
 from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
 from specmeter.load.point import count_requests, point_conversations, run_point
@@ -61,12 +61,21 @@ class Execution:
 
     plan: Plan
     conversations: list[Conversation]  # the main workload, as the plan's selection gives it
+    by_length: dict[int, list[Conversation]] = field(default_factory=dict)  # an input-length axis: per length
     api_key: str | None = None
     command: list[str] = field(default_factory=list)
     # Resume: the summary and records already on disk. Finished cells are kept as they are; an
     # unfinished cell re-sends only the conversations that have not fully succeeded.
     prior: RunSummary | None = None
     prior_records: list[RequestRecord] = field(default_factory=list)
+
+    def main(self, point: LoadPoint) -> list[Conversation]:
+        """The main workload's conversations at a point: its input length's, on an input-length axis."""
+        if point.input_len is None:
+            return self.conversations
+        if point.input_len not in self.by_length:
+            raise InputError(f"point {point.id}: the plan has no conversations of {point.input_len} input tokens")
+        return self.by_length[point.input_len]
 
 
 class _Run:
@@ -110,9 +119,9 @@ class _Run:
         res = self.summary.config(cell.config.id)
         return res is not None and res.point(cell.point.id, cell.repeat) is not None
 
-    def conversations(self, config: PlannedConfig) -> list[Conversation]:
+    def conversations(self, config: PlannedConfig, point: LoadPoint) -> list[Conversation]:
         if config.matched_random is None:
-            return self.ex.conversations
+            return self.ex.main(point)
         if config.id not in self._derived:
             self._derived[config.id] = matched_random(config.matched_random, latest_records(self.store.read_records()))
         return self._derived[config.id]
@@ -178,7 +187,7 @@ class _Run:
         load = self.plan.load_for(config)
         stats = server.engine.stats
         assert server.base_url is not None and config.engine.kind is not None
-        convs = point_conversations(self.conversations(config), point, load)
+        convs = point_conversations(self.conversations(config, point), point, load)
         prior = [r for r in self.ex.prior_records
                  if (r.config_id, r.point_id, r.repeat) == (config.id, point.id, repeat) and not r.warmup]
         capture = (self.store.read_capture(config.id, point.id, repeat)
@@ -266,8 +275,8 @@ class _Run:
                 self.save()
             for point in self.plan.points:
                 rounds.finish(point)
-            for axis in dict.fromkeys(p.axis for p in self.plan.points):
-                self.ramp.look(axis)  # the top step too: where a load search must stay below
+            for axis, length in dict.fromkeys((p.axis, p.input_len) for p in self.plan.points):
+                self.ramp.look(axis, input_len=length)  # the top step too: where a load search must stay below
             self.save()
 
     def run_all(self) -> None:
@@ -288,7 +297,7 @@ class _Run:
 
     def _per_round(self, point: LoadPoint) -> int:
         """Requests one configuration sends in one round of the point."""
-        return count_requests(point_conversations(self.ex.conversations, point, self.plan.load))
+        return count_requests(point_conversations(self.ex.main(point), point, self.plan.load))
 
     def failed_servers(self) -> list[str]:
         return [f"{c.config_id}: {c.server_error.splitlines()[0]}" for c in self.summary.configs if c.server_error]
@@ -307,7 +316,7 @@ class _Run:
                 source = self.plan.config(matched.source_config) if matched else cell.config
                 if source.matched_random is not None:
                     return None
-                total += count_requests(point_conversations(self.conversations(source), cell.point, load))
+                total += count_requests(point_conversations(self.conversations(source, cell.point), cell.point, load))
         return total
 
 

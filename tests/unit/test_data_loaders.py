@@ -103,19 +103,33 @@ def poem(tmp_path: Path) -> Path:
     return path
 
 
-def test_sonnet_prompts_fit_the_length_and_use_poem_lines(poem: Path) -> None:
+def test_sonnet_prompts_have_exactly_the_length_and_use_poem_lines(poem: Path) -> None:
     conversations = load_sonnet(poem, words, input_len=60, num_prompts=5, seed=3)
     assert len(conversations) == 5 and len({c.id for c in conversations}) == 5
     for conversation in conversations:
         text = conversation.turns[0]
         assert text.startswith(INSTRUCTION)
-        body = text[len(INSTRUCTION):].splitlines()
-        assert body and set(body) <= set(POEM) and len(body) == len(set(body))
-        assert words(text) == conversation.metadata["input_tokens"] <= 60
-        # greedy fill: no line left out would still have fit
-        unused = set(POEM) - set(body)
-        assert all(words(text) + words(line) > 60 for line in unused)
+        *whole, cut = text[len(INSTRUCTION):].split("\n")
+        assert whole and set(whole) <= set(POEM) and len(whole) == len(set(whole))
+        assert any(line.startswith(cut) for line in POEM)  # the tail: the start of a poem line
+        assert words(text) == conversation.metadata["input_tokens"] == 60
         assert conversation.raw_prompt
+
+
+@pytest.mark.parametrize("length", [15, 16, 57, 300])
+def test_sonnet_reaches_every_length_exactly_even_past_the_poem(poem: Path, length: int) -> None:
+    """A length longer than every line together repeats lines in the tail; never a shorter prompt."""
+    for conversation in load_sonnet(poem, words, input_len=length, num_prompts=2):
+        assert words(conversation.turns[0]) == length
+
+
+def test_sonnet_refuses_a_length_no_cut_reaches(poem: Path) -> None:
+    """A tokenizer that only ever adds tokens two at a time past the instruction cannot give an odd length."""
+    def pairs(text: str) -> int:
+        body = text.removeprefix(INSTRUCTION)
+        return words(INSTRUCTION) + 2 * len(body.split()) if text.startswith(INSTRUCTION) else words(text)
+    with pytest.raises(InputError, match="exactly 21 tokens"):
+        load_sonnet(poem, pairs, input_len=21, num_prompts=1)
 
 
 def test_sonnet_is_deterministic_per_seed_and_can_be_chat(poem: Path) -> None:

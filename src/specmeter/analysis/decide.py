@@ -58,17 +58,22 @@ def _lookup(speedups: Sequence[Speedup], config_id: str, point_id: str) -> Speed
 
 
 def crossovers(summary: RunSummary, speedups: Sequence[Speedup]) -> list[Crossover]:
-    """Per configuration and load axis, where its speedup falls below 1 as load grows."""
+    """Per configuration, load axis and input length, where its speedup falls below 1 as load grows."""
     plan = summary.plan
     out: list[Crossover] = []
-    for config in plan.configs:
-        for kind in KINDS.values():
-            found = [(p.load, headline(s, p)) for p in plan.points
-                     if p.axis == kind.axis and (s := _lookup(speedups, config.id, p.id)) is not None]
-            if found:
-                out.append(find_crossover(config.id, kind.axis, [load for load, _ in found],
-                                          [r.value for _, r in found], [r.ci95_low for _, r in found],
-                                          [r.ci95_high for _, r in found]))
+    for length in plan.input_lens:
+        for config in plan.configs:
+            for kind in KINDS.values():
+                found = [(p.load, headline(s, p)) for p in plan.points
+                         if p.axis == kind.axis and p.input_len == length
+                         and (s := _lookup(speedups, config.id, p.id)) is not None]
+                if found:
+                    cross = find_crossover(config.id, kind.axis, [load for load, _ in found],
+                                           [r.value for _, r in found], [r.ci95_low for _, r in found],
+                                           [r.ci95_high for _, r in found])
+                    if length is not None:
+                        cross.input_len, cross.note = length, f"at {length} input tokens, {cross.note}"
+                    out.append(cross)
     return out
 
 

@@ -9,23 +9,14 @@ from specmeter.config import LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.data.registry import load_workload
 from specmeter.data.selection import bucket_by_input_length, select
+from specmeter.data.shaping import load_tokenizer, request_token_counter, shaped_conversations
 from specmeter.errors import InputError
 from specmeter.schemas.plan import WorkloadSelection
 
 
 def target_token_counter(tokenizer: str | None) -> Callable[[str], int]:
     """Count tokens with the target's own tokenizer (a local path or a cached hub id)."""
-    if not tokenizer:
-        raise InputError("--input-len needs the target's tokenizer: pass --tokenizer PATH (launch mode uses --model)")
-    try:
-        from transformers import AutoTokenizer
-    except ImportError:
-        raise InputError("--input-len needs `transformers` to read the tokenizer; pip install transformers") from None
-    try:
-        tok = AutoTokenizer.from_pretrained(tokenizer)
-    except Exception as exc:
-        raise InputError(f"tokenizer {tokenizer!r} could not be loaded ({type(exc).__name__}); "
-                         "check --tokenizer") from exc
+    tok = load_tokenizer(tokenizer, "--input-len")
     return lambda text: len(tok.encode(text, add_special_tokens=False))
 
 
@@ -37,9 +28,17 @@ def load_conversations(
     options: dict[str, Any] | None = None,
     input_len: tuple[int, int] | None = None,
     tokenizer: str | None = None,
+    shaped: int | None = None,
 ) -> tuple[list[Conversation], WorkloadSelection]:
-    """Load, filter by category and input length, sample (stratified); fail before any server starts."""
-    convs = load_workload(dataset, path, **(options or {}))
+    """Load, filter by category and input length, sample (stratified); fail before any server starts.
+    `shaped`: build the prompts to exactly that many tokens instead (one length of an input-length axis)."""
+    if shaped is not None:
+        convs = shaped_conversations(dataset, path, options or {}, shaped, tokenizer)
+    elif dataset == "sonnet" and "count_tokens" not in (options or {}):  # sonnet counts with the target's tokenizer
+        counter = request_token_counter(tokenizer, bool((options or {}).get("chat")))
+        convs = load_workload(dataset, path, count_tokens=counter, **(options or {}))
+    else:
+        convs = load_workload(dataset, path, **(options or {}))
     if not convs:
         raise InputError(f"workload {dataset!r} ({path or 'built-in'}) has no rows; check the file")
     if input_len is not None:
@@ -53,20 +52,40 @@ def load_conversations(
         cats[c.category] = cats.get(c.category, 0) + 1
     info = WorkloadSelection(
         dataset=dataset, path=path, categories=categories or None, options=options or {}, input_len=input_len,
-        tokenizer=tokenizer, num_prompts=load.num_prompts, seed=load.seed,
+        tokenizer=tokenizer, shaped_len=shaped, num_prompts=load.num_prompts, seed=load.seed,
         conversation_ids=[c.id for c in chosen], requests=sum(len(c.turns) for c in chosen),
         multi_turn=sum(1 for c in chosen if c.multi_turn), category_counts=cats,
     )
     return chosen, info
 
 
+def load_lengths(dataset: str, path: str | None, load: LoadSpec, lengths: list[int], categories: list[str] | None,
+                 options: dict[str, Any] | None, tokenizer: str | None) -> tuple[dict[int, list[Conversation]],
+                                                                      WorkloadSelection]:
+    """An input-length axis: each length's conversations, shaped to it, selected alike (the same sample, the same
+    seed); the selection describes the first length and holds every length's in `lengths`."""
+    by_length: dict[int, list[Conversation]] = {}
+    selections = []
+    for n in lengths:
+        by_length[n], info = load_conversations(dataset, path, load, categories, options, tokenizer=tokenizer,
+                                                shaped=n)
+        selections.append(info)
+    return by_length, selections[0].model_copy(update={"shaped_len": None, "lengths": selections})
+
+
 def reload_conversations(info: WorkloadSelection, load: LoadSpec, where: str) -> list[Conversation]:
     """The same conversations a stored selection named, or an error saying the dataset changed."""
     convs, _ = load_conversations(info.dataset, info.path, load, categories=info.categories, options=info.options,
-                                  input_len=info.input_len, tokenizer=info.tokenizer)
+                                  input_len=info.input_len, tokenizer=info.tokenizer, shaped=info.shaped_len)
     if [c.id for c in convs] != info.conversation_ids:
         raise InputError(
             f"{where}: the workload {info.dataset} ({info.path or 'built-in'}) no longer gives the same "
             "conversations as when the run started; restore that dataset file or start a new run"
         )
     return convs
+
+
+def reload_lengths(info: WorkloadSelection, load: LoadSpec, where: str) -> dict[int, list[Conversation]]:
+    """Each length's conversations of a stored input-length axis (empty: the selection has no axis)."""
+    return {sel.shaped_len: reload_conversations(sel, load, f"{where} (input length {sel.shaped_len})")
+            for sel in info.lengths if sel.shaped_len is not None}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specmeter.data.workload import reload_conversations
+from specmeter.data.workload import reload_conversations, reload_lengths
 from specmeter.errors import InputError
 from specmeter.runner import Execution
 from specmeter.store import RunStore, load_summary
@@ -22,6 +22,8 @@ def resume_execution(run_dir: Path, api_key: str | None) -> Execution:
                 "specmeter never stores (e.g. --api-key); it cannot be relaunched from the run directory: start a "
                 "new run"
             )
-    convs = reload_conversations(plan.workload, plan.load, str(run_dir))
+    by_length = reload_lengths(plan.workload, plan.load, str(run_dir))  # an input-length axis: every length's
+    convs = (next(iter(by_length.values())) if by_length
+             else reload_conversations(plan.workload, plan.load, str(run_dir)))
     return Execution(plan=plan, conversations=convs, api_key=api_key, command=summary.command, prior=summary,
-                     prior_records=RunStore(run_dir).read_records())
+                     prior_records=RunStore(run_dir).read_records(), by_length=by_length)

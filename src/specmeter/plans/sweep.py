@@ -13,6 +13,10 @@ combination. The speculation-off baseline is always part of the plan: every spee
     interleave: true
     ceiling: true     # per drafter and K, the same at 100% acceptance (synthetic): the most that K could give
 
+`workload: {dataset: sonnet, path: poem.txt, input_len: [1024, 2048]}` makes input length an axis: every
+configuration runs every length at every load (point ids `in1024-c4`), the same requests per length for all;
+analysis, the recommendation and the plots are given per length (WorkloadSpec says how a range differs).
+
 A candidate with `synthetic_acceptance: {rates: [...]}` or `{length: L}` runs with acceptance set at random
 instead of verified (benchmarking only); its id says so, and it is never recommended. `tree: {topk, depth, nodes}`
 (or a list of trees) drafts a token tree on the engines that draw one; K is then the tree's depth.
@@ -29,7 +33,7 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, ValidationError, model_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 
 from specmeter.config import EngineSpec, LoadSpec, SpecConfig, SpecMethod, StrictModel
 from specmeter.config_files import build_model, load_yaml
@@ -109,13 +113,52 @@ def _values(value: Any) -> list[Any]:
 
 
 class WorkloadSpec(StrictModel):
+    """What the sweep sends. `input_len` takes two forms, told apart by type: a number or a list of numbers is an
+    axis (`[128, 512]`: every configuration runs every length at every load, prompts shaped to exactly each length;
+    data/shaping.py), a string "LO:HI" (as `--input-len`) or `{min: LO, max: HI}` is a range that keeps the
+    dataset's own prompts with LO <= input tokens < HI."""
+
     dataset: str = "sample"
     path: str | None = None
     num_prompts: int | None = Field(default=None, ge=1)
     categories: list[str] | None = None
     options: dict[str, Any] = Field(default_factory=dict)
-    input_len: tuple[int, int] | None = None
+    input_len: list[int] | tuple[int, int] | None = None
     tokenizer: str | None = None
+
+    @field_validator("input_len", mode="before")
+    @classmethod
+    def _axis_or_range(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("give input lengths as [N, ...] or a range as 'LO:HI'")
+        if isinstance(value, int):
+            return [value]
+        if isinstance(value, str):
+            lo, sep, hi = value.partition(":")
+            if not sep or not lo.strip().isdigit() or not hi.strip().isdigit():
+                raise ValueError(f"{value!r}: write a range as 'LO:HI' (e.g. '0:512') or lengths as [128, 512]")
+            value = {"min": int(lo), "max": int(hi)}
+        if isinstance(value, dict):
+            if set(value) != {"min", "max"}:
+                raise ValueError("a range is {min: LO, max: HI}")
+            if not 0 <= value["min"] < value["max"]:
+                raise ValueError(f"range {value['min']}:{value['max']} must satisfy 0 <= LO < HI")
+            return (value["min"], value["max"])
+        if isinstance(value, list):
+            if not value or len(set(value)) != len(value) or any(
+                    isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in value):
+                raise ValueError("input lengths are distinct positive token counts, e.g. [128, 512]")
+            return list(value)
+        return value
+
+    @property
+    def lengths(self) -> list[int]:
+        """The input-length axis ([] without one)."""
+        return self.input_len if isinstance(self.input_len, list) else []
+
+    @property
+    def length_range(self) -> tuple[int, int] | None:
+        return self.input_len if isinstance(self.input_len, tuple) else None
 
 
 class SweepSpec(StrictModel):
@@ -143,6 +186,11 @@ class SweepSpec(StrictModel):
             raise ValueError(f"load.{self.load.search[0].key} auto places each next point from head-to-head "
                              "comparisons at the points before it, which needs every server up together; drop "
                              "interleave: false or list the points")
+        if self.workload.lengths and self.load.search:
+            raise ValueError(f"load.{self.load.search[0].key} auto with a workload.input_len axis is not supported; "
+                             "list the loads")
+        if self.workload.lengths and any(p.input_len is not None for p in self.load.points):
+            raise ValueError("load.points: input_len comes from workload.input_len; drop it from the points")
         if not self.engine.launch and self.baseline_endpoint is None:
             raise ValueError("the baseline needs a server: give engine.model (launch) or baseline_endpoint (attach)")
         for i, cand in enumerate(self.candidates):
@@ -198,9 +246,13 @@ class SweepSpec(StrictModel):
         return out
 
     def effective_load(self) -> LoadSpec:
+        """The load as the plan runs it: with an input-length axis, every load point at every length."""
         load = self.load if self.seed is None else self.load.model_copy(update={"seed": self.seed})
         if self.workload.num_prompts is not None:
             load = load.model_copy(update={"num_prompts": self.workload.num_prompts})
+        if self.workload.lengths:
+            points = [p.model_copy(update={"input_len": n}) for n in self.workload.lengths for p in load.points]
+            load = load.model_copy(update={"points": points})
         return load
 
     def plan(self, workload: WorkloadSelection) -> Plan:

@@ -43,6 +43,9 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
     if base is None:
         raise InputError(f"{where}: the sweep has no speculation-off baseline to verify the table against")
     check_verifiable(base.engine.kind, where)
+    if plan.workload.lengths:
+        raise InputError(f"{where}: the sweep has an input-length axis, with a table per length; verifying one table "
+                         "across lengths is not supported yet: sweep one length (workload.input_len: N) to verify")
     drafter = rec.best
     if drafter is None or drafter.spec is None:
         reason = drafter.static_reason if drafter else "no drafter was measured"

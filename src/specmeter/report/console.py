@@ -46,7 +46,11 @@ def render_recommendation(rec: Recommendation, console: Console, *, final: bool 
     if final:
         console.print(Text(f"The answer: {heading(rec)}", style="bold"))
     else:
-        console.print(Group(Text(heading(rec), style="bold"),
+        for part in rec.per_input_len[1:]:  # an input-length axis: the other lengths' evidence first
+            console.print(Group(Text(f"At {part.input_len} input tokens: {heading(part)}", style="bold"),
+                                *[to_rich(evidence_table(part, d)) for d in part.drafters]))
+        at = "" if rec.input_len is None else f"At {rec.input_len} input tokens: "
+        console.print(Group(Text(at + heading(rec), style="bold"),
                             *[to_rich(evidence_table(rec, d)) for d in rec.drafters]))
     for line in deploy_lines(rec):
         style = "dim" if line.dim else ("green" if line.config else "bold") if line.emphasis else ""

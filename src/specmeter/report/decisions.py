@@ -14,7 +14,8 @@ def decision_table(summary: RunSummary) -> Grid | None:
         return None
     t = grid("Where speculation stops paying, and what to run at each point", ("what", "answer"))
     for c in a.crossovers:
-        t.add_row(f"crossover {c.config_id} ({c.axis})", c.note)
+        at = "" if c.input_len is None else f", {c.input_len} input tokens"
+        t.add_row(f"crossover {c.config_id} ({c.axis}{at})", c.note)
     if a.crossovers and a.choices:
         t.add_section()
     for ch in a.choices:

@@ -17,6 +17,7 @@ from specmeter.report.recommendation import deploy_lines, evidence_table, headin
 from specmeter.report.search import search_lines
 from specmeter.report.tables import notes, summary_tables
 from specmeter.run_data import RunData
+from specmeter.schemas.recommend import Recommendation
 from specmeter.store import atomic_write_text
 
 REPORT = "report.html"
@@ -179,6 +180,13 @@ def _tables_html(run: RunData) -> str:
     return "".join(grid_html(g) for g in summary_tables(run.summary))
 
 
+def _evidence(rec: Recommendation) -> str:
+    """Each drafter's evidence; on an input-length axis, each length's under its own heading."""
+    parts = rec.per_input_len or [rec]
+    return "".join((f"<h3>{_e(part.input_len)} input tokens: {_e(heading(part))}</h3>" if part.input_len else "")
+                   + "".join(grid_html(evidence_table(part, d)) for d in part.drafters) for part in parts)
+
+
 def page(run: RunData) -> str:
     """The whole report as one HTML document."""
     s = run.summary
@@ -187,8 +195,7 @@ def page(run: RunData) -> str:
     sections = [("answer", "Where speculation pays", _answer(run)),
                 ("plots", "Plots", _plots_html(run))]
     if rec is not None and rec.best is not None:
-        sections.append(("recommendation", "Recommendation: the evidence behind each range",
-                         "".join(grid_html(evidence_table(rec, d)) for d in rec.drafters)))
+        sections.append(("recommendation", "Recommendation: the evidence behind each range", _evidence(rec)))
     sections.append(("tables", "Measurements", _tables_html(run)))
     if v is not None:
         sections.append(("verification", "Verification: the recommended config, run",

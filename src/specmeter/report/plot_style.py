@@ -13,7 +13,7 @@ import math
 import re
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -173,16 +173,28 @@ class Panel:
 def _panel(key: str, points: Sequence[Point]) -> Panel:
     pts = tuple(sorted(points, key=lambda p: p.load))
     kind = kind_of(pts[0])
-    return Panel(key, kind.axis, kind.panel_title(), kind.xlabel, pts)
+    lengths = {p.input_len for p in pts}
+    length = next(iter(lengths)) if len(lengths) == 1 else None
+    title = kind.panel_title() + ("" if length is None else f", {length} input tokens")
+    return Panel(key, kind.axis, title, kind.xlabel, pts)
 
 
-def panels(*summaries: RunSummary) -> list[Panel]:
-    """One panel per kind of load in the plans (in plan order), each with the union of their points."""
+def panels(*summaries: RunSummary, split_lengths: bool = True) -> list[Panel]:
+    """One panel per kind of load in the plans (in plan order), each with the union of their points; on an
+    input-length axis one per kind and length (split_lengths=False: lengths share a panel, for a plot that draws
+    a line per length)."""
     groups: dict[str, dict[str, Point]] = {}
     for s in summaries:
         for p in s.plan.points:
-            groups.setdefault(kind_of(p).panel_key(), {}).setdefault(p.id, p)
+            key = kind_of(p).panel_key() + (f" in{p.input_len}" if split_lengths and p.input_len else "")
+            groups.setdefault(key, {}).setdefault(p.id, p)
     return [_panel(key, list(pts.values())) for key, pts in groups.items()]
+
+
+def length_panels(panel: Panel) -> list[tuple[int | None, Panel]]:
+    """A panel's points split by input length, in order (one (None, panel) without an input-length axis)."""
+    lengths = list(dict.fromkeys(p.input_len for p in panel.points))
+    return [(n, replace(panel, points=tuple(p for p in panel.points if p.input_len == n))) for n in lengths]
 
 
 def point_label(p: Point) -> str:

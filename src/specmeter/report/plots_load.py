@@ -4,6 +4,7 @@ and the throughput-latency trade-off. The numbers are the ones analysis stored i
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from specmeter.report.plot_style import (
     grid,
     is_baseline,
     legend,
+    length_panels,
     load_axis,
     new_figure,
     panels,
@@ -106,21 +108,23 @@ def speedup(run: RunData) -> Figure | None:
     col = config_colors(s)
     ceilings = _ceiling_of(s)
     ks = {c.id: c.k for c in s.plan.configs}
-    ps = panels(s)
+    ps = panels(s, split_lengths=False)  # an input-length axis: one line per configuration and length
     title = "Throughput speedup over the baseline (95% paired-bootstrap CI)"
     fig, axes = new_figure("speedup", title + ("; dashed: the ceiling, every draft accepted" if ceilings else ""),
                            run.identity(), len(ps))
     drawn = 0
     for ax, panel in zip(axes, ps):
-        for config_id, ratios in by_config.items():
-            series = ratio_series(ratios, panel)
+        for (config_id, ratios), (style, (length, part)) in itertools.product(
+                by_config.items(), enumerate(length_panels(panel))):
+            series = ratio_series(ratios, part)
             if not series.xs:
                 continue
+            at = "" if length is None else f" @ {length} in"
             if config_id in ceilings:
                 draw_series(ax, series, col.get(ceilings[config_id], "0.5"),
-                            f"ceiling K={ks.get(config_id)} ({CEILING_NOTE}): {config_id}", style=1)
+                            f"ceiling K={ks.get(config_id)} ({CEILING_NOTE}): {config_id}{at}", style=style + 1)
             else:
-                draw_series(ax, series, col.get(config_id, "0.5"), config_id)
+                draw_series(ax, series, col.get(config_id, "0.5"), config_id + at, style=style)
             drawn += 1
         unity(ax)
         load_axis(ax, panel.loads, panel.xlabel)
@@ -128,8 +132,9 @@ def speedup(run: RunData) -> Figure | None:
             if cr.axis != panel.axis or cr.status != "crosses" or cr.load is None:
                 continue
             color = col.get(cr.config_id, "0.5")
+            at = "" if cr.input_len is None else f" @ {cr.input_len} in"
             ax.axvline(cr.load, color=color, linestyle="--", linewidth=1.1,
-                       label=f"crossover {cr.config_id} ≈ {cr.load:.3g}")
+                       label=f"crossover {cr.config_id}{at} ≈ {cr.load:.3g}")
             if cr.low is not None:
                 ax.axvspan(cr.low, cr.high if cr.high is not None else max(panel.loads), color=color, alpha=0.1,
                            linewidth=0)

@@ -17,7 +17,8 @@ def _bounded(r: Ratio, low: float | None, high: float | None) -> str:
 
 
 def _axis(ramp: AxisRamp) -> str:
-    return "concurrency" if ramp.axis == "concurrency" else "request rate"
+    axis = "concurrency" if ramp.axis == "concurrency" else "request rate"
+    return axis if ramp.input_len is None else f"{axis} at {ramp.input_len} input tokens"
 
 
 def stop_line(summary: RunSummary, ramp: AxisRamp) -> str | None:

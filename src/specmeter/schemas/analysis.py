@@ -50,6 +50,8 @@ class Crossover(BaseModel):
 
     config_id: str
     axis: Literal["concurrency", "rate"]
+    input_len: int | None = Field(default=None, description="The input length whose points it was found over (an "
+                                  "input-length axis has one crossover per length; None: no such axis).")
     status: Literal["crosses", "always_pays", "never_pays", "unclear"] = Field(
         description="crosses: the speedup falls below 1 between two measured loads; always_pays / never_pays: "
         "above / below 1 at every measured load; unclear: it goes up and down, or too few points.")

@@ -31,8 +31,13 @@ class WorkloadSelection(BaseModel):
     path: str | None = None
     categories: list[str] | None = Field(default=None, description="Category filter (None: all).")
     options: dict[str, Any] = Field(default_factory=dict, description="Loader options.")
-    input_len: tuple[int, int] | None = None
+    input_len: tuple[int, int] | None = Field(default=None, description="Range filter: LO <= input tokens < HI.")
     tokenizer: str | None = None
+    shaped_len: int | None = Field(default=None, description="Prompts built to exactly this many tokens (one length "
+                                   "of an input-length axis).")
+    lengths: list[WorkloadSelection] = Field(default_factory=list, description="An input-length axis: each "
+                                             "length's selection (shaped_len set); the fields above describe the "
+                                             "first. Empty: no axis.")
     num_prompts: int | None = None
     seed: int = 0
     conversation_ids: list[str] = Field(default_factory=list)
@@ -120,6 +125,11 @@ class Plan(BaseModel):
     @property
     def points(self) -> list[ConcurrencyPoint | RatePoint]:
         return self.load.points
+
+    @property
+    def input_lens(self) -> list[int | None]:
+        """The input lengths the points run at, in plan order ([None]: no input-length axis)."""
+        return list(dict.fromkeys(p.input_len for p in self.points)) or [None]
 
     def runs(self, config: PlannedConfig, point_id: str) -> bool:
         """Whether the configuration runs at the point. A verify plan runs a static configuration only where

@@ -45,6 +45,8 @@ class AxisRamp(BaseModel):
     """One load axis of a ramp: the steps judged, in the order judged, and where it stopped going up."""
 
     axis: Literal["concurrency", "rate"]
+    input_len: int | None = Field(default=None, description="The input length whose points this ramp climbs (an "
+                                  "input-length axis ramps each length on its own; None: no such axis).")
     min_gain: float
     latency_rise: float
     steps: list[RampStep] = Field(default_factory=list)

@@ -140,6 +140,10 @@ class Recommendation(BaseModel):
                                     "sweep's.")
     corrects: str | None = Field(default=None, description="The file of the table this one corrects.")
     changes: list[str] = Field(default_factory=list, description="What the correction changed, and why.")
+    input_len: int | None = Field(default=None, description="An input-length axis: the length whose points this "
+                                  "table was decided over (None: no such axis).")
+    per_input_len: list[Recommendation] = Field(default_factory=list, description="An input-length axis: the table "
+                                                "of each length, decided over its points alone (the first is this).")
 
     @property
     def best(self) -> DrafterRecommendation | None:

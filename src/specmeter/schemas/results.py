@@ -147,5 +147,5 @@ class RunSummary(BaseModel):
     def searched(self, axis: str) -> AxisSearch | None:
         return next((s for s in self.load_search if s.axis == axis), None)
 
-    def ramped(self, axis: str) -> AxisRamp | None:
-        return next((r for r in self.ramp if r.axis == axis), None)
+    def ramped(self, axis: str, input_len: int | None = None) -> AxisRamp | None:
+        return next((r for r in self.ramp if r.axis == axis and r.input_len == input_len), None)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from specmeter.analysis.by_length import at_length, lengths
 from specmeter.analysis.recommend import recommend as decide_table
 from specmeter.errors import InputError
 from specmeter.planner.calibration import calibrate, refit
@@ -41,6 +42,7 @@ class PlanRequest:
     acceptance: str | None = None  # a run (RUN or RUN:CONFIG), an iid rate, or per-position rates
     exclude: Sequence[str] = field(default_factory=tuple)
     calibration: Path | None = None  # a pooled calibration.json (default: fit on RUN_DIR)
+    input_len: int | None = None  # an input-length axis: the length to predict for (default: the first)
 
 
 def calibrate_runs(run_dirs: Sequence[Path], exclude: Sequence[str], out: Path | None,
@@ -94,14 +96,15 @@ def _calibration(request: PlanRequest, summary: RunSummary) -> Calibration:
 def plan_run(request: PlanRequest, terminal: Terminal) -> PlanResult:
     """Calibrate on the run (or read a pooled calibration), predict every drafter x K x batch, check every
     measured point, and fill recommend's unmeasured ranges from the model."""
-    summary = load_summary(request.run_dir)
+    whole = load_summary(request.run_dir)
     run = str(request.run_dir)
+    cal = _calibration(request, whole)  # every length: each point's own KV and prefill tokens enter the fit
+    summary, length_note = _one_length(whole, request.input_len, run)
     mix = request_mix(summary)
     if mix is None:
         raise InputError(f"{run}: no completed request to read prompt and output lengths from")
-    cal = _calibration(request, summary)
     predictor = Predictor(refit(cal), mix)
-    notes = list(cal.notes)
+    notes = [*cal.notes, *length_note]
     profiles = drafter_profiles(summary, run, request.exclude)
     if request.acceptance is not None:
         given = parse_acceptance(request.acceptance, max(request.ks))
@@ -119,7 +122,8 @@ def plan_run(request: PlanRequest, terminal: Terminal) -> PlanResult:
             if key in predictor.model.drafters:
                 categories += grid(predictor, key, profile, request.ks, request.batches, category=category)
     ks = {c.id: c.k for c in summary.plan.configs}
-    measured = measured_points(cal.observations, summary.analysis.speedups, ks)
+    here = {p.id for p in summary.plan.points}
+    measured = measured_points(cal.observations, [s for s in summary.analysis.speedups if s.point_id in here], ks)
     cells = mark_measured(cells, measured)
     tables = []
     if summary.plan.main_baseline is not None and measured:
@@ -147,3 +151,20 @@ def plan_run(request: PlanRequest, terminal: Terminal) -> PlanResult:
 def _label(cal: Calibration, key: str) -> str:
     found = cal.drafter(key)
     return found.label if found else key
+
+
+def _one_length(summary: RunSummary, input_len: int | None, run: str) -> tuple[RunSummary, list[str]]:
+    """The run at one input length (an input-length axis: `input_len`, or the first), with a note; else as it is.
+    Acceptance, the request mix and the table differ between lengths, so predictions are made for one."""
+    ns = lengths(summary)
+    if not ns:
+        if input_len is not None:
+            raise InputError(f"--input-len {input_len}: {run} has no input-length axis; its request mix is what it "
+                             "sent, so drop --input-len")
+        return summary, []
+    n = ns[0] if input_len is None else input_len
+    if n not in ns:
+        raise InputError(f"--input-len {n}: {run} measured input lengths {', '.join(map(str, ns))}; choose one")
+    others = [str(m) for m in ns if m != n]
+    return at_length(summary, n), [f"predicted for {n} input tokens (the calibration fitted every length); "
+                                   f"--input-len {' or '.join(others)} predicts for the others"]

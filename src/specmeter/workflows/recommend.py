@@ -4,10 +4,12 @@ the engine the sweep ran and written beside it as recommendation.json."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from specmeter.analysis.by_length import per_length
 from specmeter.analysis.recommend import recommend as decide_table
 from specmeter.config_files import build_model
 from specmeter.engines.deploy import render, sweep_engine
@@ -15,6 +17,8 @@ from specmeter.errors import InputError
 from specmeter.report.console import render_recommendation
 from specmeter.run_data import run_records
 from specmeter.schemas.recommend import SLO, Objective, Recommendation
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import RunSummary
 from specmeter.store import RunStore, atomic_write_text, load_summary
 from specmeter.workflows.execute import write_page
 from specmeter.workflows.terminal import Terminal
@@ -64,9 +68,13 @@ def decide(run_dir: Path, criteria: Criteria) -> Recommendation:
     beside it."""
     summary = load_summary(run_dir)
     records = run_records(RunStore(run_dir), summary.plan)
-    rec = render(decide_table(summary, records, objective=criteria.objective, slo=criteria.slo,
-                              max_num_seqs=criteria.max_num_seqs, source_run=str(run_dir),
-                              min_gain=criteria.min_gain), sweep_engine(summary.plan))
+    engine = sweep_engine(summary.plan)
+
+    def one(part: RunSummary, recs: Sequence[RequestRecord]) -> Recommendation:
+        return render(decide_table(part, recs, objective=criteria.objective, slo=criteria.slo,
+                                   max_num_seqs=criteria.max_num_seqs, source_run=str(run_dir),
+                                   min_gain=criteria.min_gain), engine)
+    rec = per_length(summary, records, one)  # an input-length axis: a table per length
     atomic_write_text(run_dir / "recommendation.json", rec.model_dump_json(indent=2) + "\n")
     return rec
 

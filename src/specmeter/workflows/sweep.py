@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from specmeter.config_files import build_model
+from specmeter.data.model import Conversation
 from specmeter.data.selection import output_policy
-from specmeter.data.workload import load_conversations
+from specmeter.data.shaping import check_lengths
+from specmeter.data.workload import load_conversations, load_lengths
 from specmeter.engines.preflight import check_local_models
 from specmeter.errors import InputError
 from specmeter.plans.sweep import SweepSpec, read_sweep_file
@@ -129,11 +131,22 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
             check_local_models(cfg.engine, cfg.spec)
     ld = sw.effective_load()
     w = sw.workload
-    convs, workload = load_conversations(w.dataset, w.path, ld, categories=w.categories, options=w.options,
-                                         input_len=w.input_len, tokenizer=w.tokenizer or sw.engine.model)
+    tokenizer = w.tokenizer or sw.engine.model
+    by_length: dict[int, list[Conversation]] = {}
+    if w.lengths:
+        if req.verify is not None:
+            raise InputError("--verify: a workload.input_len axis gives a table per input length; sweep without "
+                             "--verify and read `specmeter recommend RUN_DIR`")
+        check_lengths(w.lengths, w.dataset, tokenizer, ld.max_tokens, sw.engine.max_model_len)
+        by_length, workload = load_lengths(w.dataset, w.path, ld, w.lengths, w.categories, w.options, tokenizer)
+        convs = by_length[w.lengths[0]]
+    else:
+        convs, workload = load_conversations(w.dataset, w.path, ld, categories=w.categories, options=w.options,
+                                             input_len=w.length_range, tokenizer=tokenizer)
     if warning := output_policy(ld).warning():
         term.err.print(f"[yellow]note: {warning}[/]")
-    ex = Execution(plan=sw.plan(workload), conversations=convs, api_key=req.api_key, command=req.command)
+    ex = Execution(plan=sw.plan(workload), conversations=convs, api_key=req.api_key, command=req.command,
+                   by_length=by_length)
     run_dir = req.out / (req.name or new_run_id(f"sweep-{len(ex.plan.configs)}configs"))
     if req.verify is None:
         calibrate_sweep(run_dir, measure_one(ex, run_dir, term), term)
