@@ -25,6 +25,7 @@ from specmeter.executors.merge import merge
 from specmeter.executors.slurm import judge, settled
 from specmeter.executors.slurm_cli import Queued, parse_queue, parse_sacct, parse_sbatch
 from specmeter.plans.sweep import SweepSpec
+from specmeter.runner import Execution
 from specmeter.schemas.jobs import JobAttempt, SlurmOptions
 from specmeter.schemas.plan import Role, WorkloadSelection
 from specmeter.store import CAPTURES, REQUESTS, RunStore, atomic_write_text, load_summary
@@ -112,8 +113,8 @@ class FakeSlurm:
     driver looked). The first task is 'cancelled' after its first finished cell: its summary then holds only
     that cell and says it was running, as a job killed mid-way leaves it."""
 
-    def __init__(self, term: Terminal) -> None:
-        self.term, self.jobs = term, 0
+    def __init__(self, term: Terminal, cancel_first: bool = True) -> None:
+        self.term, self.jobs, self.cancel_first = term, 0, cancel_first
         self.options: list[list[str]] = []
 
     def submit(self, script: Path, options: list[str]) -> str:
@@ -125,7 +126,7 @@ class FakeSlurm:
         for task in tasks:
             group, attempt, seed = task.split(":")
             run_job(run_dir, group, int(attempt), int(seed) or None, None, ["specmeter", "slurm-job"], self.term)
-            if self.jobs == 1:
+            if self.jobs == 1 and self.cancel_first:
                 self._cut(AttemptDir(run_dir, group, int(attempt)).path)
         return str(self.jobs)
 
@@ -146,10 +147,14 @@ class FakeSlurm:
         return {"1_0": "CANCELLED"} if "1_0" in job_ids else None
 
 
-def test_a_cancelled_job_is_resubmitted_and_one_attempt_merged(tmp_path: Path) -> None:
+def _terminal() -> Terminal:
     reporter = RecordingReporter()
-    term = Terminal(out=Console(file=StringIO(), width=200), err=Console(file=StringIO()),
+    return Terminal(out=Console(file=StringIO(), width=200), err=Console(file=StringIO()),
                     progress=lambda console: nullcontext(reporter))
+
+
+def test_a_cancelled_job_is_resubmitted_and_one_attempt_merged(tmp_path: Path) -> None:
+    term = _terminal()
     load = LoadSpec(concurrency=[1, 2], num_prompts=4, max_tokens=12, warmup=0)
     convs, selection = load_conversations("sample", None, load)
     slurm = FakeSlurm(term)
@@ -181,3 +186,28 @@ def test_a_cancelled_job_is_resubmitted_and_one_attempt_merged(tmp_path: Path) -
     assert len(RunStore(run_dir).read_records()) == len(RunStore(AttemptDir(run_dir, "node", 2).path).read_records())
     merge(run_dir, read_state(run_dir))
     assert ((run_dir / REQUESTS).read_bytes(), sorted(p.name for p in (run_dir / CAPTURES).rglob("*.json"))) == data
+
+
+def test_drafters_on_their_own_nodes_are_decided_each_against_its_own_baseline(tmp_path: Path) -> None:
+    load = LoadSpec(concurrency=[1, 2], num_prompts=4, max_tokens=12, warmup=0)
+    _, selection = load_conversations("sample", None, load)
+    term = _terminal()
+    with FakeEngine(k=4) as ngram, FakeEngine(k=3) as suffix, FakeEngine(alpha=0.0) as base:
+        sweep = SweepSpec.model_validate({
+            "engine": {"model": "models/demo-target"}, "baseline_endpoint": base.url,
+            "candidates": [{"method": "ngram", "k": 4, "endpoint": ngram.url},
+                           {"method": "suffix", "k": 3, "endpoint": suffix.url}],
+            "load": {"concurrency": [1, 2], "num_prompts": 4, "max_tokens": 12, "warmup": 0, "precision": "fixed"}})
+        ex = Execution(plan=sweep.plan(selection), conversations=load_conversations("sample", None, load)[0])
+        sweep_on_slurm(ex, tmp_path / "run", SlurmOptions(poll_s=0.001, jobs="drafter"), term,
+                       slurm=FakeSlurm(term, cancel_first=False))
+    summary = load_summary(tmp_path / "run")
+    assert summary.status == "complete" and [a.group for a in summary.jobs] == ["j1-ngram", "j2-suffix"]
+    assert {(s.config_id, s.baseline_id) for s in summary.analysis.speedups} == {
+        ("ngram-k4", "baseline@j1-ngram"), ("suffix-k3", "baseline@j2-suffix")}
+    # One choice per point and node, each walked only through its own node's configurations.
+    assert sorted((c.node_group, c.point_id) for c in summary.analysis.choices) == [
+        ("j1-ngram", "c1"), ("j1-ngram", "c2"), ("j2-suffix", "c1"), ("j2-suffix", "c2")]
+    for choice in summary.analysis.choices:
+        group = {c.id for c in summary.plan.configs if c.node_group == choice.node_group}
+        assert all({h.config_id, h.against} <= group for h in choice.evidence)
