@@ -38,8 +38,8 @@ def judge(attempt: JobAttempt, queued: Queued | None, ended: str | None, status:
         attempt.status, attempt.why = "complete", None
         return "done"
     attempt.status = "incomplete"
-    attempt.why = (f"job {attempt.job_id} ended {attempt.state} with its run "
-                   f"{'never started' if status is None else status}")
+    how = "left the queue (no accounting says how)" if attempt.state == "GONE" else f"ended {attempt.state}"
+    attempt.why = f"job {attempt.job_id} {how} with its run {'never started' if status is None else status}"
     if attempt.attempt < max_attempts:
         return "resubmit"
     attempt.why += f"; given up after {max_attempts} attempts"
