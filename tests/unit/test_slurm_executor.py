@@ -165,7 +165,7 @@ def test_a_cancelled_job_is_resubmitted_and_one_attempt_merged(tmp_path: Path) -
         sweep_on_slurm(ex, run_dir, SlurmOptions(poll_s=0.001, partition="cpu", options={"mem": "8G"}), term,
                        slurm=slurm)
 
-    assert any("--nodes=1" in o and "--partition=cpu" in o and "--mem=8G" in o for o in slurm.options)
+    assert all({"--nodes=1", "--no-requeue", "--partition=cpu", "--mem=8G"} <= set(o) for o in slurm.options)
     summary = load_summary(run_dir)
     assert summary.status == "complete"
     first, second = summary.jobs

@@ -135,9 +135,10 @@ class Driver:
         return path
 
     def sbatch_options(self, tasks: int) -> list[str]:
-        """One node per job (a fair comparison never spans two); the user's partition, account, time and GPUs."""
+        """One node per job (a fair comparison never spans two); the user's partition, account, time and GPUs. No
+        requeue by Slurm: a requeued task could resume its attempt on another node; the driver resubmits instead."""
         opts = self.state.options
-        out = [f"--job-name=specmeter-{self.run_dir.name}", "--nodes=1", f"--array=0-{tasks - 1}",
+        out = [f"--job-name=specmeter-{self.run_dir.name}", "--nodes=1", "--no-requeue", f"--array=0-{tasks - 1}",
                f"--output={self.run_dir / JOBS}/slurm-%A_%a.out", f"--chdir={self.state.cwd}"]
         for flag, value in (("partition", opts.partition), ("account", opts.account), ("time", opts.time),
                             ("gpus", opts.gpus_per_job)):

@@ -18,7 +18,7 @@ from specmeter.executors.slurm_cli import Slurm, SlurmCli
 from specmeter.report.console import render
 from specmeter.runner import Execution
 from specmeter.schemas.jobs import SlurmOptions, SlurmRun
-from specmeter.store import load_summary
+from specmeter.store import SUMMARY, load_summary
 from specmeter.workflows.execute import write_page
 from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.recompute import recompute
@@ -49,7 +49,7 @@ def resume_on_slurm(run_dir: Path, term: Terminal, slurm: Slurm | None = None) -
     """Watch a Slurm run's jobs again (the driver was stopped) and resubmit what has no complete attempt: groups
     that used up their attempts get as many again."""
     state = read_state(run_dir)
-    if (run_dir / "summary.json").exists() and load_summary(run_dir).status == "complete":
+    if (run_dir / SUMMARY).exists() and load_summary(run_dir).status == "complete":
         raise InputError(f"{run_dir}: this run is already complete; nothing to resume")
     latest = [state.latest(g.name) for g in state.groups]
     spent = [a.attempt for a in latest if a is not None and a.status == "incomplete"
