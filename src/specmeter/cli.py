@@ -142,7 +142,8 @@ def resume(
     api_key: Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout instead of tables.")] = False,
 ) -> None:
-    """Finish an interrupted run from its stored plan: only the points not yet finished run again."""
+    """Finish an interrupted run from its stored plan: only the points not yet finished run again. A sweep on
+    Slurm: watch its jobs again, resubmit the groups without a complete attempt, and merge."""
     _resume(run_dir, api_key, json_out)
 
 

@@ -79,7 +79,7 @@ def test_sweep_on_slurm_survives_a_cancelled_job(partition: str, models: Path, t
     driver = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     cancelled = _cancel_after_first_cell(driver, run_dir)
     out, _ = driver.communicate(timeout=1200)
-    print(out[-6000:])
+    print("\n".join(line for line in out.splitlines() if "attempt-" in line or "submitted job" in line))
     assert driver.returncode == 0, out[-4000:]
     assert f"node/attempt-1: job {cancelled}" in out and "resubmitting as attempt-2" in out
 
