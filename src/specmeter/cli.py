@@ -183,6 +183,8 @@ def sweep(
     min_gain: Annotated[float | None, typer.Option(help="A larger K (or costlier drafter) must beat a smaller one head to head by more than this fraction (default 0.01).")] = None,
     stop_at_saturation: Annotated[bool | None, typer.Option("--stop-at-saturation/--no-stop-at-saturation", help="Stop going up the loads once every server saturated: throughput no longer rising while latency grows (default: on; load.stop_at_saturation).")] = None,
     ceiling: Annotated[bool, typer.Option("--ceiling", help="Add per drafter and K the same config at 100% synthetic acceptance (AL = K + 1; llama.cpp, or vLLM on a GPU build): the most that K could give here. Never recommended.")] = False,
+    gpus: Annotated[str | None, typer.Option(help="GPU ids the sweep may use, e.g. 0,1 (nvidia-smi's indices; default: the file's gpus, else CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists). Interleaved servers get GPUs of their own, or share them with equal memory fractions.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the servers and where each would run (GPUs, tensor parallel, memory fraction), then exit without starting anything.")] = False,
 ) -> None:
     """Every speculative config at every load point against the baseline: which drafter and which K, at
     which load, and where speculation stops paying. Takes a sweep file, or the shorthand
@@ -210,7 +212,7 @@ def sweep(
     workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, repeats=repeats, interleave=interleave,
                                          min_gain=min_gain, ceiling=True if ceiling else None, name=name,
                                          slo=parse_slo(slo), stop_at_saturation=stop_at_saturation,
-                                         api_key=key, command=_command(),
+                                         gpus=_flag(flags.gpu_ids, gpus), dry_run=dry_run, api_key=key, command=_command(),
                                          verify=checks), _terminal(json_out))
 
 
