@@ -120,8 +120,8 @@ def test_a_memory_fraction_given_is_kept_where_it_fits_and_refused_where_not() -
     assert {s.memory_fraction for s in place(two, inventory(1), interleave=True, source="x").servers} == {0.4}
     assert {s.memory_fraction for s in place(two, inventory(2), interleave=True, source="x").servers} == {0.4}
     greedy = [ServerNeed("a", 1, memory_fraction=0.6), ServerNeed("b", 1, memory_fraction=0.6)]
-    with pytest.raises(InputError, match="memory_fraction 0.6 for 2 servers per GPU asks 1.20 of each GPU; give at "
-                                         "most 0.45"):
+    with pytest.raises(InputError, match=r"memory_fraction 0\.6 for 2 servers per GPU asks 1\.20 of each GPU; "
+                                         r"give at most 0\.45"):
         place(greedy, inventory(1), interleave=True, source="x")
     with pytest.raises(InputError, match="different memory fractions"):
         place([ServerNeed("a", 1, memory_fraction=0.3), ServerNeed("b", 1, memory_fraction=0.4)], inventory(2),
@@ -211,7 +211,7 @@ def test_a_sequential_fallback_turns_interleave_off_and_what_needs_it_refuses() 
     plan = sw.plan(WorkloadSelection(dataset="sample"), fallback)
     assert not plan.interleave and plan.load.precision == "fixed" and plan.placement == fallback
     adaptive = sw.model_copy(update={"load": sw.load.model_copy(update={"precision": "adaptive"})})
-    with pytest.raises(InputError, match="load.precision adaptive needs every server up together"):
+    with pytest.raises(InputError, match=r"load\.precision adaptive needs every server up together"):
         adaptive.plan(WorkloadSelection(dataset="sample"), fallback)
 
 
@@ -225,7 +225,8 @@ def test_draft_tensor_parallel_widens_the_server() -> None:
 def test_each_engine_renders_tensor_parallel_and_memory_fraction() -> None:
     engine = EngineSpec(model="m", tensor_parallel_size=2, memory_fraction=0.45)
     cmd = VLLMLauncher().server_command(engine, SpecConfig(), 8000)
-    assert cmd[cmd.index("--tensor-parallel-size") + 1] == "2" and cmd[cmd.index("--gpu-memory-utilization") + 1] == "0.45"
+    assert cmd[cmd.index("--tensor-parallel-size") + 1] == "2"
+    assert cmd[cmd.index("--gpu-memory-utilization") + 1] == "0.45"
     cmd = SGLangLauncher().server_command(engine.model_copy(update={"kind": "sglang"}), SpecConfig(), 8000)
     assert cmd[cmd.index("--tp-size") + 1] == "2" and cmd[cmd.index("--mem-fraction-static") + 1] == "0.45"
     options = TRTLLMLauncher.llm_api_options(engine, SpecConfig())
