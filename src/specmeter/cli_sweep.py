@@ -75,6 +75,8 @@ def sweep_command(terminal: Callable[[bool], Terminal], resume_run: Resume) -> C
         min_gain: Annotated[float | None, typer.Option(help="A larger K (or costlier drafter) must beat a smaller one head to head by more than this fraction (default 0.01).")] = None,
         stop_at_saturation: Annotated[bool | None, typer.Option("--stop-at-saturation/--no-stop-at-saturation", help="Stop going up the loads once every server saturated: throughput no longer rising while latency grows (default: on; load.stop_at_saturation).")] = None,
         ceiling: Annotated[bool, typer.Option("--ceiling", help="Add per drafter and K the same config at 100% synthetic acceptance (AL = K + 1; llama.cpp, or vLLM on a GPU build): the most that K could give here. Never recommended.")] = False,
+        gpus: Annotated[str | None, typer.Option(help="GPU ids the sweep may use, e.g. 0,1 (nvidia-smi's indices; default: the file's gpus, else CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists). Interleaved servers get GPUs of their own, or share them with equal memory fractions.")] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the servers and where each would run (GPUs, tensor parallel, memory fraction), then exit without starting anything.")] = False,
         executor: Annotated[str, typer.Option(help="Where the plan runs: local (here, the default) or slurm (jobs submitted with sbatch, one node each, watched, resubmitted when they end unfinished, merged into the run directory).")] = "local",
         jobs: Annotated[str, typer.Option(help="With --executor slurm: node (the whole plan in one job, on one node) or drafter (a job per drafter, all its K, with its own baseline on the same node).")] = "node",
         partition: Annotated[str | None, typer.Option(help="With --executor slurm: the partition jobs run in.")] = None,
@@ -114,7 +116,8 @@ def sweep_command(terminal: Callable[[bool], Terminal], resume_run: Resume) -> C
                                              interleave=interleave, min_gain=min_gain,
                                              ceiling=True if ceiling else None, name=name, slo=parse_slo(slo),
                                              stop_at_saturation=stop_at_saturation, api_key=key,
-                                             command=command_line(), verify=checks, slurm=slurm), terminal(json_out))
+                                             gpus=flag(flags.gpu_ids, gpus), dry_run=dry_run, command=command_line(),
+                                             verify=checks, slurm=slurm), terminal(json_out))
 
     return sweep
 

@@ -182,6 +182,13 @@ class EngineSpec(StrictModel):
     dtype: str | None = Field(default=None, description="e.g. float32, bfloat16; engine default if None.")
     max_model_len: int | None = Field(default=None, ge=16)
     max_num_seqs: int | None = Field(default=None, ge=1)
+    tensor_parallel_size: int | None = Field(default=None, ge=1, description="GPUs the target is split over (vLLM "
+                                             "--tensor-parallel-size, SGLang --tp-size, TensorRT-LLM "
+                                             "tensor_parallel_size; llama.cpp splits over the GPUs it sees).")
+    memory_fraction: float | None = Field(default=None, gt=0.0, le=1.0, description="Share of each GPU's memory the "
+                                          "server may take (vLLM gpu_memory_utilization, SGLang mem_fraction_static, "
+                                          "TensorRT-LLM free_gpu_memory_fraction); None: the engine's default, or "
+                                          "the equal share placement gives servers that share a GPU.")
     trust_remote_code: bool = False
     extra_args: list[str] = Field(default_factory=list, description="Extra server CLI arguments.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra server environment variables.")
@@ -197,6 +204,8 @@ class EngineSpec(StrictModel):
             raise ValueError(f"unknown engine {self.kind!r}; choose one of: {', '.join(ENGINE_KINDS)}")
         if self.kind is None and self.endpoint is None:
             self.kind = "vllm"
+        if self.memory_fraction is not None and self.kind == "llamacpp":
+            raise ValueError("llamacpp has no memory fraction (its KV cache is its context, -c): drop memory_fraction")
         return self
 
     @property
@@ -216,8 +225,6 @@ class EngineSpec(StrictModel):
     def has_redacted_secret(self) -> bool:
         """True for a spec read back from disk whose secrets were redacted: it cannot be relaunched."""
         return any("***" in a for a in self.extra_args) or "***" in self.env.values()
-
-
 
 
 class LoadSpec(StrictModel):

@@ -24,6 +24,7 @@ from specmeter.config import ConcurrencyPoint, RatePoint
 from specmeter.data.matched import matched_random
 from specmeter.data.model import Conversation
 from specmeter.engines.base import Engine
+from specmeter.engines.kv_capacity import kv_capacity_from_log
 from specmeter.engines.launcher import LaunchedServer
 from specmeter.engines.probe import resolve_endpoints
 from specmeter.engines.server_log import failure_reason
@@ -172,8 +173,10 @@ class _Run:
 
     def _bind(self, server: Server, proc: LaunchedServer, *, reused: bool) -> None:
         server.process, server.base_url = proc, proc.base_url
+        kv_tokens = kv_capacity_from_log(server.engine.kind, proc.log_path)
         for r in (self.result(c, server.engine) for c in server.configs):
             r.server_pid = proc.proc.pid if proc.proc else None
+            r.kv_capacity_tokens = kv_tokens
             if reused:  # started by an earlier plan: its log lives in that run's directory
                 r.server_command, r.server_log, r.startup_s = redact_argv(proc.command), str(proc.log_path), 0.0
             else:

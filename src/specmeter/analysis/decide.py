@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+from specmeter.analysis.capacity import capacity_gaps
 from specmeter.analysis.choice import choose, contenders
 from specmeter.analysis.crossover import find_crossover
 from specmeter.analysis.headline import decision_confidence, headline, headline_metric
@@ -43,10 +44,12 @@ def analyze(summary: RunSummary, records: Sequence[RequestRecord]) -> Analysis:
         point = summary.plan.point(s.point_id)
         s.decided_on = headline_metric(point)
         s.verdict = verdict(headline(s, point))
+    chosen = choices(summary, speedups, records)
     return Analysis(
         speedups=speedups,
         crossovers=crossovers(summary, speedups),
-        choices=choices(summary, speedups, records),
+        choices=chosen,
+        capacity=capacity_gaps(summary, speedups, chosen, records),
         lossless=lossless(summary, records),
         lossless_note=_lossless_note(summary),
         verification=verification(summary, records, speedups),

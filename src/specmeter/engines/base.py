@@ -180,6 +180,9 @@ class EngineLauncher(ABC):
     synthetic: bool = False
     # Why the engine drafts no token trees (an engine that draws them overrides `check_tree`).
     no_tree: str = "it drafts one chain of K tokens per step"
+    # The engine's own flags for what EngineSpec.tensor_parallel_size and memory_fraction set: placement refuses
+    # them in extra_args, where it could not see them (a share it did not give breaks equal KV capacity).
+    placement_flags: tuple[str, ...] = ()
 
     @abstractmethod
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:

@@ -20,7 +20,7 @@ from types import TracebackType
 
 from specmeter.config import EngineSpec, SpecConfig
 from specmeter.engines.base import EngineLauncher
-from specmeter.engines.server_log import failure_reason
+from specmeter.engines.server_log import LAUNCH_HEADER, failure_reason
 from specmeter.errors import EngineError
 
 
@@ -81,7 +81,7 @@ class LaunchedServer:
         if self._api_key:
             env.update(self.launcher.api_key_env(self._api_key))
         with self.log_path.open("ab") as log:
-            log.write(f"# specmeter: launching {self.launcher.name}: {' '.join(self.command)}\n".encode())
+            log.write(f"{LAUNCH_HEADER}{self.launcher.name}: {' '.join(self.command)}\n".encode())
             # A new session = a new process group: stop() can signal the server and all its workers.
             self.proc = subprocess.Popen(
                 self.command,

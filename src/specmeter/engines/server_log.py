@@ -27,6 +27,7 @@ _DEFERS = re.compile(r"root cause|(?:stack )?trace(?:back)? above|see (?:the )?(
 _PYDANTIC = re.compile(r"^\d+ validation errors? for ")
 _ERROR_LEVELS = {"ERROR", "CRITICAL", "E"}
 _HEADER = "# specmeter:"  # the launcher's own first line
+LAUNCH_HEADER = f"{_HEADER} launching "  # ... of each start: a resume appends its own
 
 
 def _read_lines(path: Path, lines: int) -> list[str]:

@@ -81,6 +81,7 @@ def _flag(key: str) -> str:
 class SGLangLauncher(EngineLauncher):
     name = "sglang"
     methods = tuple(_ALGORITHMS)
+    placement_flags = ("--tp-size", "--tensor-parallel-size", "--tp", "--mem-fraction-static")
 
     def version(self) -> str | None:
         v = installed_version("sglang")
@@ -180,6 +181,10 @@ class SGLangLauncher(EngineLauncher):
             cmd += ["--context-length", str(engine.max_model_len)]
         if engine.max_num_seqs:
             cmd += ["--max-running-requests", str(engine.max_num_seqs)]
+        if engine.tensor_parallel_size:
+            cmd += ["--tp-size", str(engine.tensor_parallel_size)]
+        if engine.memory_fraction is not None:
+            cmd += ["--mem-fraction-static", str(engine.memory_fraction)]
         if engine.trust_remote_code:
             cmd.append("--trust-remote-code")
         if spec.enabled:

@@ -86,6 +86,7 @@ def _config_dir() -> Path:
 class TRTLLMLauncher(EngineLauncher):
     name = "trtllm"
     methods = tuple(_DECODING_TYPES)
+    placement_flags = ("--tp_size", "--kv_cache_free_gpu_memory_fraction")
 
     def version(self) -> str | None:
         for dist in ("tensorrt_llm", "tensorrt-llm"):
@@ -99,6 +100,11 @@ class TRTLLMLauncher(EngineLauncher):
         options: dict[str, Any] = {"enable_iter_perf_stats": True, "return_perf_metrics": True}
         if engine.dtype:
             options["dtype"] = engine.dtype
+        if engine.tensor_parallel_size:
+            options["tensor_parallel_size"] = engine.tensor_parallel_size
+        if engine.memory_fraction is not None:
+            # TensorRT-LLM's share is of the memory free once the weights are loaded, not of the whole GPU.
+            options["kv_cache_config"] = {"free_gpu_memory_fraction": engine.memory_fraction}
         if spec.enabled:
             options.update(TRTLLMLauncher.speculative_options(spec))
         return options

@@ -102,6 +102,7 @@ class VLLMLauncher(EngineLauncher):
     synthetic = True  # rejection_sample_method "synthetic", since 0.32; GPU builds only (check_synthetic_build)
     no_tree = ("vLLM 0.32's speculative config has no token-tree option (its EAGLE drafts one chain of "
                "num_speculative_tokens)")
+    placement_flags = ("--tensor-parallel-size", "-tp", "--gpu-memory-utilization")
 
     def preflight(self, engine: EngineSpec, spec: SpecConfig) -> None:
         self.check_method(spec)
@@ -176,6 +177,10 @@ class VLLMLauncher(EngineLauncher):
             cmd += ["--max-model-len", str(engine.max_model_len)]
         if engine.max_num_seqs:
             cmd += ["--max-num-seqs", str(engine.max_num_seqs)]
+        if engine.tensor_parallel_size:
+            cmd += ["--tensor-parallel-size", str(engine.tensor_parallel_size)]
+        if engine.memory_fraction is not None:
+            cmd += ["--gpu-memory-utilization", str(engine.memory_fraction)]
         if engine.trust_remote_code:
             cmd.append("--trust-remote-code")
         if spec.enabled:

@@ -25,6 +25,9 @@ instead of verified (benchmarking only); its id says so, and it is never recomme
 inside the widest bracket where speculation stops paying or the best K changes, until every such bracket is
 narrower than 1.5x or 8 points ran (`{concurrency: {auto: {min, max, start, width, max_points}}}` sets them;
 config_search.py). A search implies interleave.
+
+`gpus: [0, 1]` (or `--gpus 0,1`) names the GPUs the sweep may use (default: CUDA_VISIBLE_DEVICES, else every GPU
+nvidia-smi lists); placement/place.py decides which server runs on which, with what memory share.
 """
 
 from __future__ import annotations
@@ -38,7 +41,10 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator, mode
 from specmeter.config import EngineSpec, LoadSpec, SpecConfig, SpecMethod, StrictModel
 from specmeter.config_files import build_model, load_yaml
 from specmeter.errors import InputError
+from specmeter.placement.inventory import parse_gpu_ids
+from specmeter.placement.servers import place_configs, placed
 from specmeter.plans.run import BASELINE, config_id
+from specmeter.schemas.placement import Gpu, Placement
 from specmeter.schemas.plan import Plan, PlannedConfig, Role, WorkloadSelection
 from specmeter.synthetic import SyntheticAcceptance
 from specmeter.tree import TreeDraft
@@ -177,6 +183,15 @@ class SweepSpec(StrictModel):
     ceiling: bool = Field(default=False, description="Add, per drafter and K of the launched candidates, the same "
                           "configuration at 100% synthetic acceptance (AL = K + 1): the most any drafter of that cost "
                           "could give at that K on this engine and hardware. Never recommended.")
+    gpus: list[str] | None = Field(default=None, description="GPU ids the sweep may use, e.g. [0, 1] or '0,1' "
+                                   "(None: CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists).")
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _gpu_ids(cls, value: Any) -> Any:
+        if isinstance(value, list) and not any(isinstance(v, bool) for v in value):
+            value = ",".join(str(v) for v in value)
+        return parse_gpu_ids(value, "gpus") if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _servable(self) -> SweepSpec:
@@ -255,11 +270,45 @@ class SweepSpec(StrictModel):
             load = load.model_copy(update={"points": points})
         return load
 
-    def plan(self, workload: WorkloadSelection) -> Plan:
-        load = self.effective_load().with_precision(interleave=self.interleave, repeats=self.repeats,
-                                                    default="adaptive")
-        return Plan(kind="sweep", configs=self.configs(), load=load, repeats=self.repeats, min_gain=self.min_gain,
-                    interleave=self.interleave, workload=workload)
+    def place(self, gpus: list[Gpu], source: str) -> Placement:
+        """Which launched server runs on which of `gpus`, with what memory share (none: a CPU run)."""
+        return place_configs(self.configs(), gpus, source, interleave=self.interleave)
+
+    def interleaved(self, placement: Placement | None) -> bool:
+        """Whether the servers run up together: as asked, unless the placement had to run one at a time, which what
+        needs them together (adaptive precision, a load search) refuses."""
+        return interleaved(self.interleave, self.load, placement)
+
+    def plan(self, workload: WorkloadSelection, placement: Placement | None = None) -> Plan:
+        """The plan; with a placement, each server's GPUs and memory share in its engine, and interleave off where
+        the placement had to run one server at a time."""
+        interleave = self.interleaved(placement)
+        configs = self.configs() if placement is None else placed(self.configs(), placement)
+        load = self.effective_load().with_precision(interleave=interleave, repeats=self.repeats, default="adaptive")
+        return Plan(kind="sweep", configs=configs, load=load, repeats=self.repeats, min_gain=self.min_gain,
+                    interleave=interleave, workload=workload, placement=placement)
+
+
+def interleaved(interleave: bool, load: LoadSpec, placement: Placement | None) -> bool:
+    """See SweepSpec.interleaved (a plan's load has its precision decided; a sweep file's None becomes fixed when
+    the servers run one at a time)."""
+    if not interleave or placement is None or placement.mode != "sequential":
+        return interleave
+    needs = ("load.precision adaptive" if load.precision == "adaptive"
+             else f"load.{load.search[0].key} auto" if load.search else None)
+    if needs is not None:
+        raise InputError(f"{placement.warning}; but {needs} needs every server up together: give more GPUs "
+                         "(--gpus), or list the points with precision: fixed")
+    return False
+
+
+def placed_on_node(plan: Plan, gpus: list[Gpu], source: str) -> Plan:
+    """A plan placed where it runs, when that is decided there (a Slurm job, on the GPUs of its allocation): each
+    launched server's GPUs and memory share in its engine, and interleave off where they must run one at a time."""
+    placement = place_configs(plan.configs, gpus, source, interleave=plan.interleave)
+    together = interleaved(plan.interleave, plan.load, placement)
+    return plan.model_copy(update={"configs": placed(plan.configs, placement), "placement": placement,
+                                   "interleave": together})
 
 
 def read_sweep_file(path: Path) -> SweepSpec:

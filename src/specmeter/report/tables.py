@@ -13,6 +13,7 @@ from specmeter.report.decisions import (
 )
 from specmeter.report.grid import VERDICTS, Grid, Note, fmt, grid, ms, point_label, ratio_text
 from specmeter.report.jobs import jobs_notes, jobs_table
+from specmeter.report.placement import placement_notes, placement_table
 from specmeter.report.pooled import pooled_sd as pooled_sd  # re-exported: the plots read it from here
 from specmeter.report.ramp import ramp_notes, ramp_tables
 from specmeter.report.search import search_tables
@@ -52,7 +53,7 @@ def plan_table(summary: RunSummary) -> Grid:
     extra = (f"; {plan.repeats} repeats" if plan.repeats > 1 else "") + ("; interleaved" if plan.interleave else "")
     located = any(c.ran_on is not None for c in summary.configs)  # Slurm: name the node of every number
     t = grid(f"Plan ({plan.kind}): {points}{extra}",
-             ("configuration", "role", "speculation", "workload", "server start s", "status",
+             ("configuration", "role", "speculation", "workload", "server start s", "KV cache tokens", "status",
               *(("ran on",) if located else ())))
     for cfg in plan.configs:
         res = summary.config(cfg.id)
@@ -60,8 +61,9 @@ def plan_table(summary: RunSummary) -> Grid:
         if res is not None:
             status = "server failed" if res.server_error else f"{len(res.points)} point(s)"
         where = (res.ran_on.label() if res is not None and res.ran_on is not None else "-",) if located else ()
-        t.add_row(cfg.id, cfg.role.value, cfg.label, cfg.workload,
-                  fmt(res.startup_s if res else None, "{:.0f}"), status, *where)
+        t.add_row(cfg.id, cfg.role.value, cfg.label, cfg.workload, fmt(res.startup_s if res else None, "{:.0f}"),
+                  "-" if res is None or res.kv_capacity_tokens is None else f"{res.kv_capacity_tokens:,}", status,
+                  *where)
     return t
 
 
@@ -209,6 +211,8 @@ def speedup_table(summary: RunSummary) -> Grid | None:
             verdict += " (on TPOT)"
         if not s.same_work:
             verdict += " (unequal work!)"
+        if any(g.fills and {g.config_id, g.against} == {s.config_id, s.baseline_id} for g in summary.analysis.capacity):
+            verdict += " (unequal KV capacity!)"
         t.add_row(s.config_id, point_label(summary, s.point_id), ratio_text(s.output_throughput), ratio_text(s.tpot),
                   ratio_text(s.ttft), ratio_text(s.e2e), _apart(summary, s), verdict)
     return t
@@ -320,6 +324,9 @@ def notes(summary: RunSummary) -> list[Note]:
                             f"from the baseline's at temperature 0", warn=True))
     if summary.analysis.lossless_note:
         out.append(Note(summary.analysis.lossless_note, warn=True))
+    out += [Note(f"KV capacity: {g.note}", warn=g.fills) for g in summary.analysis.capacity]
+    if summary.plan.placement is not None and summary.plan.placement.mode != "cpu":
+        out += placement_notes(summary.plan.placement, summary.plan.configs[0].engine.kind)
     out += tree_notes(summary)
     out += ramp_notes(summary)
     out += jobs_notes(summary)
@@ -330,7 +337,9 @@ def notes(summary: RunSummary) -> list[Note]:
 
 def summary_tables(summary: RunSummary) -> list[Grid]:
     """The run's tables in reading order: what ran, acceptance, speed, the verdicts, the checks."""
-    tables = (plan_table(summary), jobs_table(summary), sd_table(summary), tree_table(summary),
+    placement = summary.plan.placement
+    placed = None if placement is None else placement_table(summary.plan.configs, placement)
+    tables = (plan_table(summary), placed, jobs_table(summary), sd_table(summary), tree_table(summary),
               synthetic_table(summary), category_table(summary),
               throughput_table(summary),
               latency_table(summary), speedup_table(summary), decision_table(summary), head_to_head_table(summary),

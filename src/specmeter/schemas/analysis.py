@@ -156,3 +156,20 @@ class VerifyPoint(BaseModel):
     disagrees: bool = Field(default=False, description="A static K other than the table's beat the table at the "
                             "batch the engine ran: the table is wrong there.")
     note: str = ""
+
+
+class CapacityGap(BaseModel):
+    """Two configurations compared head to head (or against the baseline) whose servers held different numbers of
+    KV cache tokens: where a point's batches fill the smaller cache, that side queues or preempts, and the
+    comparison measures memory as well as speculation."""
+
+    config_id: str
+    against: str
+    tokens: int = Field(description="KV cache tokens of config_id's server.")
+    against_tokens: int
+    point_id: str | None = Field(default=None, description="The compared point that asks the most of the cache.")
+    peak_tokens: int | None = Field(default=None, description="Tokens in flight at that point at most: its slots x "
+                                    "the longest request (prompt and output); None: unbounded slots (a rate).")
+    fills: bool = Field(description="The peak reaches half the smaller cache or more (or is unbounded): the gap can "
+                        "move the numbers.")
+    note: str

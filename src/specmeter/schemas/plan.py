@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from specmeter.config import ConcurrencyPoint, EngineSpec, LoadSpec, RatePoint, SpecConfig
+from specmeter.schemas.placement import Placement
 
 
 class Role(str, Enum):
@@ -105,6 +106,9 @@ class Plan(BaseModel):
     best_static: dict[str, str] = Field(default_factory=dict, description="verify: per point id, the static "
                                         "configuration the sweep found best there, which the dynamic one is judged "
                                         "against.")
+    placement: Placement | None = Field(default=None, description="Where the launched servers run on this node: "
+                                        "GPUs and memory share per server (None: not placed; plans other than a "
+                                        "sweep's, and runs before placement existed).")
 
     @model_validator(mode="after")
     def _consistent(self) -> Plan:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from specmeter.schemas.analysis import Crossover, PointChoice, Speedup, VerifyPoint
+from specmeter.schemas.analysis import CapacityGap, Crossover, PointChoice, Speedup, VerifyPoint
 from specmeter.schemas.jobs import JobAttempt, RanOn
 from specmeter.schemas.metrics import CategoryBreakdown, Goodput, LatencySummary, RunningBatch, SteadyState
 from specmeter.schemas.plan import Plan, Role
@@ -46,6 +46,8 @@ class ConfigResult(BaseModel):
     server_log: str | None = None
     server_pid: int | None = Field(default=None, description="Process (group) id of the launched server.")
     startup_s: float | None = None
+    kv_capacity_tokens: int | None = Field(default=None, description="Tokens its server's KV cache holds, as the "
+                                           "engine logged it at start (None: attached, or not logged).")
     server_error: str | None = Field(default=None, description="Why its server did not start (the root-cause "
                                      "line of its log, and the log's path); the rest of the plan went on without it.")
     ran_on: RanOn | None = Field(default=None, description="Slurm: the node, job group and attempt its numbers "
@@ -95,6 +97,8 @@ class Analysis(BaseModel):
                                       "output lengths were produced.")
     verification: list[VerifyPoint] = Field(default_factory=list, description="verify runs: the dynamic config "
                                             "per point against the baseline and the best static config.")
+    capacity: list[CapacityGap] = Field(default_factory=list, description="Compared configurations whose servers "
+                                        "held KV caches more than 1% apart.")
 
 
 class Look(BaseModel):

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from specmeter.errors import InputError
+from specmeter.placement.inventory import parse_gpu_ids
+
 
 def levels(text: str) -> list[int]:
     try:
@@ -67,3 +70,11 @@ def drop(text: str) -> float:
     if not 0.0 <= value < 1.0:
         raise ValueError(f"{text!r}: a drop is at least 0% and below 100%")
     return value
+
+
+def gpu_ids(text: str) -> list[str]:
+    """`--gpus 0,1`: GPU ids."""
+    try:
+        return parse_gpu_ids(text, "--gpus")
+    except InputError as exc:
+        raise ValueError(str(exc)) from None

@@ -11,7 +11,9 @@ import socket
 from pathlib import Path
 
 from specmeter.executors.layout import AttemptDir
+from specmeter.placement.inventory import detect_gpus
 from specmeter.plans.resume import resume_execution, stored_workload
+from specmeter.plans.sweep import placed_on_node
 from specmeter.runner import Execution
 from specmeter.store import CAPTURES, REQUESTS, SUMMARY
 from specmeter.workflows.execute import measure_one
@@ -40,6 +42,9 @@ def run_job(run_dir: Path, group: str, attempt: int, seed: int | None, api_key: 
         ex = resume_execution(where.path, api_key)
     else:
         plan = where.plan()
+        if plan.placement is None:  # placed here, on the GPUs of this job's allocation (none: a CPU node)
+            gpus, source = detect_gpus(None, "", os.environ)
+            plan = placed_on_node(plan, gpus, source)
         convs, by_length = stored_workload(plan, str(where.plan_path))
         ex = Execution(plan=plan, conversations=convs, by_length=by_length, api_key=api_key,
                        command=command)

@@ -4,6 +4,7 @@ file or the shorthand flags; with --verify, then recommend -> verify -> correct 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,15 @@ from specmeter.data.shaping import check_lengths
 from specmeter.data.workload import load_conversations, load_lengths
 from specmeter.engines.preflight import check_local_models
 from specmeter.errors import InputError
+from specmeter.placement.inventory import detect_gpus
+from specmeter.placement.servers import placed
 from specmeter.plans.sweep import SweepSpec, read_sweep_file
 from specmeter.plans.verify import check_verifiable
+from specmeter.report.console import print_tables
+from specmeter.report.placement import placement_notes, placement_table
 from specmeter.runner import Execution
 from specmeter.schemas.jobs import SlurmOptions
+from specmeter.schemas.placement import Placement
 from specmeter.servers import ServerPool
 from specmeter.slo import SLO
 from specmeter.store import new_run_id
@@ -70,6 +76,8 @@ class SweepRequest:
     slo: SLO | None = None  # --slo: load.slo, over the file's
     stop_at_saturation: bool | None = None  # over the file's load.stop_at_saturation
     slurm: SlurmOptions | None = None  # --executor slurm: run the plan as Slurm jobs (None: here)
+    gpus: list[str] | None = None  # --gpus: over the file's gpus
+    dry_run: bool = False  # print the servers and their placement, start nothing
 
 
 def sweep_from_flags(flags: SweepFlags) -> SweepSpec:
@@ -127,12 +135,28 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
         raise InputError("--verify runs the recommended config on the sweep's servers, which end with their Slurm "
                          "jobs; sweep on Slurm without --verify, then `specmeter verify RUN_DIR` where a server "
                          "can run")
+    if req.slurm is not None and req.gpus is not None:
+        raise InputError("--gpus names GPUs of this machine; on Slurm each job places its servers on the GPUs of its "
+                         "own allocation: drop --gpus (ask for them with --gpus-per-job)")
+    # On Slurm the GPUs are those of each job's allocation, known only there: each job places its own servers.
+    placement = None if req.slurm is not None else sweep_placement(sw, req.gpus)
+    if req.dry_run:
+        if placement is None:
+            term.out.print(f"[bold]sweep --dry-run[/]: {len(configs)} configurations; on Slurm each job places its "
+                           "servers on the GPUs of its allocation when it starts; nothing submitted")
+            return
+        show_placement(sw, placement, term)
+        return
     if req.verify is not None:  # refused before the sweep, not after it
         check_verifiable(sw.engine.kind, "--verify")
         if not configs[0].engine.launch:
             raise InputError("--verify: the sweep attaches to a running baseline server, so specmeter cannot "
                              "launch the config it recommends; sweep without --verify, then start a server with "
                              "the recommended config and run `specmeter verify RUN_DIR --endpoint URL`")
+        if placement is not None and placement.mode != "cpu" and len(placement.servers) > 1:
+            raise InputError("--verify keeps the sweep's servers up and starts the recommended config beside them on "
+                             "the baseline's GPUs, which placement does not plan yet; sweep without --verify, then "
+                             "start the recommended config and run `specmeter verify RUN_DIR --endpoint URL`")
     for cfg in configs:
         if cfg.engine.launch:
             check_local_models(cfg.engine, cfg.spec)
@@ -152,7 +176,9 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
                                              input_len=w.length_range, tokenizer=tokenizer)
     if warning := output_policy(ld).warning():
         term.err.print(f"[yellow]note: {warning}[/]")
-    ex = Execution(plan=sw.plan(workload), conversations=convs, api_key=req.api_key, command=req.command,
+    if placement is not None and placement.warning:
+        term.err.print(f"[yellow]note: {placement.warning}[/]")
+    ex = Execution(plan=sw.plan(workload, placement), conversations=convs, api_key=req.api_key, command=req.command,
                    by_length=by_length)
     run_dir = req.out / (req.name or new_run_id(f"sweep-{len(ex.plan.configs)}configs"))
     if req.slurm is not None:
@@ -164,3 +190,24 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
     with ServerPool() as pool, answering(DeployAnswer(), term) as answer:
         calibrate_sweep(run_dir, measure_and_keep(ex, run_dir, term, answer.keep_sweep, pool), term)
         recommend_and_verify(run_dir, req.verify, term, pool, answer)
+
+
+def sweep_placement(sw: SweepSpec, gpus: list[str] | None) -> Placement:
+    """Where the sweep's servers run: on the GPUs of --gpus, else the file's gpus, else those found here."""
+    by = "--gpus" if gpus is not None else "the sweep file's gpus"
+    found, source = detect_gpus(gpus if gpus is not None else sw.gpus, by, os.environ)
+    return sw.place(found, source)
+
+
+def show_placement(sw: SweepSpec, placement: Placement, term: Terminal) -> None:
+    """`--dry-run`: the servers, where each would run and with what memory, and nothing started."""
+    together = sw.interleaved(placement)
+    if term.json_out:
+        term.emit(placement.model_dump_json(indent=2))
+        return
+    configs = placed(sw.configs(), placement)
+    term.out.print(f"[bold]sweep --dry-run[/]: {len(sw.configs())} configurations on "
+                   f"{len({c.server for c in configs})} servers, "
+                   + ("all up together (interleave)" if together else "one server at a time") + "; nothing started")
+    table = placement_table(configs, placement)
+    print_tables([table] if table is not None else [], placement_notes(placement, sw.engine.kind), term.out)
