@@ -28,8 +28,8 @@ from specmeter.errors import ErrorRateExceeded, SpecmeterError
 from specmeter.load import eventloop, split
 from specmeter.load.arrivals import arrival_times
 from specmeter.load.client import OpenAIClient
-from specmeter.load.replicas import Replicas
 from specmeter.load.point import point_conversations, run_point
+from specmeter.load.replicas import Replicas
 from specmeter.load.split import client_processes, owner, split_slots
 from specmeter.load.traffic import PointKey, PointTraffic
 from specmeter.metrics.requests import with_sd

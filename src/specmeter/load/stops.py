@@ -137,5 +137,5 @@ class ReplicaDown:
         if self.reachable(latest.replica):
             return None
         error = EngineDied(f"replica {latest.replica} stopped accepting connections during the point "
-                           f"({latest.error}): restart it, or drop it from --endpoint, and resume")
+                           f"({latest.error}): restart the server there")
         return Stop(str(error), error)

@@ -14,6 +14,7 @@ from specmeter.report.decisions import (
 from specmeter.report.grid import VERDICTS, Grid, Note, fmt, grid, ms, point_label, ratio_text
 from specmeter.report.pooled import pooled_sd as pooled_sd  # re-exported: the plots read it from here
 from specmeter.report.ramp import ramp_notes, ramp_tables
+from specmeter.report.replicas import replica_table
 from specmeter.report.search import search_tables
 from specmeter.report.trees import NOT_A_CHAIN, ar_text, tree_notes, tree_table
 from specmeter.schemas.analysis import Speedup
@@ -327,7 +328,7 @@ def summary_tables(summary: RunSummary) -> list[Grid]:
     """The run's tables in reading order: what ran, acceptance, speed, the verdicts, the checks."""
     tables = (plan_table(summary), sd_table(summary), tree_table(summary), synthetic_table(summary),
               category_table(summary),
-              throughput_table(summary),
+              throughput_table(summary), replica_table(summary),
               latency_table(summary), speedup_table(summary), decision_table(summary), head_to_head_table(summary),
               *search_tables(summary), *ramp_tables(summary), sampling_table(summary), verification_table(summary),
               lossless_table(summary), workload_bias_table(summary))
