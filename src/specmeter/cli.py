@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, get_type_hints
+from typing import Annotated, Any, get_type_hints
 
 import typer
 from rich.console import Console
 
 from specmeter import __version__
+from specmeter.cli_args import API_KEY_ENV, command_line, find_api_key, flag
 from specmeter.cli_check import check_command
 from specmeter.cli_plan import plan_command
+from specmeter.cli_sweep import slurm_job_command, sweep_command
 from specmeter.cli_vocab import vocab_command
 from specmeter.errors import SpecmeterError
-from specmeter.redact import redact_argv
 from specmeter.report.progress import RichReporter
 from specmeter.workflows import flags
 from specmeter.workflows.terminal import Terminal
@@ -35,37 +34,9 @@ app = typer.Typer(
 console = Console(width=None if sys.stdout.isatty() else 150)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
-API_KEY_ENV = ("SPECMETER_API_KEY", "OPENAI_API_KEY")
-V = TypeVar("V")
-T = TypeVar("T")
-
-
-def _flag(parse: Callable[[V], T], value: V | None) -> T | None:
-    """A flag's value parsed (None where it was not given); a malformed one is typer's usage error."""
-    if not value:
-        return None
-    try:
-        return parse(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-
 
 def _terminal(json_out: bool = False) -> Terminal:
     return Terminal(out=console, err=err_console, json_out=json_out, progress=RichReporter)
-
-
-def _command() -> list[str]:
-    """The command line as the run directory records it (secrets masked)."""
-    return ["specmeter", *redact_argv(sys.argv[1:])]
-
-
-def _api_key(flag: str | None) -> str | None:
-    if flag:
-        return flag
-    for name in API_KEY_ENV:
-        if os.environ.get(name):
-            return os.environ[name]
-    return None
 
 
 @app.command()
@@ -124,20 +95,20 @@ def run(
 
     engine_flags = {"endpoint": endpoint, "kind": engine, "model": model, "dtype": dtype,
                     "max_model_len": max_model_len, "served_model_name": served_model_name,
-                    "extra_args": engine_arg or None, "env": _flag(flags.pairs, engine_env),
+                    "extra_args": engine_arg or None, "env": flag(flags.pairs, engine_env),
                     "startup_timeout_s": startup_timeout}
-    load_flags = {"concurrency": _flag(flags.levels, concurrency),
-                  "request_rate": _flag(flags.rates, request_rate), "arrival": arrival,
+    load_flags = {"concurrency": flag(flags.levels, concurrency),
+                  "request_rate": flag(flags.rates, request_rate), "arrival": arrival,
                   "burstiness": burstiness, "max_concurrency": max_concurrency, "duration_s": duration,
                   "num_prompts": num_prompts, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
                   "temperature": temperature, "api": api, "warmup": warmup, "request_timeout_s": request_timeout,
                   "max_error_rate": max_error_rate, "slo": parse_slo(slo), "stop_at_saturation": stop_at_saturation}
     workflow.run(workflow.RunRequest(
         config_file=config, engine=engine_flags, spec_json=spec, load=load_flags, out=out, name=name,
-        dataset=dataset, dataset_path=dataset_path, dataset_options=_flag(flags.options, dataset_option) or {},
-        categories=category, input_len=_flag(flags.token_range, input_len), tokenizer=tokenizer,
+        dataset=dataset, dataset_path=dataset_path, dataset_options=flag(flags.options, dataset_option) or {},
+        categories=category, input_len=flag(flags.token_range, input_len), tokenizer=tokenizer,
         baseline=baseline, baseline_endpoint=baseline_endpoint, interleave=interleave, repeats=repeats,
-        api_key=_api_key(api_key), command=_command(), compare_random=compare_random, vocab_size=vocab_size,
+        api_key=find_api_key(api_key), command=command_line(), compare_random=compare_random, vocab_size=vocab_size,
     ), _terminal(json_out))
 
 
@@ -155,63 +126,14 @@ compare_workloads.__signature__ = inspect.Signature(  # type: ignore[attr-define
 app.command("compare-workloads")(compare_workloads)
 
 
-@app.command()
-def sweep(
-    file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
-    model: Annotated[str | None, typer.Option(help="Shorthand: target model to launch.")] = None,
-    spec: Annotated[list[str] | None, typer.Option(help="Shorthand: a speculative config as JSON (repeatable); --k expands its K.")] = None,
-    k: Annotated[str | None, typer.Option(help="Shorthand: draft lengths to try, e.g. 1,2,4.")] = None,
-    concurrency: Annotated[str | None, typer.Option(help="Shorthand: concurrency points, e.g. 1,4,16, or auto: measure 1, 8 and 64, then where the crossover or a best-K boundary is least sure (a file's load.concurrency: {auto: {...}} sets the range, width and budget).")] = None,
-    request_rate: Annotated[str | None, typer.Option(help="Shorthand: request-rate points (conversations/s).")] = None,
-    dataset: Annotated[str, typer.Option(help="Shorthand: workload name.")] = "sample",
-    dataset_path: Annotated[str | None, typer.Option(help="Shorthand: dataset file or directory.")] = None,
-    num_prompts: Annotated[int | None, typer.Option(help="Shorthand: conversations per point.")] = None,
-    max_tokens: Annotated[int | None, typer.Option(help="Shorthand: output cap per request.")] = None,
-    dtype: Annotated[str | None, typer.Option(help="Shorthand: model dtype.")] = None,
-    engine_env: Annotated[list[str] | None, typer.Option(help="Shorthand: server environment KEY=VALUE (repeatable).")] = None,
-    repeats: Annotated[int | None, typer.Option(help="Run every point this many times per configuration.")] = None,
-    interleave: Annotated[bool | None, typer.Option(help="Keep every server up together and alternate them at each point.")] = None,
-    api_key: Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}); never written anywhere.")] = None,
-    out: Annotated[Path, typer.Option(help="Directory that receives the run directory.")] = Path("runs"),
-    name: Annotated[str | None, typer.Option(help="Run directory name (default: timestamp + label).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout instead of tables (with --verify: one document of the sweep's summary, the final recommendation and each verification's summary).")] = False,
-    resume: Annotated[Path | None, typer.Option(help="Finish an interrupted sweep (same as `specmeter resume`).")] = None,
-    verify: Annotated[bool, typer.Option("--verify", help="Then recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
-    objective: Annotated[str, typer.Option(help="With --verify: what the recommendation maximises: throughput, tpot or goodput.")] = "throughput",
-    slo: Annotated[str | None, typer.Option(help="Per-request bounds, e.g. ttft_ms=500,tpot_ms=50: each point's goodput beside its throughput (sets load.slo); with --verify --objective goodput, what the table maximises.")] = None,
-    rounds: Annotated[int, typer.Option(min=1, help="With --verify: the most verification rounds (a table verification contradicts is corrected and verified again).")] = 2,
-    min_gain: Annotated[float | None, typer.Option(help="A larger K (or costlier drafter) must beat a smaller one head to head by more than this fraction (default 0.01).")] = None,
-    stop_at_saturation: Annotated[bool | None, typer.Option("--stop-at-saturation/--no-stop-at-saturation", help="Stop going up the loads once every server saturated: throughput no longer rising while latency grows (default: on; load.stop_at_saturation).")] = None,
-    ceiling: Annotated[bool, typer.Option("--ceiling", help="Add per drafter and K the same config at 100% synthetic acceptance (AL = K + 1; llama.cpp, or vLLM on a GPU build): the most that K could give here. Never recommended.")] = False,
-) -> None:
-    """Every speculative config at every load point against the baseline: which drafter and which K, at
-    which load, and where speculation stops paying. Takes a sweep file, or the shorthand
-    `specmeter sweep --model M --spec '{...}' --k 1,2,4 --concurrency 1,4,16`. With `--concurrency auto`
-    (or load: {concurrency: auto} in the file) the sweep measures 1, 8 and 64, then places each next point
-    where the crossover or a best-K boundary is least sure, until each is bracketed within 1.5x or 8 points
-    ran; the report says which points were chosen and why. A candidate may carry `synthetic_acceptance:
-    {rates: [...]}` or `{length: L}` (acceptance set, not verified: benchmarking only)."""
-    if resume is not None:
-        _resume(resume, api_key, json_out)
-        return
-    from specmeter.workflows import sweep as workflow
-    from specmeter.workflows.recommend import Criteria, parse_slo
-    from specmeter.workflows.verify import VerifyRequest
+def _resume(run_dir: Path, api_key: str | None, json_out: bool) -> None:
+    from specmeter.workflows import resume as workflow
 
-    shorthand = workflow.SweepFlags(model=model, specs=spec or [], k=_flag(flags.levels, k),
-                           concurrency=_flag(flags.levels_or_auto, concurrency),
-                           request_rate=_flag(flags.rates, request_rate), dataset=dataset,
-                           dataset_path=dataset_path, num_prompts=num_prompts, max_tokens=max_tokens, dtype=dtype,
-                           engine_env=_flag(flags.pairs, engine_env) or {})
-    key = _api_key(api_key)
-    checks = VerifyRequest(criteria=Criteria.from_flags(objective, slo if objective == "goodput" else None),
-                           rounds=rounds, api_key=key,
-                           off_is_an_answer=True, command=_command()) if verify else None
-    workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, repeats=repeats, interleave=interleave,
-                                         min_gain=min_gain, ceiling=True if ceiling else None, name=name,
-                                         slo=parse_slo(slo), stop_at_saturation=stop_at_saturation,
-                                         api_key=key, command=_command(),
-                                         verify=checks), _terminal(json_out))
+    workflow.resume(run_dir, find_api_key(api_key), _terminal(json_out))
+
+
+app.command()(sweep_command(_terminal, _resume))
+app.command("slurm-job", hidden=True)(slurm_job_command(_terminal))
 
 
 @app.command()
@@ -220,14 +142,9 @@ def resume(
     api_key: Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout instead of tables.")] = False,
 ) -> None:
-    """Finish an interrupted run from its stored plan: only the points not yet finished run again."""
+    """Finish an interrupted run from its stored plan: only the points not yet finished run again. A sweep on
+    Slurm: watch its jobs again, resubmit the groups without a complete attempt, and merge."""
     _resume(run_dir, api_key, json_out)
-
-
-def _resume(run_dir: Path, api_key: str | None, json_out: bool) -> None:
-    from specmeter.workflows import resume as workflow
-
-    workflow.resume(run_dir, _api_key(api_key), _terminal(json_out))
 
 
 @app.command("recommend")
@@ -275,8 +192,8 @@ def verify_cmd(
     criteria = Criteria.from_flags(objective, slo, max_num_seqs, min_gain)
     workflow.verify(run_dir, workflow.VerifyRequest(criteria=criteria, given=recommendation,
                                                     rounds=rounds if until_stable else 1, repeats=repeats,
-                                                    endpoint=endpoint, api_key=_api_key(api_key), verify_dir=out,
-                                                    command=_command()), _terminal(json_out))
+                                                    endpoint=endpoint, api_key=find_api_key(api_key), verify_dir=out,
+                                                    command=command_line()), _terminal(json_out))
 
 
 @app.command()
@@ -298,10 +215,10 @@ def demo(
     contradicts it."""
     from specmeter.workflows import demo as workflow
 
-    workflow.demo(workflow.DemoRequest(out=out, concurrency=_flag(flags.levels, concurrency) or [],
-                                       ks=_flag(flags.levels, k) or [], num_prompts=num_prompts,
+    workflow.demo(workflow.DemoRequest(out=out, concurrency=flag(flags.levels, concurrency) or [],
+                                       ks=flag(flags.levels, k) or [], num_prompts=num_prompts,
                                        max_tokens=max_tokens, repeats=repeats, max_rounds=max_rounds, rounds=rounds,
-                                       min_gain=min_gain, command=_command()), _terminal())
+                                       min_gain=min_gain, command=command_line()), _terminal())
 
 
 data_app = typer.Typer(help="Prepare benchmark datasets (run once, with network, before benchmarking).",

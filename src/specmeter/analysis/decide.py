@@ -82,17 +82,23 @@ def choices(summary: RunSummary, speedups: Sequence[Speedup], records: Sequence[
     acceptance is left out: it is a measurement, not something to run."""
     plan = summary.plan
     out: list[PointChoice] = []
-    base = plan.main_baseline
-    if base is None:
-        return out
-    for point in plan.points:
-        measured = [(c, headline(s, point).value) for c in plan.configs
-                    if c.role is Role.candidate and c.workload == "main" and not c.spec.synthetic
-                    and (s := _lookup(speedups, c.id, point.id)) is not None]
-        if measured:
-            arena = Arena.of(summary.configs, records, point.id, headline_metric(point),
-                             min_gain=plan.min_gain, confidence=decision_confidence(summary, point.id))
-            out.append(choose(point.id, contenders(base.id, measured), arena.duel, min_gain=plan.min_gain))
+    # Slurm job groups ran on different nodes: each is decided on its own, from its own baseline, never head to
+    # head with another node's configurations (one group, or a local run: one choice per point).
+    for group in dict.fromkeys(c.node_group for c in plan.configs):
+        base = next((c for c in plan.configs if c.role is Role.baseline and c.workload == "main"
+                     and c.node_group == group), None)
+        if base is None:
+            continue
+        for point in plan.points:
+            measured = [(c, headline(s, point).value) for c in plan.configs
+                        if c.role is Role.candidate and c.workload == "main" and not c.spec.synthetic
+                        and c.node_group == group and (s := _lookup(speedups, c.id, point.id)) is not None]
+            if measured:
+                arena = Arena.of(summary.configs, records, point.id, headline_metric(point),
+                                 min_gain=plan.min_gain, confidence=decision_confidence(summary, point.id))
+                choice = choose(point.id, contenders(base.id, measured), arena.duel, min_gain=plan.min_gain)
+                choice.node_group = group
+                out.append(choice)
     return out
 
 

@@ -102,8 +102,15 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
     scorer = Scorer(summary, records, objective, slo, base, plan.min_gain if min_gain is None else min_gain)
     batches = _engine_batches(summary, notes)
     drafters = []
+    groups = {c.node_group for c in plan.configs}
+    if len(groups) > 1:
+        notes.append(f"the drafters ran on {len(groups)} nodes (Slurm job groups), each beside its own baseline: each "
+                     "drafter's K are decided on its node, and drafters are ranked by their gain over their own "
+                     "node's baseline, never head to head")
     for family in families(plan.configs, notes):
-        rec = _drafter(family, scorer, batches, limit, notes)
+        own = plan.baseline_for(family[0]) or base  # a drafter's baseline on its own node
+        rec = _drafter(family, scorer if own.id == base.id else Scorer(summary, records, objective, slo, own,
+                                                                       scorer.min_gain), batches, limit, notes)
         if rec is not None:
             drafters.append(rec)
     if not drafters:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specmeter.data.model import Conversation
 from specmeter.data.workload import reload_conversations, reload_lengths
 from specmeter.errors import InputError
 from specmeter.runner import Execution
+from specmeter.schemas.plan import Plan
 from specmeter.store import RunStore, load_summary
 
 
@@ -22,8 +24,14 @@ def resume_execution(run_dir: Path, api_key: str | None) -> Execution:
                 "specmeter never stores (e.g. --api-key); it cannot be relaunched from the run directory: start a "
                 "new run"
             )
-    by_length = reload_lengths(plan.workload, plan.load, str(run_dir))  # an input-length axis: every length's
-    convs = (next(iter(by_length.values())) if by_length
-             else reload_conversations(plan.workload, plan.load, str(run_dir)))
+    convs, by_length = stored_workload(plan, str(run_dir))
     return Execution(plan=plan, conversations=convs, api_key=api_key, command=summary.command, prior=summary,
                      prior_records=RunStore(run_dir).read_records(), by_length=by_length)
+
+
+def stored_workload(plan: Plan, where: str) -> tuple[list[Conversation], dict[int, list[Conversation]]]:
+    """The conversations a stored plan's selection names (the main ones, and each length's on an input-length
+    axis), or an error naming `where` when the dataset no longer gives them."""
+    by_length = reload_lengths(plan.workload, plan.load, where)
+    convs = next(iter(by_length.values())) if by_length else reload_conversations(plan.workload, plan.load, where)
+    return convs, by_length

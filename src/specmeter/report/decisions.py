@@ -20,7 +20,8 @@ def decision_table(summary: RunSummary) -> Grid | None:
         t.add_section()
     for ch in a.choices:
         why = "head to head below" if ch.evidence else ch.reason  # runs of 0.1 kept only the reason
-        t.add_row(f"best at {point_label(summary, ch.point_id)}", f"{ch.best_config_id} (K={ch.best_k}): {why}")
+        node = f" among {ch.node_group}'s configurations (one node)" if ch.node_group else ""
+        t.add_row(f"best at {point_label(summary, ch.point_id)}{node}", f"{ch.best_config_id} (K={ch.best_k}): {why}")
     return t
 
 

@@ -12,6 +12,7 @@ from specmeter.report.decisions import (
     verification_table,
 )
 from specmeter.report.grid import VERDICTS, Grid, Note, fmt, grid, ms, point_label, ratio_text
+from specmeter.report.jobs import jobs_notes, jobs_table
 from specmeter.report.pooled import pooled_sd as pooled_sd  # re-exported: the plots read it from here
 from specmeter.report.ramp import ramp_notes, ramp_tables
 from specmeter.report.replicas import replica_table
@@ -50,15 +51,18 @@ def plan_table(summary: RunSummary) -> Grid:
     if plan.load.search:
         points += " (" + ", ".join(f"{s.key} chosen by a load search" for s in plan.load.search) + ")"
     extra = (f"; {plan.repeats} repeats" if plan.repeats > 1 else "") + ("; interleaved" if plan.interleave else "")
+    located = any(c.ran_on is not None for c in summary.configs)  # Slurm: name the node of every number
     t = grid(f"Plan ({plan.kind}): {points}{extra}",
-             ("configuration", "role", "speculation", "workload", "server start s", "status"))
+             ("configuration", "role", "speculation", "workload", "server start s", "status",
+              *(("ran on",) if located else ())))
     for cfg in plan.configs:
         res = summary.config(cfg.id)
         status = "not run"
         if res is not None:
             status = "server failed" if res.server_error else f"{len(res.points)} point(s)"
+        where = (res.ran_on.label() if res is not None and res.ran_on is not None else "-",) if located else ()
         t.add_row(cfg.id, cfg.role.value, cfg.label, cfg.workload,
-                  fmt(res.startup_s if res else None, "{:.0f}"), status)
+                  fmt(res.startup_s if res else None, "{:.0f}"), status, *where)
     return t
 
 
@@ -319,6 +323,7 @@ def notes(summary: RunSummary) -> list[Note]:
         out.append(Note(summary.analysis.lossless_note, warn=True))
     out += tree_notes(summary)
     out += ramp_notes(summary)
+    out += jobs_notes(summary)
     if summary.status != "complete":
         out.append(Note(f"run {summary.status}: {summary.incomplete_reason or ''}", warn=True))
     return out
@@ -326,8 +331,8 @@ def notes(summary: RunSummary) -> list[Note]:
 
 def summary_tables(summary: RunSummary) -> list[Grid]:
     """The run's tables in reading order: what ran, acceptance, speed, the verdicts, the checks."""
-    tables = (plan_table(summary), sd_table(summary), tree_table(summary), synthetic_table(summary),
-              category_table(summary),
+    tables = (plan_table(summary), jobs_table(summary), sd_table(summary), tree_table(summary),
+              synthetic_table(summary), category_table(summary),
               throughput_table(summary), replica_table(summary),
               latency_table(summary), speedup_table(summary), decision_table(summary), head_to_head_table(summary),
               *search_tables(summary), *ramp_tables(summary), sampling_table(summary), verification_table(summary),

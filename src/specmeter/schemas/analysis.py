@@ -111,6 +111,8 @@ class PointChoice(BaseModel):
                                        "choice read, in the order it read them.")
     min_gain: float = Field(default=0.01, description="A costlier configuration must beat a cheaper one by more "
                             "than this fraction.")
+    node_group: str | None = Field(default=None, description="Slurm: the job group (one node) decided here, among "
+                                   "its own configurations (None: the whole plan ran on one node).")
 
     @property
     def settled(self) -> bool:

@@ -72,6 +72,8 @@ class PlannedConfig(BaseModel):
     workload: Literal["main", "random"] = "main"
     matched_random: MatchedRandom | None = None
     load: LoadSpec | None = Field(default=None, description="Overrides the plan's request settings (same points).")
+    node_group: str | None = Field(default=None, description="Slurm: the job group it ran in, on one node with its "
+                                   "own baseline; compared only within it (None: one node ran the whole plan).")
 
     @property
     def label(self) -> str:
@@ -155,9 +157,10 @@ class Plan(BaseModel):
         return next((c for c in self.configs if c.role is Role.baseline and c.workload == "main"), None)
 
     def baseline_for(self, config: PlannedConfig) -> PlannedConfig | None:
-        """The speculation-off configuration on the same workload (None: no speedup for this one)."""
+        """The speculation-off configuration on the same workload and node (None: no speedup for this one):
+        a speedup is never computed across two nodes' hardware."""
         return next((c for c in self.configs if c.role is Role.baseline and c.workload == config.workload
-                     and c.id != config.id), None)
+                     and c.node_group == config.node_group and c.id != config.id), None)
 
     def servers(self) -> list[list[PlannedConfig]]:
         """Configurations grouped by server, in plan order."""

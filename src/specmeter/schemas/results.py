@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from specmeter.schemas.analysis import Crossover, PointChoice, Speedup, VerifyPoint
+from specmeter.schemas.jobs import JobAttempt, RanOn
 from specmeter.schemas.metrics import (
     CategoryBreakdown,
     Goodput,
@@ -58,6 +59,8 @@ class ConfigResult(BaseModel):
     startup_s: float | None = None
     server_error: str | None = Field(default=None, description="Why its server did not start (the root-cause "
                                      "line of its log, and the log's path); the rest of the plan went on without it.")
+    ran_on: RanOn | None = Field(default=None, description="Slurm: the node, job group and attempt its numbers "
+                                 "came from (None: run locally).")
     points: list[PointResult] = Field(default_factory=list)
 
     def point(self, point_id: str, repeat: int = 0) -> PointResult | None:
@@ -147,6 +150,8 @@ class RunSummary(BaseModel):
                                           "auto`): the points chosen, in order, with why, and why the search stopped.")
     ramp: list[AxisRamp] = Field(default_factory=list, description="Per load axis (load.stop_at_saturation): each "
                                  "step judged against the lower load, and where the ramp stopped at saturation.")
+    jobs: list[JobAttempt] = Field(default_factory=list, description="Slurm: every attempt of every job group, "
+                                   "the one merged marked used (empty: run locally).")
     wall_s: float | None = None
 
     def sampled(self, point_id: str) -> PointSampling | None:

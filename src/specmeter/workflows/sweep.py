@@ -18,12 +18,14 @@ from specmeter.errors import InputError
 from specmeter.plans.sweep import SweepSpec, read_sweep_file
 from specmeter.plans.verify import check_verifiable
 from specmeter.runner import Execution
+from specmeter.schemas.jobs import SlurmOptions
 from specmeter.servers import ServerPool
 from specmeter.slo import SLO
 from specmeter.store import new_run_id
 from specmeter.workflows.execute import measure_and_keep, measure_one
 from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.recommend import check_min_gain
+from specmeter.workflows.slurm import sweep_on_slurm
 from specmeter.workflows.terminal import Terminal
 from specmeter.workflows.verify import DeployAnswer, VerifyRequest, answering, recommend_and_verify
 
@@ -67,6 +69,7 @@ class SweepRequest:
     verify: VerifyRequest | None = None
     slo: SLO | None = None  # --slo: load.slo, over the file's
     stop_at_saturation: bool | None = None  # over the file's load.stop_at_saturation
+    slurm: SlurmOptions | None = None  # --executor slurm: run the plan as Slurm jobs (None: here)
 
 
 def sweep_from_flags(flags: SweepFlags) -> SweepSpec:
@@ -120,6 +123,10 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
     `req.verify` recommend and verify on the same servers (one JSON document for all of it under --json)."""
     sw = sweep_spec(req)
     configs = sw.configs()  # the baseline first
+    if req.verify is not None and req.slurm is not None:
+        raise InputError("--verify runs the recommended config on the sweep's servers, which end with their Slurm "
+                         "jobs; sweep on Slurm without --verify, then `specmeter verify RUN_DIR` where a server "
+                         "can run")
     if req.verify is not None:  # refused before the sweep, not after it
         check_verifiable(sw.engine.kind, "--verify")
         if not configs[0].engine.launch:
@@ -148,6 +155,9 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
     ex = Execution(plan=sw.plan(workload), conversations=convs, api_key=req.api_key, command=req.command,
                    by_length=by_length)
     run_dir = req.out / (req.name or new_run_id(f"sweep-{len(ex.plan.configs)}configs"))
+    if req.slurm is not None:
+        sweep_on_slurm(ex, run_dir, req.slurm, term)
+        return
     if req.verify is None:
         calibrate_sweep(run_dir, measure_one(ex, run_dir, term), term)
         return
