@@ -41,13 +41,13 @@ def _terminal(json_out: bool = False) -> Terminal:
 
 @app.command()
 def run(
-    endpoint: Annotated[str | None, typer.Option(help="Attach to a running OpenAI-compatible server at this base URL.")] = None,
+    endpoint: Annotated[list[str] | None, typer.Option(help="Attach to a running OpenAI-compatible server at this base URL; repeat it for data-parallel replicas (requests spread, counters summed).")] = None,
     engine: Annotated[str | None, typer.Option(help="vllm, llamacpp, sglang or trtllm (default: vllm when launching; detected from the server when attaching).")] = None,
     model: Annotated[str | None, typer.Option(help="Target model path or hub id to launch.")] = None,
     spec: Annotated[str | None, typer.Option(help='Speculative config as JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\'; "synthetic_acceptance": {"rates": [...]} or {"length": L} sets acceptance instead of verifying (benchmarking only).')] = None,
     config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/load sections (flags override it).")] = None,
     baseline: Annotated[bool, typer.Option(help="Also run the same engine with speculation off, for the speedup.")] = True,
-    baseline_endpoint: Annotated[str | None, typer.Option(help="Attach mode: a server with speculation off, for the speedup.")] = None,
+    baseline_endpoint: Annotated[list[str] | None, typer.Option(help="Attach mode: a server with speculation off, for the speedup (repeat it for replicas).")] = None,
     dataset: Annotated[str, typer.Option(help="Workload: sample, jsonl, speed-bench, gsm8k, mt-bench, spec-bench, sonnet, random.")] = "sample",
     dataset_path: Annotated[str | None, typer.Option(help="File or directory of the dataset.")] = None,
     dataset_option: Annotated[list[str] | None, typer.Option(help="Loader option KEY=VALUE (repeatable), e.g. input_len=256 for random/sonnet, config=qualitative for speed-bench.")] = None,

@@ -29,6 +29,7 @@ from specmeter.config_points import one_user, point_shorthand
 from specmeter.config_search import LoadSearch, parse_auto
 from specmeter.dynamic_k import dynamic_k_at as dynamic_k_at  # re-exported: its users import it from here
 from specmeter.dynamic_k import validate_dynamic_k
+from specmeter.endpoints import Endpoint, endpoint_list, normalize_endpoint
 from specmeter.errors import InputError
 from specmeter.installed import module_available
 from specmeter.redact import redact_argv, redact_env
@@ -170,12 +171,14 @@ class SpecConfig(StrictModel):
 
 
 class EngineSpec(StrictModel):
-    """How to reach the engine: attach to `endpoint`, or launch `kind` serving `model`."""
+    """How to reach the engine: attach to `endpoint` (one server, or a list of its data-parallel replicas), or
+    launch `kind` serving `model`."""
 
     kind: str | None = Field(default=None, description="vllm, llamacpp, sglang or trtllm; launch mode: vllm if "
                              "unset; attach mode: detected from the server if unset.")
     model: str | None = Field(default=None, description="Target model path or hub id (launch mode).")
-    endpoint: str | None = Field(default=None, description="Base URL of a running server (attach mode).")
+    endpoint: Endpoint | None = Field(default=None, description="Base URL of a running server (attach mode), or a "
+                                      "list of the URLs of its data-parallel replicas (no load balancer in front).")
     served_model_name: str | None = None
     host: str = Field(default="127.0.0.1", description="Bind address of a launched server (loopback).")
     port: int | None = Field(default=None, ge=1, le=65535, description="None: pick a free port.")
@@ -198,8 +201,7 @@ class EngineSpec(StrictModel):
     def _mode(self) -> EngineSpec:
         if self.endpoint is None and self.model is None:
             raise ValueError("give either endpoint (attach to a running server) or model (launch one)")
-        if self.endpoint is not None and not self.endpoint.startswith(("http://", "https://")):
-            raise ValueError(f"endpoint {self.endpoint!r} must start with http:// or https://")
+        self.endpoint = normalize_endpoint(self.endpoint)
         if self.kind is not None and self.kind not in ENGINE_KINDS:
             raise ValueError(f"unknown engine {self.kind!r}; choose one of: {', '.join(ENGINE_KINDS)}")
         if self.kind is None and self.endpoint is None:
@@ -211,6 +213,11 @@ class EngineSpec(StrictModel):
     @property
     def launch(self) -> bool:
         return self.endpoint is None
+
+    @property
+    def endpoints(self) -> list[str]:
+        """The attached replicas' base URLs, in the order given ([] in launch mode)."""
+        return endpoint_list(self.endpoint)
 
     # Whatever writes an EngineSpec down (summary.json, the stored plan) gets no secrets.
     @field_serializer("extra_args")

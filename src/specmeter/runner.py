@@ -32,7 +32,8 @@ from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, InputEr
 from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
 from specmeter.load.point import count_requests, point_conversations, run_point
-from specmeter.load.stops import ServerAlive
+from specmeter.load.replicas import Replicas, accepts_connections
+from specmeter.load.stops import PointProgress, ReplicaDown, ServerAlive, StopCondition
 from specmeter.load.traffic import PointKey
 from specmeter.planner.search import Search
 from specmeter.ramp import Ramp
@@ -49,9 +50,7 @@ from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 from specmeter.servers import Server, ServerPool, served_model
 from specmeter.store import RunStore, environment_info, latest_records, model_fingerprint
 from specmeter.summarize import summarize_point
-from specmeter.telemetry.feed import FeedPoller
-from specmeter.telemetry.gauge import GaugeSampler
-from specmeter.telemetry.scrape import scrape
+from specmeter.telemetry.point import PointTelemetry
 
 LoadPoint = ConcurrencyPoint | RatePoint
 
@@ -172,7 +171,7 @@ class _Run:
             self.reporter.server_ready(head.server, proc.startup_seconds or 0.0)
 
     def _bind(self, server: Server, proc: LaunchedServer, *, reused: bool) -> None:
-        server.process, server.base_url = proc, proc.base_url
+        server.process, server.urls = proc, [proc.base_url]
         kv_tokens = kv_capacity_from_log(server.engine.kind, proc.log_path)
         for r in (self.result(c, server.engine) for c in server.configs):
             r.server_pid = proc.proc.pid if proc.proc else None
@@ -189,7 +188,7 @@ class _Run:
         config, point, repeat = cell.config, cell.point, cell.repeat
         load = self.plan.load_for(config)
         stats = server.engine.stats
-        assert server.base_url is not None and config.engine.kind is not None
+        assert server.urls and config.engine.kind is not None
         convs = point_conversations(self.conversations(config, point), point, load)
         prior = [r for r in self.ex.prior_records
                  if (r.config_id, r.point_id, r.repeat) == (config.id, point.id, repeat) and not r.warmup]
@@ -198,38 +197,38 @@ class _Run:
         index = max([len(capture.attempts), *(r.attempt + 1 for r in prior)])
         key = PointKey(config.id, point.id, repeat, attempt=index)
         skip = completed_conversations(prior, convs)
-        async with OpenAIClient(server.base_url, keep_connections=stats.keeps_connections, api_key=self.ex.api_key,
-                                timeout_s=load.request_timeout_s,
-                                extra_body=stats.request_extensions(load.temperature)) as client:
+        async with Replicas([OpenAIClient(url, keep_connections=stats.keeps_connections, api_key=self.ex.api_key,
+                                          timeout_s=load.request_timeout_s,
+                                          extra_body=stats.request_extensions(load.temperature))
+                             for url in server.urls]) as client:
             if server.model is None:
-                server.model = await served_model(client, config.engine)
+                server.model = await served_model(client.first, config.engine)
             on_record, stops = self._on_record(), self._stops(server)
             if load.warmup:
                 warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}"})
                         for c in convs[: load.warmup]]
                 await run_point(client, ConcurrencyPoint(concurrency=len(warm)), warm, load, server.model, key,
                                 on_record, warmup=True, stops=stops)
-            before = await scrape(client.get_text, stats.metrics_path, 0.0)  # on perf_counter, until t0 is known
+            feed = stats.iteration_feed()  # statistics the server clears on every read
+            telemetry = PointTelemetry([(c.base_url, c.get_text) for c in client.clients], stats.metrics_path,
+                                       stats.running_gauge, feed.path if feed is not None else None)
+            await telemetry.scrape_before()
             self.reporter.point_start(config, point, repeat, count_requests(convs) - count_requests(
                 [c for c in convs if c.id in skip]))
             t0 = time.perf_counter()  # the attempt's clock until the traffic's own start is known
-            before.at_s -= t0
+            telemetry.start(t0)
             attempt = Attempt(index=index, engine=config.engine.kind, metrics_path=stats.metrics_path,
-                              started_s=t0 - self.t0, before=before)
+                              started_s=t0 - self.t0)
+            attempt.keep(telemetry.reads)
             capture.attempts.append(attempt)
             self.store.write_capture(capture)  # a killed run still leaves the attempt's clock and first scrape
-            gauge = stats.running_gauge
-            sampler = GaugeSampler(client.get_text, gauge, t0, path=stats.metrics_path) if gauge else None
-            # Statistics the server clears on every read: drained on entry, read through the point and after it.
-            feed = stats.iteration_feed()
-            poller = FeedPoller(client.get_text, feed.path, t0) if feed is not None else None
-            async with sampler or contextlib.nullcontext(), poller or contextlib.nullcontext():
+            async with telemetry:
                 traffic = await run_point(client, point, convs, load, server.model, key, on_record, skip=skip,
                                           stops=stops)
-            attempt.after = await scrape(client.get_text, stats.metrics_path, t0)
+            await telemetry.scrape_after()
         attempt.wall_s = traffic.wall_s
-        attempt.running = sampler.captured if sampler is not None else None
-        attempt.feed = poller.reads if poller is not None else None
+        attempt.keep(telemetry.reads)
+        attempt.feed = telemetry.feed_reads
         attempt.rebase(traffic.t0 - t0)  # client processes start their clock once every one is ready
         self.store.write_capture(capture)
         return summarize_point(capture, [*prior, *traffic.records], point, stats,
@@ -244,11 +243,12 @@ class _Run:
         return on_record
 
     @staticmethod
-    def _stops(server: Server) -> list[ServerAlive]:
-        """A launched server that dies stops the point (checked on every failed request)."""
+    def _stops(server: Server) -> list[StopCondition[PointProgress]]:
+        """A launched server that dies, or one of several attached replicas, stops the point (checked on every
+        failed request)."""
         proc = server.process
         if proc is None:
-            return []
+            return [ReplicaDown(accepts_connections)] if len(server.urls) > 1 else []
         return [ServerAlive(proc.alive, lambda: f"the {server.engine.kind} server {server.head.server} {proc.ended()} "
                             f"during the run: {failure_reason(proc.log_path)} (whole log: {proc.log_path})")]
 

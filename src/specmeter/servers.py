@@ -27,7 +27,7 @@ class Server:
             raise InputError(f"server {self.head.server}: engine kind unknown; pass --engine")
         self.engine: Engine = get_engine(kind)
         self.process: LaunchedServer | None = None
-        self.base_url: str | None = self.head.engine.endpoint
+        self.urls: list[str] = self.head.engine.endpoints  # attached: its replicas; launched: set once it is up
         self.error: str | None = None
         self.model: str | None = None
 
@@ -78,5 +78,5 @@ async def served_model(client: OpenAIClient, engine: EngineSpec) -> str:
         return str(data["data"][0]["id"])
     except Exception as exc:
         raise EngineError(
-            f"{engine.endpoint}/v1/models did not name a model ({type(exc).__name__}); pass --served-model-name"
+            f"{client.base_url}/v1/models did not name a model ({type(exc).__name__}); pass --served-model-name"
         ) from exc

@@ -10,22 +10,21 @@ from collections.abc import Sequence
 
 from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint, SpecConfig
 from specmeter.engines.base import EngineStats
-from specmeter.errors import EngineError
 from specmeter.load.kinds import kind_of
 from specmeter.metrics.categories import category_breakdown
 from specmeter.metrics.goodput import summarize_goodput
 from specmeter.metrics.latency import summarize_latency
+from specmeter.metrics.replicas import parse_scrape, pooled_samples, replica_shares, summed_snapshots
 from specmeter.metrics.requests import with_sd
 from specmeter.metrics.running import summarize_running
 from specmeter.metrics.sd_summary import summarize_sd
 from specmeter.metrics.synthetic import synthetic_check
-from specmeter.schemas.capture import Attempt, PointCapture, Scrape
+from specmeter.schemas.capture import Attempt, PointCapture
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import PointResult
 from specmeter.schemas.sd import SDSummary, SyntheticCheck
 from specmeter.store import latest_records
 from specmeter.telemetry.feed import IterationFeed, replay
-from specmeter.telemetry.prometheus import Snapshot, parse_exposition
 
 RESUMED_SD = ("point finished by --resume on a new server: counter deltas cover only the resumed requests, so "
               "per-request stats are used")
@@ -60,7 +59,8 @@ def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], poi
     if spec is not None and spec.synthetic and load is not None:
         sd.synthetic = _synthetic(sd, counted, stats, spec, load)
     steady = kind_of(point).steady_state(final, wall) if not resumed else None
-    running = last.running
+    reads = last.reads()
+    running = pooled_samples(reads)  # one replica's batch, pooled over several (metrics/replicas.py)
     return PointResult(
         point_id=capture.point_id, repeat=capture.repeat, started_s=last.started_s,
         latency=summarize_latency(final, wall), steady=steady,
@@ -68,6 +68,7 @@ def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], poi
         if running is not None else None,
         sd=sd, categories=category_breakdown(final), resumed=resumed,
         goodput=summarize_goodput(final, wall, load.slo) if load is not None and load.slo is not None else None,
+        replicas=replica_shares(reads, final, steady) if len(reads) > 1 else None,
     )
 
 
@@ -115,9 +116,14 @@ def _wall(attempt: Attempt | int, records: Sequence[RequestRecord]) -> float:
 
 def _attempt_sd(attempt: Attempt, records: Sequence[RequestRecord], stats: EngineStats,
                 expect_sd: bool) -> SDSummary:
-    """SD of one attempt: its counter deltas (scrapes before and after), its feed, and its requests."""
-    before, err_before = _snapshot(attempt.before)
-    after, err_after = _snapshot(attempt.after)
+    """SD of one attempt: its counter deltas (scrapes before and after; several replicas' summed), its feed, and
+    its requests."""
+    if attempt.replicas is not None:
+        before, after, err_before = summed_snapshots(attempt.replicas, stats.sd_counter_names)
+        err_after = None
+    else:
+        before, err_before = parse_scrape(attempt.before)
+        after, err_after = parse_scrape(attempt.after)
     feed: IterationFeed | None = None
     if attempt.feed is not None:
         feed = stats.iteration_feed()
@@ -125,16 +131,3 @@ def _attempt_sd(attempt: Attempt, records: Sequence[RequestRecord], stats: Engin
             replay(feed, attempt.feed)
     return summarize_sd(stats, before, after, records, scrape_error=err_before or err_after, expect_sd=expect_sd,
                         feed=feed)
-
-
-def _snapshot(scrape: Scrape | None) -> tuple[Snapshot | None, str | None]:
-    """A scrape parsed, or (None, why not). A server whose metrics are missing or garbage still gets measured:
-    SD then comes from per-request stats, and the reason is recorded."""
-    if scrape is None:
-        return None, None
-    if scrape.text is None:
-        return None, scrape.error
-    try:
-        return parse_exposition(scrape.text, taken_at=scrape.at_s), None
-    except EngineError as exc:
-        return None, str(exc)

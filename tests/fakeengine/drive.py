@@ -22,8 +22,8 @@ def conversations(turns: list[list[str]] | list[str], prefix: str = "c") -> list
             for i, t in enumerate(turns)]
 
 
-def _attach_execution(url: str, baseline_url: str | None, convs: list[Conversation], k: int, api_key: str | None,
-                      workload: WorkloadSelection | None, repeats: int, interleave: bool,
+def _attach_execution(url: str | list[str], baseline_url: str | None, convs: list[Conversation], k: int,
+                      api_key: str | None, workload: WorkloadSelection | None, repeats: int, interleave: bool,
                       load: dict[str, Any]) -> Execution:
     load.setdefault("warmup", 0)
     load.setdefault("max_tokens", 32)
@@ -32,14 +32,14 @@ def _attach_execution(url: str, baseline_url: str | None, convs: list[Conversati
                           baseline_endpoint=baseline_url,
                           workload=workload or WorkloadSelection(dataset="fault-server-test"),
                           repeats=repeats, interleave=interleave)
-    return Execution(plan=plan, conversations=convs, api_key=api_key,
-                     command=["specmeter", "run", "--endpoint", url])
+    flags = [arg for u in ([url] if isinstance(url, str) else url) for arg in ("--endpoint", u)]
+    return Execution(plan=plan, conversations=convs, api_key=api_key, command=["specmeter", "run", *flags])
 
 
-def attach_plan(url: str, convs: list[Conversation], k: int = 4, api_key: str | None = None,
+def attach_plan(url: str | list[str], convs: list[Conversation], k: int = 4, api_key: str | None = None,
                 **load: Any) -> Execution:
-    """An attach-mode Execution against `url`: one configuration, ngram K=k (id "ngram-k<k>"), no baseline
-    (warmup 0 unless given)."""
+    """An attach-mode Execution against `url` (a list: replicas of one server): one configuration, ngram K=k
+    (id "ngram-k<k>"), no baseline (warmup 0 unless given)."""
     return _attach_execution(url, None, convs, k, api_key, None, 1, False, load)
 
 

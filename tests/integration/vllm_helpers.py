@@ -23,23 +23,24 @@ from specmeter.store import RunStore
 
 
 class ServerPool:
-    """LaunchedServers keyed by their speculative config; started on first use."""
+    """LaunchedServers keyed by their speculative config and replica index; started on first use."""
 
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
-        self._servers: dict[str, LaunchedServer] = {}
+        self._servers: dict[tuple[str, int], LaunchedServer] = {}
 
-    def get(self, spec: SpecConfig) -> LaunchedServer:
-        key = spec.model_dump_json()
+    def get(self, spec: SpecConfig, replica: int = 0) -> LaunchedServer:
+        """The server running `spec`; `replica` > 0: another server of the same config (data-parallel replicas)."""
+        key = (spec.model_dump_json(), replica)
         if key not in self._servers:
             name = spec.label().replace(" ", "_").replace("=", "")
             log = self.log_dir / f"server-{name}-{len(self._servers)}.log"
             self._servers[key] = LaunchedServer(VLLMLauncher(), demo_engine(), spec, log).start()
         return self._servers[key]
 
-    def stop(self, spec: SpecConfig) -> None:
+    def stop(self, spec: SpecConfig, replica: int = 0) -> None:
         """Stop one server now (a test's own configuration, to keep the session's memory in bounds)."""
-        server = self._servers.pop(spec.model_dump_json(), None)
+        server = self._servers.pop((spec.model_dump_json(), replica), None)
         if server is not None:
             server.stop()
 
@@ -48,9 +49,10 @@ class ServerPool:
             server.stop()
 
 
-def measure(base_url: str, run_dir: Path, load: LoadSpec, num_prompts: int | None = None,
+def measure(base_url: str | list[str], run_dir: Path, load: LoadSpec, num_prompts: int | None = None,
             spec: SpecConfig | None = None) -> RunSummary:
-    """Run the sample workload (stratified) against an attached server and return the summary."""
+    """Run the sample workload (stratified) against an attached server (a list: its replicas) and return the
+    summary."""
     convs = select(load_sample(), num_prompts=num_prompts, seed=0)
     plan = run_plan(EngineSpec(endpoint=base_url), spec or SpecConfig(), load, baseline=False,
                     baseline_endpoint=None,

@@ -29,6 +29,7 @@ from specmeter.load import eventloop, split
 from specmeter.load.arrivals import arrival_times
 from specmeter.load.client import OpenAIClient
 from specmeter.load.point import point_conversations, run_point
+from specmeter.load.replicas import Replicas
 from specmeter.load.split import client_processes, owner, split_slots
 from specmeter.load.traffic import PointKey, PointTraffic
 from specmeter.metrics.requests import with_sd
@@ -119,7 +120,7 @@ def drive(url: str, point: ConcurrencyPoint | RatePoint, convs: list[Conversatio
     delivered: list[RequestRecord] = []
 
     async def go() -> PointTraffic:
-        async with OpenAIClient(url, timeout_s=30) as client:
+        async with Replicas([OpenAIClient(url, timeout_s=30)]) as client:
             todo = point_conversations(convs, point, spec) if cycle else convs
             return await run_point(client, point, todo, spec, "m", PointKey("cfg", point.id), delivered.append)
 
@@ -201,7 +202,7 @@ def test_resume_and_duration_split_like_one_process(server: StubServer) -> None:
     delivered: list[RequestRecord] = []
 
     async def resumed() -> PointTraffic:
-        async with OpenAIClient(server.url, timeout_s=30) as client:
+        async with Replicas([OpenAIClient(server.url, timeout_s=30)]) as client:
             return await run_point(client, point, convs, spec, "m", PointKey("cfg", point.id), delivered.append,
                                    skip=skip)
 
@@ -283,7 +284,7 @@ def test_error_rate_counts_every_process_and_keeps_the_records(server: StubServe
     point = ConcurrencyPoint(concurrency=4)
 
     async def go() -> None:
-        async with OpenAIClient(server.url, timeout_s=30) as client:
+        async with Replicas([OpenAIClient(server.url, timeout_s=30)]) as client:
             await run_point(client, point, convs, spec, "m", PointKey("cfg", point.id), delivered.append)
 
     with pytest.raises(ErrorRateExceeded):
@@ -311,7 +312,7 @@ def _run_until(url: str, action: Any, records_before: int = 3) -> tuple[BaseExce
     convs = workload(400)
 
     async def go() -> BaseException | None:
-        async with OpenAIClient(url, timeout_s=30) as client:
+        async with Replicas([OpenAIClient(url, timeout_s=30)]) as client:
             task = asyncio.create_task(run_point(client, point, convs, spec, "m", PointKey("cfg", point.id),
                                                  delivered.append))
             while len(delivered) < records_before and not task.done():

@@ -113,7 +113,7 @@ def test_the_runner_watches_a_launched_server_only(tmp_path: Path) -> None:
     assert stop is not None and isinstance(stop.error, EngineDied)
     assert str(stop.error) == f"the vllm server s0 died during the run: {failure_reason(log)} (whole log: {log})"
     assert "\n" not in str(stop.error)  # one line, with the log's root cause
-    assert _Run._stops(SimpleNamespace(process=None)) == []  # type: ignore[arg-type]  # attached: not ours
+    assert _Run._stops(SimpleNamespace(process=None, urls=["http://h:1"])) == []  # type: ignore[arg-type]  # attached: not ours
 
 
 def test_traffic_checks_its_conditions_after_handing_each_record_on() -> None:

@@ -51,15 +51,22 @@ def probe(url: str, api_key: str | None = None, timeout: float = 10.0) -> Server
 
 
 def resolve_endpoints(plan: Plan, api_key: str | None) -> Plan:
-    """Check every attached server answers; fill in the engine kind of those given without one."""
+    """Check every attached server (each replica of one) answers; fill in the engine kind of those given without
+    one. Replicas of one server must be one engine: detected kinds that differ are named."""
     probes: dict[str, ServerProbe] = {}
     configs = []
     for config in plan.configs:
         engine = config.engine
-        if engine.endpoint is not None:
-            found = probes.get(engine.endpoint) or probe(engine.endpoint, api_key)
-            probes[engine.endpoint] = found
-            if engine.kind is None:
-                engine = engine.model_copy(update={"kind": detect_engine(found)})
+        found = []
+        for url in engine.endpoints:
+            probes[url] = probes.get(url) or probe(url, api_key)
+            found.append(probes[url])
+        if found and engine.kind is None:
+            kinds = {p.url: detect_engine(p) for p in found}
+            if len(set(kinds.values())) > 1:
+                raise InputError(f"configuration {config.id}: its replicas run different engines ("
+                                 + ", ".join(f"{url}: {kind}" for url, kind in kinds.items())
+                                 + "); list replicas of one server, or pass --engine")
+            engine = engine.model_copy(update={"kind": kinds[found[0].url]})
         configs.append(config.model_copy(update={"engine": engine}))
     return plan.model_copy(update={"configs": configs})

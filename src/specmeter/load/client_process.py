@@ -14,9 +14,9 @@ from typing import Any, cast
 
 from specmeter.config import EventLoop
 from specmeter.load import eventloop
-from specmeter.load.client import OpenAIClient
 from specmeter.load.kinds import kind_of
 from specmeter.load.pipes import STOP_TIMEOUT_S, WorkerJob, clock_name, frame, read_frame
+from specmeter.load.replicas import Replicas
 from specmeter.load.split import owner
 from specmeter.load.strategies import planned_todo
 from specmeter.load.traffic import OnRecord, Traffic
@@ -86,7 +86,7 @@ async def _serve(out_fd: int) -> None:
             return
         assert message[0] == "job", message[0]
         job: WorkerJob = message[1]
-        async with OpenAIClient.from_settings(job.client) as client:
+        async with Replicas.from_settings(job.client) as client:
             out.send(("ready", clock_name(), time.perf_counter()))
             message = await read_frame(reader)
             if message is None or message[0] != "go":
@@ -113,7 +113,7 @@ async def _serve(out_fd: int) -> None:
         await out.close()
 
 
-async def _drive(job: WorkerJob, client: OpenAIClient, t0: float, send: OnRecord) -> None:
+async def _drive(job: WorkerJob, client: Replicas, t0: float, send: OnRecord) -> None:
     whole = kind_of(job.point).strategy(job.load)
     todo = planned_todo(whole, job.point, job.conversations, job.load, job.skip)
     mine = (item for k, item in enumerate(todo) if owner(k, whole.slots, job.processes) == job.index)

@@ -14,7 +14,7 @@ from typing import Any
 
 from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
-from specmeter.load.client import ClientSettings
+from specmeter.load.replicas import ReplicaSettings
 from specmeter.load.traffic import PointKey
 
 STOP_TIMEOUT_S = 30.0  # for processes told to stop to send what finished and exit
@@ -29,7 +29,7 @@ class WorkerJob:
     index: int
     processes: int
     slots: int | None  # this process's share of the point's slots
-    client: ClientSettings
+    client: ReplicaSettings
     point: ConcurrencyPoint | RatePoint
     conversations: list[Conversation]
     load: LoadSpec

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from specmeter.config import REQUESTS_PER_SLOT_FLOOR, ConcurrencyPoint, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
-from specmeter.load.client import OpenAIClient
 from specmeter.load.kinds import kind_of
+from specmeter.load.replicas import Replicas
 from specmeter.load.split import client_processes
 from specmeter.load.stops import ErrorRateLimit, PointProgress, StopCondition
 from specmeter.load.strategies import cycled, planned_todo
@@ -39,7 +39,7 @@ def point_conversations(conversations: Sequence[Conversation], point: Concurrenc
 
 
 async def run_point(
-    client: OpenAIClient,
+    client: Replicas,
     point: ConcurrencyPoint | RatePoint,
     conversations: Sequence[Conversation],
     load: LoadSpec,

@@ -120,3 +120,22 @@ class ServerAlive:
             error = EngineDied(self.obituary())
             return Stop(str(error), error)
         return None
+
+
+@dataclass(frozen=True)
+class ReplicaDown:
+    """A request to one of several attached replicas failed to connect and nothing listens there any more: the
+    point stops with EngineDied naming it. Going on over the others would measure a smaller deployment than the
+    one planned, and its counters could no longer be summed over the point."""
+
+    reachable: Callable[[str], bool]  # whether the replica at this URL accepts connections (load/replicas.py)
+
+    def check(self, state: PointProgress, /) -> Stop | None:
+        latest = state.latest
+        if latest is None or latest.ok or latest.error_kind != "connection" or latest.replica is None:
+            return None
+        if self.reachable(latest.replica):
+            return None
+        error = EngineDied(f"replica {latest.replica} stopped accepting connections during the point "
+                           f"({latest.error}): restart the server there")
+        return Stop(str(error), error)

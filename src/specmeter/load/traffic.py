@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from specmeter.config import LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.load.client import OpenAIClient
+from specmeter.load.replicas import Replicas
 from specmeter.load.requests import build_request
 from specmeter.load.stops import PointProgress, Stop, StopCondition, StopConditions
 from specmeter.schemas.records import RequestRecord
@@ -46,7 +47,7 @@ class PointTraffic:
 class Traffic:
     """Sends conversations for one point, keeps its records and clock, and checks its stop conditions."""
 
-    def __init__(self, client: OpenAIClient, load: LoadSpec, model: str, key: PointKey, on_record: OnRecord,
+    def __init__(self, client: Replicas, load: LoadSpec, model: str, key: PointKey, on_record: OnRecord,
                  warmup: bool, stops: Sequence[StopCondition[PointProgress]], t0: float | None = None,
                  relay: bool = False) -> None:
         """`stops`: checked on every finished request; a failure raises its error, a clean end sets `stopped`
@@ -71,26 +72,29 @@ class Traffic:
         if slot is not None:
             await slot.acquire()
         try:
-            history: list[str] = []
-            turns = len(conv.turns)
-            for turn in range(turns):
-                record = RequestRecord(
-                    config_id=self.key.config_id, point_id=self.key.point_id, repeat=self.key.repeat,
-                    attempt=self.key.attempt, conversation_id=conv.id, turn=turn, category=conv.category,
-                    warmup=self.warmup,
-                    scheduled_s=scheduled_s if turn == 0 else None,
-                )
-                record.queued_s = time.perf_counter() - ready if turn == 0 else 0.0
-                text = await self.client.send(build_request(conv, turn, history, self.load, self.model),
-                                              record, self.t0)
-                ends = not record.ok or turn == turns - 1
-                self.deliver(record, ended_turns=turns if ends else 0)
-                if not record.ok:
-                    return
-                history.append(text)
+            with self.client.conversation() as (client, replica):  # every turn on one replica (load/replicas.py)
+                await self._turns(conv, scheduled_s, ready, client, replica)
         finally:
             if slot is not None:
                 slot.release()
+
+    async def _turns(self, conv: Conversation, scheduled_s: float | None, ready: float, client: OpenAIClient,
+                     replica: str | None) -> None:
+        history: list[str] = []
+        turns = len(conv.turns)
+        for turn in range(turns):
+            record = RequestRecord(
+                config_id=self.key.config_id, point_id=self.key.point_id, repeat=self.key.repeat,
+                attempt=self.key.attempt, conversation_id=conv.id, turn=turn, category=conv.category,
+                warmup=self.warmup, scheduled_s=scheduled_s if turn == 0 else None, replica=replica,
+            )
+            record.queued_s = time.perf_counter() - ready if turn == 0 else 0.0
+            text = await client.send(build_request(conv, turn, history, self.load, self.model), record, self.t0)
+            ends = not record.ok or turn == turns - 1
+            self.deliver(record, ended_turns=turns if ends else 0)
+            if not record.ok:
+                return
+            history.append(text)
 
     def deliver(self, record: RequestRecord, ended_turns: int = 0) -> None:
         """A finished request: kept (unless relayed), handed on, then the stop conditions checked.

@@ -50,9 +50,9 @@ import specmeter
 from specmeter.config import ConcurrencyPoint, EventLoop, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.errors import SpecmeterError
-from specmeter.load.client import OpenAIClient
 from specmeter.load.kinds import kind_of
 from specmeter.load.pipes import STOP_TIMEOUT_S, WorkerJob, clock_name, frame, read_frame
+from specmeter.load.replicas import Replicas
 from specmeter.load.split import split_slots
 from specmeter.load.stops import PointProgress, StopCondition
 from specmeter.load.traffic import OnRecord, PointKey, PointTraffic, Traffic
@@ -65,7 +65,7 @@ STDERR_LINES = 20
 
 async def run_point_in_processes(
     processes: int,
-    client: OpenAIClient,
+    client: Replicas,
     point: ConcurrencyPoint | RatePoint,
     conversations: Sequence[Conversation],
     load: LoadSpec,

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specmeter.analysis.families import drafter_label
+from specmeter.endpoints import endpoint_label
 from specmeter.errors import InputError
 from specmeter.planner.observations import drafter_key, observations
 from specmeter.planner.stepcost import N_TARGET, Fit, fit, observation_features
@@ -33,7 +34,7 @@ def engine_of(summary: RunSummary) -> tuple[str, str | None, str]:
     plan = summary.plan
     planned = plan.main_baseline or plan.configs[0]
     version = next((c.engine_version for c in summary.configs if c.engine_version), None)
-    target = planned.engine.model or planned.engine.endpoint or "?"
+    target = planned.engine.model or endpoint_label(planned.engine.endpoint) or "?"
     target_hash = summary.models.get("target", {}) if isinstance(summary.models.get("target"), dict) else {}
     sha = target_hash.get("sha256") if isinstance(target_hash, dict) else None
     if isinstance(sha, dict):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from specmeter.endpoints import Endpoint, normalize_endpoint
 from specmeter.errors import InputError
 from specmeter.schemas.plan import MatchedRandom, Plan, PlannedConfig, Role, WorkloadSelection
 
@@ -30,16 +31,17 @@ def config_id(spec: SpecConfig) -> str:
     return "-".join(parts)
 
 
-def baseline_engine(engine: EngineSpec, baseline_endpoint: str | None) -> EngineSpec | None:
-    """The engine that serves speculation off: the same launch, or a speculation-off twin in attach mode."""
+def baseline_engine(engine: EngineSpec, baseline_endpoint: Endpoint | None) -> EngineSpec | None:
+    """The engine that serves speculation off: the same launch, or a speculation-off twin in attach mode (one
+    server, or its replicas)."""
     if engine.launch:
         return engine
-    return engine.model_copy(update={"endpoint": baseline_endpoint}) if baseline_endpoint else None
+    return engine.model_copy(update={"endpoint": normalize_endpoint(baseline_endpoint)}) if baseline_endpoint else None
 
 
-def run_plan(engine: EngineSpec, spec: SpecConfig, load: LoadSpec, *, baseline: bool, baseline_endpoint: str | None,
-             workload: WorkloadSelection, interleave: bool = False, repeats: int = 1,
-             kind: Literal["run", "demo"] = "run") -> Plan:
+def run_plan(engine: EngineSpec, spec: SpecConfig, load: LoadSpec, *, baseline: bool,
+             baseline_endpoint: Endpoint | None, workload: WorkloadSelection, interleave: bool = False,
+             repeats: int = 1, kind: Literal["run", "demo"] = "run") -> Plan:
     """Speculation first, then the same engine with it off (launch mode) or at baseline_endpoint."""
     configs: list[PlannedConfig] = []
     if spec.enabled or not engine.launch:
@@ -53,7 +55,7 @@ def run_plan(engine: EngineSpec, spec: SpecConfig, load: LoadSpec, *, baseline: 
 
 
 def compare_workloads_plan(engine: EngineSpec, spec: SpecConfig, load: LoadSpec, *, vocab_size: int,
-                           excluded_token_ids: list[int], baseline_endpoint: str | None,
+                           excluded_token_ids: list[int], baseline_endpoint: Endpoint | None,
                            workload: WorkloadSelection) -> Plan:
     """Speculation on the real workload and on matched random tokens (one server), then the same two
     with speculation off: the random prompts match what the speculative config completed at the first

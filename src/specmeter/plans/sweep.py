@@ -40,6 +40,7 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator, mode
 
 from specmeter.config import EngineSpec, LoadSpec, SpecConfig, SpecMethod, StrictModel
 from specmeter.config_files import build_model, load_yaml
+from specmeter.endpoints import Endpoint, normalize_endpoint
 from specmeter.errors import InputError
 from specmeter.placement.inventory import parse_gpu_ids
 from specmeter.placement.servers import place_configs, placed
@@ -71,7 +72,10 @@ class CandidateSpec(StrictModel):
         default=None, description="Draft a token tree (EAGLE-style methods): {topk, depth, nodes} or {choices}; "
         "a list expands to one configuration per tree.")
     extra: dict[str, Any] = Field(default_factory=dict)
-    endpoint: str | None = Field(default=None, description="Attach to a server already running this config.")
+    endpoint: Endpoint | None = Field(default=None, description="Attach to a server already running this config "
+                                      "(a list: its data-parallel replicas).")
+
+    _endpoint = field_validator("endpoint")(normalize_endpoint)
 
     @model_validator(mode="after")
     def _expandable(self) -> CandidateSpec:
@@ -82,7 +86,7 @@ class CandidateSpec(StrictModel):
         if self.id is not None and len(specs) > 1:
             raise ValueError(f"id {self.id!r} names one configuration, but this entry expands to {len(specs)}")
         if self.endpoint is not None and len(specs) > 1:
-            raise ValueError("endpoint attaches to one running server, but this entry expands to "
+            raise ValueError("endpoint attaches to one running server (or its replicas), but this entry expands to "
                              f"{len(specs)} configurations")
         if self.id is not None and self.synthetic_acceptance is not None and not _says_synthetic(self.id):
             raise ValueError(f"id {self.id!r} names a synthetic-acceptance configuration: put 'synth' in it, so every "
@@ -172,7 +176,8 @@ class SweepSpec(StrictModel):
 
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     engine: EngineSpec
-    baseline_endpoint: str | None = Field(default=None, description="Attach: a speculation-off server.")
+    baseline_endpoint: Endpoint | None = Field(default=None, description="Attach: a speculation-off server (a "
+                                               "list: its data-parallel replicas).")
     candidates: list[CandidateSpec] = Field(min_length=1)
     load: LoadSpec = Field(default_factory=LoadSpec)
     repeats: int = Field(default=1, ge=1)
@@ -192,6 +197,8 @@ class SweepSpec(StrictModel):
         if isinstance(value, list) and not any(isinstance(v, bool) for v in value):
             value = ",".join(str(v) for v in value)
         return parse_gpu_ids(value, "gpus") if isinstance(value, str) else value
+
+    _baseline_endpoint = field_validator("baseline_endpoint")(normalize_endpoint)
 
     @model_validator(mode="after")
     def _servable(self) -> SweepSpec:
@@ -224,12 +231,12 @@ class SweepSpec(StrictModel):
     def configs(self) -> list[PlannedConfig]:
         """The baseline first, then every expanded candidate, with unique ids."""
         base_engine = (self.engine if self.baseline_endpoint is None
-                       else self.engine.model_copy(update={"endpoint": self.baseline_endpoint}))
+                       else self.engine.model_copy(update={"endpoint": normalize_endpoint(self.baseline_endpoint)}))
         out = [PlannedConfig(id=BASELINE, role=Role.baseline, spec=SpecConfig(), engine=base_engine, server=BASELINE)]
         drafts = {s.draft_model for c in self.candidates for s in c.expand() if s.draft_model}
         for i, cand in enumerate(self.candidates):
             engine = (self.engine if cand.endpoint is None
-                      else self.engine.model_copy(update={"endpoint": cand.endpoint}))
+                      else self.engine.model_copy(update={"endpoint": normalize_endpoint(cand.endpoint)}))
             for spec in cand.expand():
                 cid = cand.id or config_id(spec)
                 if len(drafts) > 1 and spec.draft_model and cand.id is None:

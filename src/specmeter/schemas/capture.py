@@ -36,6 +36,15 @@ class GaugeSamples(BaseModel):
     samples: list[tuple[float, float]] = Field(default_factory=list)
 
 
+class ReplicaReads(BaseModel):
+    """One server's reads around and through a point: a replica's, when attached to several."""
+
+    url: str = Field(description="The replica's base URL ('' for the one server of an attempt without replicas).")
+    before: Scrape | None = None
+    after: Scrape | None = None
+    running: GaugeSamples | None = None
+
+
 class Attempt(BaseModel):
     """One run of the point on one server: everything read from it, on the attempt's own clock."""
 
@@ -47,16 +56,35 @@ class Attempt(BaseModel):
     before: Scrape | None = None
     after: Scrape | None = None
     running: GaugeSamples | None = None
-    feed: list[FeedRead] | None = Field(default=None, description="None: the engine has no iteration feed.")
+    feed: list[FeedRead] | None = Field(default=None, description="None: the engine has no iteration feed (or "
+                                        "was read over several replicas, whose feeds are not read).")
+    replicas: list[ReplicaReads] | None = Field(default=None, description="Attached to several replicas: each one's "
+                                                "reads (before, after and running are then None).")
+
+    def keep(self, reads: list[ReplicaReads]) -> None:
+        """One server's reads in before, after and running (as every capture before replicas has them); several
+        replicas' in `replicas`."""
+        if len(reads) == 1:
+            self.before, self.after, self.running = reads[0].before, reads[0].after, reads[0].running
+        else:
+            self.replicas = reads
+
+    def reads(self) -> list[ReplicaReads]:
+        """Every server's reads: the replicas', or the one server's."""
+        if self.replicas is not None:
+            return self.replicas
+        return [ReplicaReads(url="", before=self.before, after=self.after, running=self.running)]
 
     def rebase(self, by: float) -> None:
         """Move the attempt's clock `by` seconds later (onto the clock its requests' times count from)."""
         self.started_s += by
-        for read in [self.before, self.after, *(self.feed or [])]:
+        reads = self.reads()
+        for read in [*(r.before for r in reads), *(r.after for r in reads), *(self.feed or [])]:
             if read is not None:
                 read.at_s -= by
-        if self.running is not None:
-            self.running.samples = [(t - by, v) for t, v in self.running.samples]
+        for server in reads:
+            if server.running is not None:
+                server.running.samples = [(t - by, v) for t, v in server.running.samples]
 
 
 class PointCapture(BaseModel):

@@ -106,3 +106,13 @@ class RunningBatch(BaseModel):
     max: float | None = None
     steady_mean: float | None = Field(default=None, description="Mean over samples inside the steady window.")
     histogram: dict[int, int] = Field(default_factory=dict, description="Batch size -> samples.")
+
+
+class ReplicaShare(BaseModel):
+    """One replica's part of a point, attached to several: the requests it served and its own running batch."""
+
+    url: str
+    requests: int = Field(description="Measured requests sent to it (warm-up excluded).")
+    ok: int = Field(description="Of those, completed.")
+    share: float = Field(description="Its fraction of the point's measured requests.")
+    running_batch: RunningBatch | None = Field(default=None, description="Its own gauge, sampled through the point.")

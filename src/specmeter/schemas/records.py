@@ -54,6 +54,8 @@ class RequestRecord(BaseModel):
                                                "engine returns them (the lossless check compares these).")
     attempt: int = Field(default=0, ge=0, description="Which attempt at the point sent it (0; a resume adds one): "
                          "its times count from that attempt's start (captures/ holds each attempt's clock).")
+    replica: str | None = Field(default=None, description="Attached to several replicas: the base URL of the one "
+                                "that served it (None: one server).")
     final_payload: dict[str, Any] | None = Field(default=None, description="The stream's closing metadata (usage "
                                                  "and the engine's own per-request fields), as the server sent it.")
     # Parsed from final_payload by the engine's stats when records are summarized (metrics/requests.py); a run

@@ -8,7 +8,14 @@ from pydantic import BaseModel, Field
 
 from specmeter.schemas.analysis import CapacityGap, Crossover, PointChoice, Speedup, VerifyPoint
 from specmeter.schemas.jobs import JobAttempt, RanOn
-from specmeter.schemas.metrics import CategoryBreakdown, Goodput, LatencySummary, RunningBatch, SteadyState
+from specmeter.schemas.metrics import (
+    CategoryBreakdown,
+    Goodput,
+    LatencySummary,
+    ReplicaShare,
+    RunningBatch,
+    SteadyState,
+)
 from specmeter.schemas.plan import Plan, Role
 from specmeter.schemas.ramp import AxisRamp
 from specmeter.schemas.sd import SDSummary
@@ -26,12 +33,16 @@ class PointResult(BaseModel):
                                     "between configurations measured at different times.")
     latency: LatencySummary
     steady: SteadyState | None = Field(default=None, description="None when the load never reached steady state.")
-    running_batch: RunningBatch | None = None
+    running_batch: RunningBatch | None = Field(default=None, description="Attached to several replicas: pooled "
+                                               "over their samples, so it is one replica's batch (what a dynamic-K "
+                                               "table is keyed on), not their sum.")
     sd: SDSummary
     categories: CategoryBreakdown | None = None
     goodput: Goodput | None = Field(default=None, description="Requests/s that met load.slo (None: no SLO given).")
     resumed: bool = Field(default=False, description="Finished by --resume on a new server: wall time and "
                           "throughput span two servers; SD comes from per-request stats.")
+    replicas: list[ReplicaShare] | None = Field(default=None, description="Attached to several replicas: each "
+                                                "one's requests and batch (None: one server). SD sums their counters.")
 
 
 class ConfigResult(BaseModel):

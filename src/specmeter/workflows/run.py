@@ -12,6 +12,7 @@ from specmeter.config_files import build_model, load_yaml, parse_spec_json
 from specmeter.data.matched import vocab_from_model
 from specmeter.data.selection import output_policy
 from specmeter.data.workload import load_conversations
+from specmeter.endpoints import Endpoint
 from specmeter.engines.preflight import check_local_models
 from specmeter.errors import SpecmeterError
 from specmeter.plans.run import compare_workloads_plan, run_plan
@@ -39,7 +40,7 @@ class RunRequest:
     input_len: tuple[int, int] | None = None
     tokenizer: str | None = None
     baseline: bool = True
-    baseline_endpoint: str | None = None
+    baseline_endpoint: Endpoint | None = None
     interleave: bool = False
     repeats: int = 1
     api_key: str | None = None

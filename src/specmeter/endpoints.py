@@ -1,0 +1,47 @@
+"""Attach mode's endpoint field: one base URL, or a list of data-parallel replicas of one server.
+
+One URL stays a plain string (as every stored plan before replicas has it, and as it serializes back); a list of
+one is that string; two or more stay a list. Below config.py (EngineSpec and the sweep file take their values
+from here), so every place that sets an endpoint normalizes it the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# What a config file, a flag or a stored plan may give: a URL, or a list of the replicas' URLs.
+Endpoint = str | list[str]
+
+
+def normalize_endpoint(value: str | Sequence[str] | None) -> Endpoint | None:
+    """`value` checked (http(s) URLs, no repeats, at least one) and in its stored form: one URL as a string,
+    several as a list; None stays None (launch mode)."""
+    if value is None:
+        return None
+    urls = [value] if isinstance(value, str) else list(value)
+    if not urls:
+        raise ValueError("endpoint: an empty list attaches to nothing; give at least one base URL")
+    seen: set[str] = set()
+    for url in urls:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ValueError(f"endpoint {url!r} must start with http:// or https://")
+        key = url.rstrip("/")
+        if key in seen:
+            raise ValueError(f"endpoint {url!r} is given twice; list each replica once")
+        seen.add(key)
+    return urls[0] if len(urls) == 1 else urls
+
+
+def endpoint_list(value: Endpoint | None) -> list[str]:
+    """The replicas' URLs ([] in launch mode)."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def endpoint_label(value: Endpoint | None) -> str | None:
+    """One line naming the endpoint: its URL, or the first replica's and how many there are."""
+    urls = endpoint_list(value)
+    if not urls:
+        return None
+    return urls[0] if len(urls) == 1 else f"{urls[0]} (+{len(urls) - 1} replicas)"
