@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from specmeter.schemas.analysis import Crossover, PointChoice, Speedup, VerifyPoint
 from specmeter.schemas.metrics import CategoryBreakdown, Goodput, LatencySummary, RunningBatch, SteadyState
+from specmeter.schemas.offload import GpuOffload
 from specmeter.schemas.plan import Plan, Role
 from specmeter.schemas.ramp import AxisRamp
 from specmeter.schemas.sd import SDSummary
@@ -45,6 +46,9 @@ class ConfigResult(BaseModel):
     server_log: str | None = None
     server_pid: int | None = Field(default=None, description="Process (group) id of the launched server.")
     startup_s: float | None = None
+    gpu_offload: GpuOffload | None = Field(default=None, description="The GPUs its launched server could use and "
+                                           "the layers of each model it placed on them (None: attached, or an "
+                                           "engine that logs no partial offload).")
     server_error: str | None = Field(default=None, description="Why its server did not start (the root-cause "
                                      "line of its log, and the log's path); the rest of the plan went on without it.")
     points: list[PointResult] = Field(default_factory=list)
@@ -92,6 +96,8 @@ class Analysis(BaseModel):
                                       "output lengths were produced.")
     verification: list[VerifyPoint] = Field(default_factory=list, description="verify runs: the dynamic config "
                                             "per point against the baseline and the best static config.")
+    offload: list[str] = Field(default_factory=list, description="Servers with a GPU that kept layers on the CPU, "
+                               "and configurations whose target was placed otherwise than their baseline's.")
 
 
 class Look(BaseModel):
