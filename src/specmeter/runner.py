@@ -176,6 +176,7 @@ class _Run:
         for r in (self.result(c, server.engine) for c in server.configs):
             r.server_pid = proc.proc.pid if proc.proc else None
             r.kv_capacity_tokens = kv_tokens
+            r.gpu_offload = proc.gpu_offload
             if reused:  # started by an earlier plan: its log lives in that run's directory
                 r.server_command, r.server_log, r.startup_s = redact_argv(proc.command), str(proc.log_path), 0.0
             else:

@@ -328,10 +328,12 @@ def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
 
 
 def model_fingerprint(model: str | None) -> dict[str, Any] | None:
-    """Content hashes of a local model directory's weights and config (None for hub ids)."""
+    """Content hashes of a local model directory's weights and config, or of a .gguf file (hub ids: the id)."""
     if not model:
         return None
     p = Path(model)
+    if p.is_file() and p.suffix == ".gguf":
+        return {"path": str(p.resolve()), "sha256": {p.name: file_sha256(p)}}
     if not p.is_dir():
         return {"id": model}
     files = sorted(

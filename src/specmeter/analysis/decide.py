@@ -13,6 +13,7 @@ from specmeter.analysis.crossover import find_crossover
 from specmeter.analysis.headline import decision_confidence, headline, headline_metric
 from specmeter.analysis.headtohead import Arena
 from specmeter.analysis.lossless import lossless_check
+from specmeter.analysis.offload import offload_warnings
 from specmeter.analysis.speedup import compute_speedups
 from specmeter.analysis.verify import verification
 from specmeter.load.kinds import KINDS
@@ -53,6 +54,7 @@ def analyze(summary: RunSummary, records: Sequence[RequestRecord]) -> Analysis:
         lossless=lossless(summary, records),
         lossless_note=_lossless_note(summary),
         verification=verification(summary, records, speedups),
+        offload=offload_warnings(summary),
     )
 
 

@@ -25,7 +25,8 @@ def vocab_from_model(model: str | None) -> tuple[int, list[int]]:
     """(vocab_size, special token ids) of a local Hugging Face model directory."""
     path = Path(model) if model else None
     if path is None or not (path / "config.json").exists():
-        raise InputError("compare-workloads needs the target's vocabulary: pass --vocab-size (attach mode or hub id)")
+        raise InputError("compare-workloads needs the target's vocabulary: pass --vocab-size (attach mode, a hub id or "
+                         "a .gguf file)")
     vocab = json.loads((path / "config.json").read_text(encoding="utf-8")).get("vocab_size")
     if not isinstance(vocab, int) or vocab <= 0:
         raise InputError(f"{path}/config.json: no positive vocab_size; pass --vocab-size")

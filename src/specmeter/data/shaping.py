@@ -32,6 +32,10 @@ def load_tokenizer(tokenizer: str | None, why: str) -> Any:
     """The target's own tokenizer (a local path or a cached hub id); `why` names what needs it."""
     if not tokenizer:
         raise InputError(f"{why} needs the target's tokenizer: pass --tokenizer PATH (launch mode uses --model)")
+    if tokenizer.lower().endswith(".gguf"):  # transformers reads a GGUF's vocabulary only with the gguf package
+        raise InputError(f"{why} counts tokens with the target's Hugging Face tokenizer, and {tokenizer} is a .gguf "
+                         "file: pass the model's Hugging Face directory or hub id as --tokenizer (in a sweep file: "
+                         "workload.tokenizer)")
     try:
         from transformers import AutoTokenizer
     except ImportError:

@@ -15,10 +15,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.errors import InputError
+from specmeter.schemas.offload import GpuOffload
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
 from specmeter.synthetic import LengthSchedule
@@ -214,6 +216,11 @@ class EngineLauncher(ABC):
     def api_key_env(self, api_key: str) -> dict[str, str]:
         """Environment that makes a launched server require `api_key` (empty: engine cannot)."""
         return {}
+
+    def gpu_offload(self, engine: EngineSpec, command: Sequence[str], log_path: Path) -> GpuOffload | None:
+        """How much of each model the server started with `command` placed on GPUs, read once it serves from
+        its log at `log_path` (None: an engine that places whole models and logs no partial offload)."""
+        return None
 
     @abstractmethod
     def version(self) -> str | None:

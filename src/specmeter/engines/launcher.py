@@ -22,6 +22,7 @@ from specmeter.config import EngineSpec, SpecConfig
 from specmeter.engines.base import EngineLauncher
 from specmeter.engines.server_log import LAUNCH_HEADER, failure_reason
 from specmeter.errors import EngineError
+from specmeter.schemas.offload import GpuOffload
 
 
 def _die_with_parent() -> None:
@@ -73,6 +74,7 @@ class LaunchedServer:
         self.command = launcher.server_command(engine, spec, self.port)
         self.proc: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
+        self.gpu_offload: GpuOffload | None = None  # read from the log once the server serves
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> LaunchedServer:
@@ -106,6 +108,7 @@ class LaunchedServer:
                                   f"{failure_reason(self.log_path)} (whole log: {self.log_path})")
             if all(_get_ok(f"{self.base_url}{path}", self._api_key) for path in self.launcher.ready_paths):
                 self.startup_seconds = time.monotonic() - t0
+                self.gpu_offload = self.launcher.gpu_offload(self.engine, self.command, self.log_path)
                 return
             time.sleep(1.0)
         reason = failure_reason(self.log_path)  # before stop(): its shutdown adds lines of its own

@@ -12,18 +12,25 @@ tools/server/server-task.cpp and server-common.cpp):
 - each response's `timings` carries `draft_n` and `draft_n_accepted` once something was drafted, and no
   per-request step count: per-request AL and per-position rates do not exist on this engine.
 - the context (`-c`) is shared by the slots (`-np`): each slot gets c / np tokens.
+- where the binary sees a GPU, every layer of both models goes on it (llamacpp_offload.py says why and how), and
+  the run records how many layers each server did offload.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by, step_counter_counts
 from specmeter.engines.gguf import SETUP_HINT, server_binary, to_gguf
+from specmeter.engines.llamacpp_offload import gpu_devices, gpu_offload, offload_args
 from specmeter.errors import InputError
+from specmeter.schemas.offload import GpuOffload
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
 from specmeter.telemetry.prometheus import CounterDelta, Snapshot
@@ -98,6 +105,15 @@ def speculative_args(spec: SpecConfig, draft_gguf: str | None) -> list[str]:
     return args
 
 
+_DRAFT_MODEL = ("--spec-draft-model", "-md", "--model-draft")
+
+
+def _value(command: Sequence[str], flags: Sequence[str]) -> str | None:
+    """The value of the last of `flags` in `command` (llama-server takes the last)."""
+    found = [command[i + 1] for i, arg in enumerate(command[:-1]) if arg in flags]
+    return found[-1] if found else None
+
+
 def _binary() -> str:
     binary = server_binary()
     if binary is None:
@@ -144,8 +160,23 @@ class LlamaCppLauncher(EngineLauncher):
         ]
         if spec.enabled:
             cmd += speculative_args(spec, to_gguf(spec.draft_model, engine.dtype) if spec.draft_model else None)
-        cmd += list(engine.extra_args)
+        env = self._env(engine)
+        if gpu_devices(binary, env):
+            given = [*cmd, *engine.extra_args]
+            cmd += offload_args(given, env, draft=_value(given, _DRAFT_MODEL) is not None)
+        cmd += list(engine.extra_args)  # last: llama-server takes the last of a repeated flag
         return cmd
+
+    def _env(self, engine: EngineSpec) -> dict[str, str]:
+        """The server's environment as the launcher starts it (its device visibility decides the offload)."""
+        return {**os.environ, **self.server_env(engine)}
+
+    def gpu_offload(self, engine: EngineSpec, command: Sequence[str], log_path: Path) -> GpuOffload | None:
+        target = _value(command, ("-m", "--model"))
+        if target is None:
+            return None
+        return gpu_offload(gpu_devices(command[0], self._env(engine)), log_path, target,
+                           _value(command, _DRAFT_MODEL))
 
     def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
         if spec.num_speculative_tokens_per_batch_size:

@@ -15,6 +15,20 @@ def _looks_local(ref: str) -> bool:
     return ref.startswith(("/", "./", "../", "~")) or Path(ref).exists()
 
 
+def _gguf(path: Path) -> bool:
+    return path.suffix.lower() == ".gguf"
+
+
+def _check_exists(role: str, path: Path) -> None:
+    """A local model is a Hugging Face model directory or a single .gguf file (llama.cpp's format)."""
+    if _gguf(path):
+        if not path.is_file():
+            raise InputError(f"{role} {path} does not exist; check the path to the .gguf file")
+    elif not path.is_dir():
+        what = "is a file, not a model directory or a .gguf file" if path.exists() else "does not exist"
+        raise InputError(f"{role} {path} {what}; check the path (or pass a hub id)")
+
+
 def _read_config(model_dir: Path) -> dict[str, Any]:
     path = model_dir / "config.json"
     try:
@@ -43,9 +57,10 @@ def check_local_models(engine: EngineSpec, spec: SpecConfig) -> None:
     target = Path(engine.model).expanduser() if engine.model and _looks_local(engine.model) else None
     draft = Path(spec.draft_model).expanduser() if spec.draft_model and _looks_local(spec.draft_model) else None
     for role, path in (("target model", target), ("draft model", draft)):
-        if path is not None and not path.is_dir():
-            raise InputError(f"{role} {path} does not exist; check the path (or pass a hub id)")
-    if target is None or draft is None or spec.method is not SpecMethod.draft_model:
+        if path is not None:
+            _check_exists(role, path)
+    # A GGUF file carries its vocabulary inside; llama-server compares the pair's itself when it loads them.
+    if target is None or draft is None or spec.method is not SpecMethod.draft_model or _gguf(target) or _gguf(draft):
         return
     t_cfg, d_cfg = _read_config(target), _read_config(draft)
     t_vocab, d_vocab = t_cfg.get("vocab_size"), d_cfg.get("vocab_size")

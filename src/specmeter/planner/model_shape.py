@@ -30,6 +30,9 @@ CHECK_TOLERANCE = 0.02
 
 def config_file(path: Path) -> Path:
     """The config.json named, or the one inside a model directory."""
+    if path.suffix.lower() == ".gguf":  # binary: its metadata is not a config.json's keys
+        raise InputError(f"{path}: a .gguf file; the planner reads a Hugging Face config.json: give the model's "
+                         "config.json or its Hugging Face directory")
     file = path / "config.json" if path.is_dir() else path
     if not file.is_file():
         raise InputError(f"{path}: no config.json there; give a model directory or its config.json")

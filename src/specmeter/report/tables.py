@@ -267,6 +267,7 @@ def notes(summary: RunSummary) -> list[Note]:
     for config in summary.configs:
         if config.server_error:
             out.append(Note(f"{config.config_id}: server failed to start: {config.server_error}", warn=True))
+    out += [Note(line, warn=True) for line in summary.analysis.offload]
     if any(c.workload == "random" for c in summary.plan.configs):
         out.append(Note("random-token workload: random prompts are the contrast, not the answer; acceptance on "
                         "them says little about real traffic", warn=True))

@@ -16,6 +16,7 @@ from specmeter.schemas.metrics import (
     RunningBatch,
     SteadyState,
 )
+from specmeter.schemas.offload import GpuOffload
 from specmeter.schemas.plan import Plan, Role
 from specmeter.schemas.ramp import AxisRamp
 from specmeter.schemas.sd import SDSummary
@@ -59,6 +60,9 @@ class ConfigResult(BaseModel):
     startup_s: float | None = None
     kv_capacity_tokens: int | None = Field(default=None, description="Tokens its server's KV cache holds, as the "
                                            "engine logged it at start (None: attached, or not logged).")
+    gpu_offload: GpuOffload | None = Field(default=None, description="The GPUs its launched server could use and "
+                                           "the layers of each model it placed on them (None: attached, or an "
+                                           "engine that logs no partial offload).")
     server_error: str | None = Field(default=None, description="Why its server did not start (the root-cause "
                                      "line of its log, and the log's path); the rest of the plan went on without it.")
     ran_on: RanOn | None = Field(default=None, description="Slurm: the node, job group and attempt its numbers "
@@ -110,6 +114,8 @@ class Analysis(BaseModel):
                                             "per point against the baseline and the best static config.")
     capacity: list[CapacityGap] = Field(default_factory=list, description="Compared configurations whose servers "
                                         "held KV caches more than 1% apart.")
+    offload: list[str] = Field(default_factory=list, description="Servers with a GPU that kept layers on the CPU, "
+                               "and configurations whose target was placed otherwise than their baseline's.")
 
 
 class Look(BaseModel):
