@@ -18,7 +18,7 @@ from fakeengine.drive import RecordingReporter, attach_pair
 from fakeengine.server import FakeEngine
 from specmeter.config import LoadSpec
 from specmeter.data.workload import load_conversations
-from specmeter.errors import InputError, SpecmeterError
+from specmeter.errors import InputError, RunIncomplete, SpecmeterError
 from specmeter.executors.groups import plan_for_jobs, sub_plan
 from specmeter.executors.layout import AttemptDir, read_state
 from specmeter.executors.merge import merge
@@ -211,3 +211,37 @@ def test_drafters_on_their_own_nodes_are_decided_each_against_its_own_baseline(t
     for choice in summary.analysis.choices:
         group = {c.id for c in summary.plan.configs if c.node_group == choice.node_group}
         assert all({h.config_id, h.against} <= group for h in choice.evidence)
+
+
+def test_a_job_stopped_mid_way_names_the_slurm_run_to_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job's run stopped by the runner (Ctrl-C, a dead server) points its log at the Slurm run, not at its own
+    attempt directory, which only the driver may resume."""
+    import specmeter.workflows.slurm_job as job
+
+    said: list[str] = []
+    measure = job.measure_one
+
+    def stopped(ex: Execution, run_dir: Path, term: Terminal) -> object:
+        raise RunIncomplete(f"run interrupted; what finished is in {run_dir}; `specmeter resume {run_dir}` runs what "
+                            "is missing")
+
+    class StoppedOnce(FakeSlurm):
+        def submit(self, script: Path, options: list[str]) -> str:
+            monkeypatch.setattr(job, "measure_one", stopped if self.jobs == 0 else measure)
+            try:
+                return super().submit(script, options)
+            except RunIncomplete as exc:
+                said.append(str(exc))
+                return str(self.jobs)
+
+    term = _terminal()
+    load = LoadSpec(concurrency=[1], num_prompts=2, max_tokens=8, warmup=0)
+    convs, selection = load_conversations("sample", None, load)
+    with FakeEngine(k=4) as spec_server, FakeEngine(alpha=0.0) as base_server:
+        ex = attach_pair(spec_server.url, base_server.url, convs, workload=selection, concurrency=[1],
+                         num_prompts=2, max_tokens=8)
+        run_dir = tmp_path / "run"
+        sweep_on_slurm(ex, run_dir, SlurmOptions(poll_s=0.001), term, slurm=StoppedOnce(term, cancel_first=False))
+    (line,) = said
+    assert line.startswith("node/attempt-1 stopped (run interrupted)") and f"`specmeter resume {run_dir}`" in line
+    assert load_summary(run_dir).status == "complete"

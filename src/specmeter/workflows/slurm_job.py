@@ -10,6 +10,7 @@ import shutil
 import socket
 from pathlib import Path
 
+from specmeter.errors import RunIncomplete
 from specmeter.executors.layout import AttemptDir
 from specmeter.placement.inventory import detect_gpus
 from specmeter.plans.resume import resume_execution, stored_workload
@@ -48,7 +49,12 @@ def run_job(run_dir: Path, group: str, attempt: int, seed: int | None, api_key: 
         convs, by_length = stored_workload(plan, str(where.plan_path))
         ex = Execution(plan=plan, conversations=convs, by_length=by_length, api_key=api_key,
                        command=command)
-    measure_one(ex, where.path, term)
+    try:
+        measure_one(ex, where.path, term)
+    except RunIncomplete as exc:  # the runner names the attempt's directory; a user resumes the Slurm run
+        first = str(exc).splitlines()[0].split("; what finished", 1)[0]
+        raise RunIncomplete(f"{group}/attempt-{attempt} stopped ({first}); what finished stays in {where.path}; the "
+                            f"driver resubmits it, or `specmeter resume {run_dir}` does once it stopped") from exc
 
 
 def _seed(where: AttemptDir, earlier: AttemptDir, node: str, term: Terminal) -> None:
