@@ -38,11 +38,14 @@ def _delta(before: Snapshot, after: Snapshot) -> SDCounts:
 def test_two_replicas_counters_summed_and_each_share_recorded(pool: ServerPool, models: Path, tmp_path: Path) -> None:
     spec = SpecConfig(method=SpecMethod.draft_model, num_speculative_tokens=K, draft_model=str(models / "demo-draft"))
     urls = [pool.get(spec, replica=i).base_url for i in (0, 1)]
-    before = [_metrics(u) for u in urls]
-    # No warm-up: everything the replicas count between these reads is the measured point's.
-    load = LoadSpec(concurrency=[2], max_tokens=16, temperature=0.0, warmup=0)
-    summary = measure(urls, tmp_path / "run", load, num_prompts=6, spec=spec)
-    each = [_delta(b, _metrics(u)) for b, u in zip(before, urls)]
+    try:
+        before = [_metrics(u) for u in urls]
+        # No warm-up: everything the replicas count between these reads is the measured point's.
+        load = LoadSpec(concurrency=[2], max_tokens=16, temperature=0.0, warmup=0)
+        summary = measure(urls, tmp_path / "run", load, num_prompts=6, spec=spec)
+        each = [_delta(b, _metrics(u)) for b, u in zip(before, urls)]
+    finally:
+        pool.stop(spec, replica=1)  # only this test uses a second replica: its memory goes back to the session
     assert summary.status == "complete", summary.incomplete_reason
 
     point = only_config(summary).points[0]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from slurm_cluster import slurm_cluster
+from vllm_helpers import ServerPool
 
 from specmeter.executors.layout import AttemptDir, read_state
 from specmeter.plans.sweep import read_sweep_file
@@ -71,7 +72,11 @@ def _cancel_after_first_cell(driver: subprocess.Popen[str], run_dir: Path, timeo
     pytest.fail("the first attempt finished no cell in time")
 
 
-def test_sweep_on_slurm_survives_a_cancelled_job(partition: str, models: Path, tmp_path: Path) -> None:
+def test_sweep_on_slurm_survives_a_cancelled_job(partition: str, models: Path, tmp_path: Path,
+                                                 pool: ServerPool) -> None:
+    # Its jobs start servers of their own: the session's idle ones (a few GiB each) are stopped first, or the
+    # 24 GiB of a CI machine cannot hold the job's KV caches (later tests start what they need again).
+    pool.stop_all()
     sweep = _sweep_file(models, tmp_path)
     run_dir = tmp_path / "runs" / "on-slurm"
     cmd = [*SPECMETER, "sweep", str(sweep), "--executor", "slurm", "--partition", partition, "--time", "30:00",

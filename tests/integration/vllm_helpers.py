@@ -45,8 +45,10 @@ class ServerPool:
             server.stop()
 
     def stop_all(self) -> None:
+        """Stop every server; a later `get` starts its config again."""
         for server in self._servers.values():
             server.stop()
+        self._servers.clear()
 
 
 def measure(base_url: str | list[str], run_dir: Path, load: LoadSpec, num_prompts: int | None = None,
