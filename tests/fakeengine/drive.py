@@ -12,6 +12,7 @@ from specmeter.load.point import count_requests, point_conversations
 from specmeter.plans.run import run_plan as build_run_plan
 from specmeter.runner import Execution, Reporter, execute
 from specmeter.schemas.plan import WorkloadSelection
+from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 from specmeter.store import RunStore
 
@@ -121,3 +122,14 @@ def negative_numbers(obj: Any, path: str = "$") -> list[str]:
     elif isinstance(obj, (int, float)) and not isinstance(obj, bool) and obj < 0:
         out.append(f"{path}={obj}")
     return out
+
+
+def max_overlap(records: list[RequestRecord]) -> int:
+    """The most requests in flight at once, from the records' send and end times."""
+    events = sorted([(r.start_s, 1) for r in records] + [(r.end_s or r.start_s, -1) for r in records],
+                    key=lambda e: (e[0], e[1]))
+    most = now = 0
+    for _, delta in events:
+        now += delta
+        most = max(most, now)
+    return most

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fakeengine.drive import attach_pair, attach_plan, conversations, only_config, run_plan
+from fakeengine.drive import attach_pair, attach_plan, conversations, max_overlap, only_config, run_plan
 from fakeengine.server import FakeEngine
 from specmeter.analysis.lossless import first_difference
 from specmeter.config import EngineSpec, LoadSpec, SpecConfig
@@ -32,17 +32,6 @@ SD = "ngram-k4"
 
 def _records(root: Path) -> list[RequestRecord]:
     return RunStore(root).read_records()
-
-
-def _max_overlap(records: list[RequestRecord]) -> int:
-    """The most requests in flight at once, from the records' send and end times."""
-    events = sorted([(r.start_s, 1) for r in records] + [(r.end_s or r.start_s, -1) for r in records],
-                    key=lambda e: (e[0], e[1]))
-    most = now = 0
-    for _, delta in events:
-        now += delta
-        most = max(most, now)
-    return most
 
 
 # ---- running batch and token ids ---------------------------------------------------------------------
@@ -168,11 +157,11 @@ def test_open_loop_max_concurrency_is_respected(tmp_path: Path, cap: int | None)
     if cap is None:
         # the control: this arrival rate puts more than two requests in flight without a cap
         assert point.point_id == "r100"
-        assert server.max_running > 2 and _max_overlap(records) > 2
+        assert server.max_running > 2 and max_overlap(records) > 2
         return
     assert point.point_id == f"r100-cap{cap}"
     assert server.max_running <= cap
-    assert _max_overlap(records) <= cap
+    assert max_overlap(records) <= cap
     assert any(r.queued_s > 0 for r in records)  # arrivals over the cap waited for a slot
     assert point.latency.queued_s.max is not None and point.latency.queued_s.max > 0
     assert point.running_batch is not None and (point.running_batch.max or 0) <= cap

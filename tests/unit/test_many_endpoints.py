@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fakeengine.drive import RecordingReporter, attach_plan, conversations, only_config, run_plan
+from fakeengine.drive import RecordingReporter, attach_plan, conversations, max_overlap, only_config, run_plan
 from fakeengine.server import FakeEngine
 from specmeter.config import EngineSpec
 from specmeter.errors import InputError, RunIncomplete
@@ -34,17 +34,6 @@ TWO_TURNS = [["Turn one: what is a cache?", "Turn two: and what is eviction?"] f
 
 def _fake(**faults: Any) -> FakeEngine:
     return FakeEngine(output_tokens=24, slow_chunk_s=0.01, default_fault="slow", **faults)
-
-
-def _max_overlap(records: list[RequestRecord]) -> int:
-    """The most requests in flight at once, from the records' send and end times."""
-    events = sorted([(r.start_s, 1) for r in records] + [(r.end_s or r.start_s, -1) for r in records],
-                    key=lambda e: (e[0], e[1]))
-    most = now = 0
-    for _, delta in events:
-        now += delta
-        most = max(most, now)
-    return most
 
 
 # ---- spreading, without a server ---------------------------------------------------------------------
@@ -101,7 +90,7 @@ def test_requests_spread_over_two_replicas_and_their_counters_summed(tmp_path: P
     for conv_id in {r.conversation_id for r in records}:  # every turn of a conversation on one replica
         assert len({r.replica for r in records if r.conversation_id == conv_id}) == 1
     for url in (a.url, b.url):  # 2 slots over 2 replicas, least outstanding: one at a time on each
-        assert _max_overlap([r for r in records if r.replica == url]) == 1
+        assert max_overlap([r for r in records if r.replica == url]) == 1
 
     point = only_config(summary).points[0]
     shares = point.replicas
