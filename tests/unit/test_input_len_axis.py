@@ -122,18 +122,24 @@ def terminal() -> Terminal:
                     progress=lambda console: nullcontext(RecordingReporter()))
 
 
+def _length_sweep(where: Path, base: FakeEngine, sd: FakeEngine, *, k: int, concurrency: list[int],
+                  **load: object) -> Path:
+    """A sweep file over random prompts of 16 and 48 tokens: the baseline and n-gram K on the two fakes."""
+    file = where / "sweep.yaml"
+    file.write_text(json.dumps({
+        "workload": {"dataset": "random", "num_prompts": 4, "options": {"vocab_size": 100}, "input_len": [16, 48]},
+        "engine": {"endpoint": sd.url}, "baseline_endpoint": base.url, "interleave": True,
+        "candidates": [{"method": "ngram", "num_speculative_tokens": k, "endpoint": sd.url}],
+        "load": {"concurrency": concurrency, "max_tokens": 16, "warmup": 0, "precision": "fixed", **load}}),
+        encoding="utf-8")
+    return file
+
+
 def test_a_sweep_runs_every_length_at_every_load_and_decides_per_length(tmp_path: Path) -> None:
     base = FakeEngine(output_tokens=16, alpha=0.0, step_s=0.005)
     sd = FakeEngine(output_tokens=16, alpha=0.8, step_s=0.005)
     with base, sd:
-        file = tmp_path / "sweep.yaml"
-        file.write_text(json.dumps({
-            "workload": {"dataset": "random", "num_prompts": 4, "options": {"vocab_size": 100},
-                         "input_len": [16, 48]},
-            "engine": {"endpoint": sd.url}, "baseline_endpoint": base.url, "interleave": True,
-            "candidates": [{"method": "ngram", "num_speculative_tokens": 2, "endpoint": sd.url}],
-            "load": {"concurrency": [1, 2], "max_tokens": 16, "warmup": 0, "precision": "fixed",
-                     "stop_at_saturation": False}}), encoding="utf-8")
+        file = _length_sweep(tmp_path, base, sd, k=2, concurrency=[1, 2], stop_at_saturation=False)
         sweep(SweepRequest(out=tmp_path, file=file, name="axis"), terminal())
         run_dir = tmp_path / "axis"
         summary = load_summary(run_dir)
@@ -194,14 +200,7 @@ def test_the_load_ramp_climbs_each_input_length_on_its_own(tmp_path: Path) -> No
     base = FakeEngine(output_tokens=16, alpha=0.0, step_s=0.01, max_num_seqs=4)
     sd = FakeEngine(output_tokens=16, alpha=0.7, step_s=0.01, max_num_seqs=4)
     with base, sd:
-        file = tmp_path / "sweep.yaml"
-        file.write_text(json.dumps({
-            "workload": {"dataset": "random", "num_prompts": 4, "options": {"vocab_size": 100},
-                         "input_len": [16, 48]},
-            "engine": {"endpoint": sd.url}, "baseline_endpoint": base.url, "interleave": True,
-            "candidates": [{"method": "ngram", "num_speculative_tokens": 4, "endpoint": sd.url}],
-            "load": {"concurrency": [1, 2, 4, 8, 16, 32], "max_tokens": 16, "warmup": 0, "precision": "fixed"}}),
-            encoding="utf-8")
+        file = _length_sweep(tmp_path, base, sd, k=4, concurrency=[1, 2, 4, 8, 16, 32])
         sweep(SweepRequest(out=tmp_path, file=file, name="ramp"), terminal())
         summary = load_summary(tmp_path / "ramp")
         assert sorted(r.input_len or 0 for r in summary.ramp) == [16, 48]
