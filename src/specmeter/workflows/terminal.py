@@ -21,6 +21,8 @@ class Terminal:
     # A fresh progress display per execution, drawn on the console it is given (the CLI: rich bars).
     progress: Callable[[Console], AbstractContextManager[Reporter]]
     json_out: bool = False
+    # -q: -1 (the answer and errors only), 0: the default screen, -v: 1 (every table and per-point note).
+    verbosity: int = 0
 
     @property
     def human(self) -> Console:
