@@ -75,6 +75,10 @@ def _param_row(param: Any, ctx: Any) -> str | None:
             kind = kind.removeprefix("list[").removesuffix("]") + ", repeatable"
         if param.is_flag and default and not default.startswith("-"):
             default = f"--{default}"  # a --x/--no-x pair's default is shown as the flag that is on
+    bounds = [n for n in notes if n.startswith("x") or n.endswith("x")]  # a range: x>=1, 0<=x<=1
+    if bounds:
+        kind = f"{kind.removesuffix(' range')}, {', '.join(bounds)}"
+    notes = [n for n in notes if n not in bounds]
     if notes:
         help_text = f"{help_text} ({'; '.join(notes)})"
     return f"| {_code(name)} | {_cell(kind)} | {_code(default)} | {_cell(help_text)} |"
