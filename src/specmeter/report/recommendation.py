@@ -123,7 +123,8 @@ def round_lines(answer: Answer, shown: Round | None = None) -> list[Line]:
 
 def answer_document(answer: Answer, shown: Round | None = None) -> str:
     """The answer (or the round asked for) as recommendation.json holds it, with `answer_round`, `rounds` and the
-    earlier rounds' states under `history`, newest first."""
+    earlier rounds' states under `history`, newest first (`migrated`: how a run of the layout before rounds was
+    read)."""
     head = shown or answer.latest
     doc = json.loads(head.recommendation.model_dump_json())
     doc["answer_round"] = answer.latest.number
@@ -131,8 +132,7 @@ def answer_document(answer: Answer, shown: Round | None = None) -> str:
     doc["history"] = [{"round": r.number, "stage": r.stage, "file": str(r.path), "verification": r.verification,
                        "table": _entries(r.recommendation), "changes": r.recommendation.changes}
                       for r in reversed(answer.rounds) if r.number != head.number]
-    if answer.note() is not None:
-        doc["notes"] = [*doc.get("notes", []), answer.note()]
+    doc["migrated"] = answer.note()  # read from the layout before rounds (None: it was not)
     return json.dumps(doc, indent=2)
 
 
