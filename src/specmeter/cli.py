@@ -150,25 +150,29 @@ def resume(
 @app.command("recommend")
 def recommend_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A sweep's run directory.")],
-    objective: Annotated[str, typer.Option(help="What to maximise: throughput (TPOT at request-rate points), tpot, or goodput (needs --slo).")] = "throughput",
+    objective: Annotated[str | None, typer.Option(help="What to maximise: throughput (TPOT at request-rate points; the default), tpot, or goodput (needs --slo).")] = None,
     slo: Annotated[str | None, typer.Option(help="Goodput's per-request bounds, e.g. ttft_ms=500,tpot_ms=50 (also e2e_ms).")] = None,
     max_num_seqs: Annotated[int | None, typer.Option(help="The engine's max_num_seqs, where the last range ends (default: from the run).")] = None,
     min_gain: Annotated[float | None, typer.Option(help="A larger K (or costlier drafter) must beat a smaller one head to head by more than this fraction (default: the sweep's, 0.01).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print recommendation.json instead of tables.")] = False,
+    again: Annotated[bool, typer.Option("--again", help="Decide again (e.g. with another --objective): a new round; the earlier ones stay as history.")] = False,
+    round_: Annotated[int | None, typer.Option("--round", help="Show this round of the run's answer instead of the latest.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the answer as recommendation.json holds it, with its round and the earlier rounds under history.")] = False,
 ) -> None:
-    """From a sweep: the best K per engine batch-size range, decided head to head on the requests every
+    """The run's answer: the best K per engine batch-size range, decided head to head on the requests every
     configuration ran, rendered for the engine the sweep ran (vLLM: a dynamic-SD --speculative-config), the
-    static K for engines without dynamic SD, and the evidence behind every range. Writes recommendation.json
-    into the run directory."""
+    static K for engines without dynamic SD, and the evidence behind every range. The first call decides it
+    (round 1, in answer/ of the run directory); later calls show the latest round (verified, corrected or kept)
+    and the earlier ones as history."""
     from specmeter.workflows import recommend as workflow
 
-    workflow.recommend(run_dir, workflow.Criteria.from_flags(objective, slo, max_num_seqs, min_gain), _terminal(json_out))
+    workflow.recommend(run_dir, workflow.Criteria.from_flags(objective, slo, max_num_seqs, min_gain), _terminal(json_out),
+                       workflow.Ask(again=again, round=round_))
 
 
 @app.command("verify")
 def verify_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A sweep's run directory.")],
-    objective: Annotated[str, typer.Option(help="What the recommendation maximises: throughput, tpot or goodput.")] = "throughput",
+    objective: Annotated[str | None, typer.Option(help="Where the run has no answer yet: what it maximises, throughput (the default), tpot or goodput.")] = None,
     slo: Annotated[str | None, typer.Option(help="Goodput's per-request bounds, e.g. ttft_ms=500,tpot_ms=50.")] = None,
     max_num_seqs: Annotated[int | None, typer.Option(help="The engine's max_num_seqs (default: from the run).")] = None,
     min_gain: Annotated[float | None, typer.Option(help="What a larger K must win by, head to head (default: the sweep's, 0.01).")] = None,
@@ -177,15 +181,16 @@ def verify_cmd(
     rounds: Annotated[int, typer.Option(min=1, help="With --until-stable: the most verification rounds.")] = 2,
     endpoint: Annotated[str | None, typer.Option(help="Attach: a server already running the recommended config.")] = None,
     api_key: Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}).")] = None,
-    recommendation: Annotated[Path | None, typer.Option(help="Verify this recommendation.json (e.g. one you edited) instead of recommending again.")] = None,
+    recommendation: Annotated[Path | None, typer.Option(help="Verify this recommendation.json (e.g. one you edited) as a new round, instead of the run's answer.")] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory of the verification (default: a new one inside RUN_DIR).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables: the final recommendation and each verification's summary.")] = False,
 ) -> None:
-    """Launch the recommended dynamic config and run the sweep's load points again, interleaved with the
-    baseline and each point's best static config: throughput and TPOT against all, head to head, and a check
-    in the engine's per-step stats that it drafted the K the table names for the batch it ran. Where a static
-    K other than the table's beats it there, writes a corrected recommendation from the pooled evidence (the
-    contradicted one kept as recommendation-r<n>.json); --until-stable verifies the correction too."""
+    """Launch the run's answer (its latest round; decided first where there is none) as a dynamic config and run
+    the sweep's load points again, interleaved with the baseline and each point's best static config: throughput
+    and TPOT against all, head to head, and a check in the engine's per-step stats that it drafted the K the table
+    names for the batch it ran. Where a static K other than the table's beats it there, the corrected table from
+    the pooled evidence becomes the next round (the earlier ones stay as history); --until-stable verifies the
+    correction too."""
     from specmeter.workflows import verify as workflow
     from specmeter.workflows.recommend import Criteria
 

@@ -8,15 +8,14 @@ from functools import cached_property
 from pathlib import Path
 
 from specmeter.engines.registry import plan_stats
-from specmeter.errors import InputError
 from specmeter.metrics.requests import parse_records
+from specmeter.rundir.answer import Answer, read_answer
 from specmeter.schemas.plan import Plan
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 from specmeter.store import SUMMARY, RunStore, latest_records, load_summary
 
-RECOMMENDATION = "recommendation.json"
 VERIFY_DIR = "verify"
 
 
@@ -24,8 +23,13 @@ VERIFY_DIR = "verify"
 class RunData:
     run_dir: Path
     summary: RunSummary
-    recommendation: Recommendation | None = None
+    answer: Answer | None = None  # the run's recommendation rounds (a verification run has none)
     verification: RunData | None = None
+
+    @property
+    def recommendation(self) -> Recommendation | None:
+        """The run's answer: its latest recommendation round."""
+        return self.answer.recommendation if self.answer is not None else None
 
     @property
     def run_id(self) -> str:
@@ -65,28 +69,35 @@ def run_records(store: RunStore, plan: Plan) -> list[RequestRecord]:
 
 
 def load_run(run_dir: Path) -> RunData:
-    """The run in `run_dir` with its recommendation.json and its verify/ run when they exist."""
-    summary = load_summary(run_dir)
-    rec_path = run_dir / RECOMMENDATION
-    recommendation = None
-    if rec_path.exists():
-        try:
-            recommendation = Recommendation.model_validate_json(rec_path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise InputError(f"{rec_path}: not a recommendation ({exc.__class__.__name__}); delete it or run "
-                             f"`specmeter recommend {run_dir}` again") from exc
-    named = recommendation.verified_in if recommendation is not None else None
-    return RunData(run_dir, summary, recommendation, _verification(run_dir, named))
+    """The run in `run_dir` with its answer (recommendation rounds) and the verification of that answer (else the
+    latest verify/ run) when they exist."""
+    answer = read_answer(run_dir)
+    return RunData(run_dir, load_summary(run_dir), answer, _verification(run_dir, _verified_in(answer)))
+
+
+def _verified_in(answer: Answer | None) -> str | None:
+    """The verification of the answer; for a round not verified yet, that of the round it came from."""
+    if answer is None:
+        return None
+    for r in reversed(answer.rounds):
+        if r.recommendation.verified_in is not None:
+            return r.recommendation.verified_in
+    return None
 
 
 def _verification(run_dir: Path, named: str | None) -> RunData | None:
     """The verification of the recommendation (the one it names), else the latest: `verify/` (the demo,
     sweep --verify) or `<id>-verify/`, and `-r<n>` after them for the rounds that verified a correction."""
     if named is not None and (run_dir / named / SUMMARY).exists():
-        return load_run(run_dir / named)
+        return _verification_run(run_dir / named)
     found = sorted((d for d in run_dir.iterdir() if d.is_dir() and is_verification(d.name)
                     and (d / SUMMARY).exists()), key=lambda d: d.stat().st_mtime)
-    return load_run(found[-1]) if found else None
+    return _verification_run(found[-1]) if found else None
+
+
+def _verification_run(verify_dir: Path) -> RunData:
+    """A verification's own run: the table it ran is a round of the run it verified, not an answer of its own."""
+    return RunData(verify_dir, load_summary(verify_dir))
 
 
 def is_verification(name: str) -> bool:

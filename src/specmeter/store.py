@@ -62,6 +62,43 @@ def atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def write_once(path: Path, text: str) -> None:
+    """Create `path` with `text`, complete or not at all; refused (InputError) if it exists: what one command
+    wrote into a run directory no other replaces."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("x", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.link(tmp, path)  # fails where `path` exists, atomically: no check-then-write race
+    except FileExistsError:
+        raise InputError(f"{path}: exists already, and what one command wrote no other replaces: run the command "
+                         "again (it takes a new name), or give another path") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def free_name(path: Path) -> Path:
+    """`path`, or the first of `stem-2.suffix`, `stem-3.suffix`, ... that does not exist yet."""
+    candidate, i = path, 2
+    while candidate.exists():
+        candidate, i = path.with_name(f"{path.stem}-{i}{path.suffix}"), i + 1
+    return candidate
+
+
+def keep(path: Path, text: str) -> Path:
+    """`text` kept under `path`, or under the next free name where `path` holds something else (nothing is
+    replaced); where `path` holds this very text already, nothing is written. Returns where it is."""
+    with contextlib.suppress(OSError):
+        if path.read_text(encoding="utf-8") == text:
+            return path
+    target = free_name(path)
+    write_once(target, text)
+    return target
+
+
 class RunStore:
     """Owns one run directory. `append` costs its caller (the event loop timing the streams) only the
     record's serialization: a RecordWriter, started by the first append, does the file I/O."""

@@ -19,6 +19,7 @@ from vllm_helpers import ServerPool
 from specmeter.analysis.recommend import recommend
 from specmeter.config import SpecConfig
 from specmeter.engines.deploy import render
+from specmeter.rundir.answer import read_answer
 from specmeter.runner import Execution, execute
 from specmeter.schemas.recommend import Recommendation
 from specmeter.store import RunStore, latest_records, load_summary
@@ -88,7 +89,7 @@ def test_verify_corrects_a_wrong_table_and_the_correction_holds(pool: ServerPool
 
     said: list[str] = []
     final = VerifyLoop(run_dir=sweep_dir, execute=run, say=said.append, first_dir=sweep_dir / "verify",
-                       serve=serve).run(wrong, rounds=2)
+                       serve=serve).run(wrong, rounds=2, number=1, on_disk=False)
     assert tables[0] == wrong_spec and len(tables) == 2, said
 
     first = load_summary(sweep_dir / "verify")
@@ -96,10 +97,13 @@ def test_verify_corrects_a_wrong_table_and_the_correction_holds(pool: ServerPool
     assert vp.drafted.followed and vp.drafted.expected_k == 8
     assert vp.disagrees and vp.challenge is not None and vp.challenge.outcome == "beats", vp.note
     assert any("the table is wrong" in line for line in said), said
-    kept = Recommendation.model_validate_json((sweep_dir / "recommendation-r1.json").read_text(encoding="utf-8"))
+    answer = read_answer(sweep_dir)
+    assert answer is not None and [(r.number, r.stage) for r in answer.states] == \
+        [(1, "decided"), (1, "verified"), (2, "decided"), (2, "verified")]
+    kept = answer.at(1).recommendation
     assert kept.verification == "disagreed" and kept.best is not None and kept.best.spec == wrong_spec
-    assert final.round == 2 and final.corrects == "recommendation-r1.json"
+    assert final.round == 2 and final.corrects == "answer/r1-verified.json"
     assert final.best is not None and final.best.ranges[0].k == 2 and any("K 8 -> 2" in c for c in final.changes)
     assert final.verification == "held" and final.verified_in == "verify-r2", said
     on_disk = Recommendation.model_validate_json((sweep_dir / "recommendation.json").read_text(encoding="utf-8"))
-    assert on_disk == final
+    assert on_disk == final == answer.recommendation

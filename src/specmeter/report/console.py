@@ -10,9 +10,10 @@ from rich.text import Text
 
 from specmeter.report.grid import Grid, Note
 from specmeter.report.outputs import Output
-from specmeter.report.recommendation import deploy_lines, evidence_table, heading
+from specmeter.report.recommendation import Line, deploy_lines, evidence_table, heading, round_lines
 from specmeter.report.tables import notes, summary_tables
 from specmeter.run_data import RunData
+from specmeter.rundir.answer import Answer, Round
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
 
@@ -52,7 +53,16 @@ def render_recommendation(rec: Recommendation, console: Console, *, final: bool 
         at = "" if rec.input_len is None else f"At {rec.input_len} input tokens: "
         console.print(Group(Text(at + heading(rec), style="bold"),
                             *[to_rich(evidence_table(rec, d)) for d in rec.drafters]))
-    for line in deploy_lines(rec):
+    _print_lines(deploy_lines(rec), console)
+
+
+def render_rounds(answer: Answer, console: Console, shown: Round | None = None) -> None:
+    """Which round the shown table is, and the run's other rounds as history."""
+    _print_lines(round_lines(answer, shown), console)
+
+
+def _print_lines(lines: list[Line], console: Console) -> None:
+    for line in lines:
         style = "dim" if line.dim else ("green" if line.config else "bold") if line.emphasis else ""
         console.print(Text(line.text, style=style), soft_wrap=True)
 
@@ -68,8 +78,9 @@ class ConsoleOutput(Output):
 
     def write(self, run: RunData) -> list[Path]:
         render(run.summary, self.console)
-        if run.recommendation is not None and run.recommendation.best is not None:
+        if run.answer is not None and run.recommendation is not None and run.recommendation.best is not None:
             render_recommendation(run.recommendation, self.console)
+            render_rounds(run.answer, self.console)
         if run.verification is not None:
             self.write(run.verification)
         return []

@@ -57,7 +57,7 @@ SPEEDUP_COLUMNS: tuple[str, ...] = (
     "decided_on", "verdict", "paired_requests", "same_work", "note", "synthetic",
 )
 
-RECOMMENDATION_COLUMNS: tuple[str, ...] = ("drafter", "start", "end", "k", "bases")
+RECOMMENDATION_COLUMNS: tuple[str, ...] = ("round", "answer", "verification", "drafter", "start", "end", "k", "bases")
 
 
 def _cell(value: Cell) -> str | int | float:
@@ -173,11 +173,13 @@ def speedup_rows(summary: RunSummary) -> list[list[Cell]]:
 
 
 def recommendation_rows(run: RunData) -> list[list[Cell]]:
-    """One row per K range of each drafter, best drafter first, as recommendation.json stores them."""
-    rec = run.recommendation
-    if rec is None:
+    """One row per K range of each drafter, best drafter first: the answer's round first, then the earlier
+    rounds (history, newest first), each as its latest state stores it."""
+    if run.answer is None:
         return []
-    return [[d.drafter, r.start, r.end, r.k, _joined(r.bases)] for d in rec.drafters for r in d.ranges]
+    rounds = run.answer.rounds
+    return [[r.number, r is rounds[-1], r.verification, d.drafter, k.start, k.end, k.k, _joined(k.bases)]
+            for r in reversed(rounds) for d in r.recommendation.drafters for k in d.ranges]
 
 
 class CsvOutput(Output):

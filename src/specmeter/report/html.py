@@ -13,7 +13,7 @@ from specmeter import __version__
 from specmeter.report.grid import VERDICTS, Grid, Note
 from specmeter.report.outputs import Output
 from specmeter.report.ramp import stop_line
-from specmeter.report.recommendation import deploy_lines, evidence_table, heading
+from specmeter.report.recommendation import deploy_lines, evidence_table, heading, round_lines
 from specmeter.report.search import search_lines
 from specmeter.report.tables import notes, summary_tables
 from specmeter.run_data import RunData
@@ -120,7 +120,8 @@ def _answer(run: RunData) -> str:
     # The final answer first: the table that held (or where the loop stopped), then what the sweep measured.
     if rec is not None and rec.best is not None:
         parts.append(f"<h3>What to deploy</h3><p class=\"muted\">{_e(heading(rec))}</p>")
-        for line in deploy_lines(rec):
+        lines = deploy_lines(rec) + (round_lines(run.answer) if run.answer is not None else [])
+        for line in lines:
             # A line that carries a flag shows its words, then the flag in a block to copy.
             label = line.text.replace(line.config, "").strip().rstrip(":") if line.config else line.text.strip()
             if label:

@@ -134,8 +134,10 @@ def render_plan(console: Console, result: PlanResult) -> None:
         if line:
             console.print(Text(line, style="bold"))
     for table in result.tables:
-        t = grid(f"{table.drafter}: K per engine batch size (recommend's table; beyond the measured batches, "
-                 "predicted)", ("batch sizes", "K", "basis", "why"), left={"basis", "why"})
+        source = ("the sweep's table, no recommendation recorded" if result.answer_round is None else
+                  f"the run's answer, round {result.answer_round}, verification {result.answer_verification}")
+        t = grid(f"{table.drafter}: K per engine batch size ({source}; beyond the measured batches, predicted)",
+                 ("batch sizes", "K", "basis", "why"), left={"basis", "why"})
         for seg in table.segments:
             t.add_row(f"{seg.start}-{seg.end}" if seg.end != seg.start else str(seg.start), str(seg.k),
                       BASIS[seg.basis], seg.reason)

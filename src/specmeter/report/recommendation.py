@@ -8,6 +8,7 @@ import shlex
 from dataclasses import dataclass
 
 from specmeter.report.grid import Grid, grid
+from specmeter.rundir.answer import ANSWER_DIR, Answer, Round
 from specmeter.schemas.recommend import DeployConfig, DrafterRecommendation, Recommendation, Score, Segment
 
 BASIS = {"measured": "measured", "interpolated": "interpolated", "below_measured": "below the smallest measured",
@@ -80,10 +81,59 @@ def status(rec: Recommendation) -> str:
              "kept": f"verified: a static K beat this table at a point{where}, yet decided again on the pooled "
                      "evidence of sweep and verification the table stands",
              "not run": "not verified yet (`specmeter verify` runs it)"}[rec.verification]
-    if rec.round > 1:
+    if rec.corrects is not None:
         state = (f"corrected in round {rec.round} from {rec.corrects} ({'; '.join(rec.changes) or 'no change'}); "
                  + state)
+    elif rec.round > 1:
+        state = f"round {rec.round} ({'; '.join(rec.changes) or 'decided again'}); " + state
     return f"status: {state}"
+
+
+def _entries(rec: Recommendation) -> str:
+    best = rec.best
+    spec = best.spec if best is not None else None
+    table = spec.num_speculative_tokens_per_batch_size if spec is not None else None
+    if table:
+        return json.dumps(table)
+    return "speculation off" if best is None or best.static_k == 0 else f"static K={best.static_k}"
+
+
+def round_lines(answer: Answer, shown: Round | None = None) -> list[Line]:
+    """Which round the answer is, then every round as one line, newest first: the history behind the answer."""
+    latest = answer.latest
+    head = shown or latest
+    what = "the answer" if head.number == latest.number else f"round {head.number}, not the answer (round " \
+        f"{latest.number} is)"
+    out = [Line(f"round {head.number} of {len(answer.rounds)}: {what}; verification {head.verification}",
+                emphasis=True)]
+    if len(answer.rounds) > 1:
+        out.append(Line("rounds (newest first; earlier ones are history, kept in "
+                        f"{ANSWER_DIR}/r<n>-decided.json and r<n>-verified.json):"))
+        for r in reversed(answer.rounds):
+            rec = r.recommendation
+            where = f" in {rec.verified_in}" if rec.verified_in else ""
+            why = f"; {rec.changes[0]}" if rec.changes else ""
+            out.append(Line(f"  round {r.number}: {_entries(rec)}, verification {r.verification}{where}{why}",
+                            dim=r.number != latest.number))
+    note = answer.note()
+    if note is not None:
+        out.append(Line(f"note: {note}", dim=True))
+    return out
+
+
+def answer_document(answer: Answer, shown: Round | None = None) -> str:
+    """The answer (or the round asked for) as recommendation.json holds it, with `answer_round`, `rounds` and the
+    earlier rounds' states under `history`, newest first (`migrated`: how a run of the layout before rounds was
+    read)."""
+    head = shown or answer.latest
+    doc = json.loads(head.recommendation.model_dump_json())
+    doc["answer_round"] = answer.latest.number
+    doc["rounds"] = len(answer.rounds)
+    doc["history"] = [{"round": r.number, "stage": r.stage, "file": str(r.path), "verification": r.verification,
+                       "table": _entries(r.recommendation), "changes": r.recommendation.changes}
+                      for r in reversed(answer.rounds) if r.number != head.number]
+    doc["migrated"] = answer.note()  # read from the layout before rounds (None: it was not)
+    return json.dumps(doc, indent=2)
 
 
 def deploy_lines(rec: Recommendation) -> list[Line]:

@@ -138,4 +138,8 @@ class PlanResult(BaseModel):
     tables: list[DrafterRecommendation] = Field(default_factory=list, description="Per drafter: recommend's "
                                                 "table with the ranges no point measured filled from the model "
                                                 "(basis predicted).")
+    answer_round: int | None = Field(default=None, description="The run's answer round `tables` start from (None: "
+                                     "the run had no recommendation; the sweep's table, decided for the plan).")
+    answer_verification: str | None = Field(default=None, description="That round's verification: not run, held, "
+                                            "disagreed or kept.")
     notes: list[str] = Field(default_factory=list)

@@ -26,9 +26,11 @@ from specmeter.planner.profiles import category_profiles, drafter_profiles, pars
 from specmeter.planner.tables import fill_unmeasured, predicted_k
 from specmeter.report.planner import render_calibration, render_plan
 from specmeter.run_data import run_records
+from specmeter.rundir.answer import read_answer
 from specmeter.schemas.planner import Calibration, Cell, PlanResult
+from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
-from specmeter.store import RunStore, atomic_write_text, load_summary
+from specmeter.store import RunStore, keep, load_summary, write_once
 from specmeter.workflows.terminal import Terminal
 
 CALIBRATION = "calibration.json"
@@ -47,11 +49,16 @@ class PlanRequest:
 
 def calibrate_runs(run_dirs: Sequence[Path], exclude: Sequence[str], out: Path | None,
                    terminal: Terminal) -> Calibration:
-    """Fit on the runs pooled; write calibration.json (into the first run, or `out`)."""
+    """Fit on the runs pooled; write calibration.json into the first run (the next free calibration-<n>.json where
+    one is there with another fit), or to `out`, which must not exist yet."""
     runs = [(str(d), load_summary(d)) for d in run_dirs]
     cal = calibrate(runs, exclude)
-    path = out or run_dirs[0] / CALIBRATION
-    atomic_write_text(path, cal.model_dump_json(indent=2) + "\n")
+    text = cal.model_dump_json(indent=2) + "\n"
+    if out is not None:
+        write_once(out, text)
+        path = out
+    else:
+        path = keep(run_dirs[0] / CALIBRATION, text)
     if terminal.json_out:
         terminal.emit(cal.model_dump_json(indent=2))
     else:
@@ -68,9 +75,9 @@ def calibrate_sweep(run_dir: Path, summary: RunSummary, terminal: Terminal) -> C
     except (InputError, ValueError) as exc:
         terminal.human.print(f"[dim]no calibration.json: {exc}[/]")
         return None
-    atomic_write_text(run_dir / CALIBRATION, cal.model_dump_json(indent=2) + "\n")
+    path = keep(run_dir / CALIBRATION, cal.model_dump_json(indent=2) + "\n")
     scale = "" if cal.residual_scale is None else f", relative residual sd {cal.residual_scale:.1%}"
-    terminal.human.print(f"calibration: {run_dir / CALIBRATION} (the step-cost model on "
+    terminal.human.print(f"calibration: {path} (the step-cost model on "
                          f"{sum(o.used for o in cal.observations)} points{scale}; `specmeter plan {run_dir}` predicts "
                          "from it)")
     return cal
@@ -78,10 +85,7 @@ def calibrate_sweep(run_dir: Path, summary: RunSummary, terminal: Terminal) -> C
 
 def _calibration(request: PlanRequest, summary: RunSummary) -> Calibration:
     if request.calibration is None:
-        cal = calibrate([(str(request.run_dir), summary)], request.exclude)
-        if not request.exclude:  # the run's own calibration: kept beside it, as a sweep keeps it
-            atomic_write_text(request.run_dir / CALIBRATION, cal.model_dump_json(indent=2) + "\n")
-        return cal
+        return calibrate([(str(request.run_dir), summary)], request.exclude)
     try:
         cal = Calibration.model_validate_json(request.calibration.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -126,8 +130,9 @@ def plan_run(request: PlanRequest, terminal: Terminal) -> PlanResult:
     measured = measured_points(cal.observations, [s for s in summary.analysis.speedups if s.point_id in here], ks)
     cells = mark_measured(cells, measured)
     tables = []
-    if summary.plan.main_baseline is not None and measured:
-        rec = decide_table(summary, run_records(RunStore(request.run_dir), summary.plan), source_run=run)
+    start = _answer(request.run_dir, summary, notes) if summary.plan.main_baseline is not None and measured else None
+    if start is not None:
+        rec = start[0]
         for drafter in rec.drafters:
             found = next((drafter_key(c.spec) for c in summary.plan.configs if c.id in drafter.candidates), None)
             if found is None or found not in profiles or found not in predictor.model.drafters:
@@ -140,12 +145,28 @@ def plan_run(request: PlanRequest, terminal: Terminal) -> PlanResult:
                         batches=list(request.batches),
                         baseline_tpot_s={b: predictor.baseline_tpot(float(b)) for b in request.batches},
                         cells=cells, categories=categories, checks=checks(predictor, measured, profiles),
-                        tables=tables, notes=notes)
+                        tables=tables, notes=notes, answer_round=start[1] if start is not None else None,
+                        answer_verification=start[0].verification if start is not None else None)
+    if request.calibration is None and not request.exclude:  # the run's own fit, kept beside it as a sweep does
+        keep(request.run_dir / CALIBRATION, cal.model_dump_json(indent=2) + "\n")
     if terminal.json_out:
         terminal.emit(result.model_dump_json(indent=2))
     else:
         render_plan(terminal.out, result)
     return result
+
+
+def _answer(run_dir: Path, summary: RunSummary, notes: list[str]) -> tuple[Recommendation, int | None]:
+    """The table the planner fills: the run's answer (its latest round; on an input-length axis, the table of the
+    length predicted for), else the sweep's table decided now (not written: `recommend` records answers)."""
+    answer = read_answer(run_dir)
+    if answer is None:
+        notes.append(f"no recommendation yet: the sweep's table, decided now; `specmeter recommend {run_dir}` "
+                     "records it as the run's answer")
+        return decide_table(summary, run_records(RunStore(run_dir), summary.plan), source_run=str(run_dir)), None
+    n = next((p.input_len for p in summary.plan.points if p.input_len is not None), None)  # `summary`: one length
+    rec = next((part for part in answer.recommendation.per_input_len if part.input_len == n), answer.recommendation)
+    return rec, answer.latest.number
 
 
 def _label(cal: Calibration, key: str) -> str:

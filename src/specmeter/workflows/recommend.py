@@ -1,5 +1,7 @@
-"""`specmeter recommend`: the best K per engine batch-size range from a sweep's run directory, rendered for
-the engine the sweep ran and written beside it as recommendation.json."""
+"""`specmeter recommend`: the run's answer, the best K per engine batch-size range, rendered for the engine the
+sweep ran. The first call decides it from the sweep (round 1); later calls show the latest round (verified,
+corrected or kept) with the earlier ones as history. Deciding again on other criteria is explicit (`--again`) and
+writes a new round; it never replaces one."""
 
 from __future__ import annotations
 
@@ -9,17 +11,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from pydantic import BaseModel
+
 from specmeter.analysis.by_length import per_length
 from specmeter.analysis.recommend import recommend as decide_table
 from specmeter.config_files import build_model
 from specmeter.engines.deploy import render, sweep_engine
 from specmeter.errors import InputError
-from specmeter.report.console import render_recommendation
+from specmeter.report.console import render_recommendation, render_rounds
+from specmeter.report.recommendation import answer_document
 from specmeter.run_data import run_records
+from specmeter.rundir.answer import Answer, Round, next_round, read_answer, write_round
 from specmeter.schemas.recommend import SLO, Objective, Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
-from specmeter.store import RunStore, atomic_write_text, load_summary
+from specmeter.store import RunStore, load_summary
 from specmeter.workflows.execute import write_page
 from specmeter.workflows.terminal import Terminal
 
@@ -29,18 +35,45 @@ class Criteria:
     """How the table is decided: the objective, goodput's bounds, where the last range ends (None: the
     run's max_num_seqs) and what a costlier configuration must win by (None: the sweep's)."""
 
-    objective: Objective = "throughput"
+    objective: Objective | None = None  # None: throughput
     slo: SLO | None = None
     max_num_seqs: int | None = None
     min_gain: float | None = None
 
     @classmethod
-    def from_flags(cls, objective: str, slo: str | None, max_num_seqs: int | None = None,
+    def from_flags(cls, objective: str | None, slo: str | None, max_num_seqs: int | None = None,
                    min_gain: float | None = None) -> Criteria:
         """--objective, --slo ttft_ms=500,tpot_ms=50, --max-num-seqs and --min-gain, checked."""
-        if objective not in ("throughput", "tpot", "goodput"):
+        if objective is not None and objective not in ("throughput", "tpot", "goodput"):
             raise InputError(f"--objective {objective!r}: choose throughput, tpot or goodput")
-        return cls(cast(Objective, objective), parse_slo(slo), max_num_seqs, check_min_gain(min_gain))
+        if max_num_seqs is not None and max_num_seqs < 1:
+            raise InputError(f"--max-num-seqs {max_num_seqs}: give the engine's max_num_seqs, a whole number >= 1")
+        return cls(cast(Objective | None, objective), parse_slo(slo), max_num_seqs, check_min_gain(min_gain))
+
+    def differences(self, rec: Recommendation) -> list[tuple[str, str, str]]:
+        """The criteria given here that differ from those `rec` was decided with: (flag, given, rec's)."""
+        given = {"--objective": (self.objective, rec.objective), "--slo": (self.slo, rec.slo),
+                 "--max-num-seqs": (self.max_num_seqs, rec.max_num_seqs), "--min-gain": (self.min_gain, rec.min_gain)}
+        return [(name, _show(mine), _show(theirs)) for name, (mine, theirs) in given.items()
+                if mine is not None and mine != theirs]
+
+
+def _show(value: object) -> str:
+    if isinstance(value, BaseModel):
+        return ",".join(f"{k}={v:g}" for k, v in value.model_dump(exclude_none=True).items())
+    return str(value)
+
+
+def refuse_other_criteria(run_dir: Path, answer: Answer, criteria: Criteria, command: str) -> None:
+    """A run with an answer is not decided again by accident: criteria other than its answer's need --again."""
+    differ = criteria.differences(answer.recommendation)
+    if differ:
+        n = answer.latest.number
+        was = ", ".join(f"{name} {theirs}" for name, _, theirs in differ)
+        flags = " ".join(f"{name} {mine}" for name, mine, _ in differ)
+        raise InputError(f"{run_dir}: its answer, round {n} (verification {answer.latest.verification}), was decided "
+                         f"with {was}; `specmeter recommend {run_dir} {flags} --again` decides a new round {n + 1} "
+                         "(the earlier rounds stay as history)" + (", then verify it" if command == "verify" else ""))
 
 
 def check_min_gain(value: float | None) -> float | None:
@@ -64,19 +97,16 @@ def parse_slo(text: str | None) -> SLO | None:
 
 
 def decide(run_dir: Path, criteria: Criteria) -> Recommendation:
-    """Recommend from a run directory, render it for the engine the sweep ran, and write recommendation.json
-    beside it."""
+    """Recommend from a run directory and render it for the engine the sweep ran (nothing is written)."""
     summary = load_summary(run_dir)
     records = run_records(RunStore(run_dir), summary.plan)
     engine = sweep_engine(summary.plan)
 
     def one(part: RunSummary, recs: Sequence[RequestRecord]) -> Recommendation:
-        return render(decide_table(part, recs, objective=criteria.objective, slo=criteria.slo,
+        return render(decide_table(part, recs, objective=criteria.objective or "throughput", slo=criteria.slo,
                                    max_num_seqs=criteria.max_num_seqs, source_run=str(run_dir),
                                    min_gain=criteria.min_gain), engine)
-    rec = per_length(summary, records, one)  # an input-length axis: a table per length
-    atomic_write_text(run_dir / "recommendation.json", rec.model_dump_json(indent=2) + "\n")
-    return rec
+    return per_length(summary, records, one)  # an input-length axis: a table per length
 
 
 def read_recommendation(path: Path) -> Recommendation:
@@ -93,12 +123,48 @@ def read_recommendation(path: Path) -> Recommendation:
     return rec
 
 
-def recommend(run_dir: Path, criteria: Criteria, term: Terminal) -> Recommendation:
-    """The command: decide, show the evidence and what to deploy (or the JSON), and put it on the run's page."""
+@dataclass(frozen=True)
+class Ask:
+    """What `specmeter recommend` was asked beyond the criteria: decide again (a new round), or show one round."""
+
+    again: bool = False
+    round: int | None = None
+
+
+def recommend(run_dir: Path, criteria: Criteria, term: Terminal, ask: Ask = Ask()) -> Recommendation:
+    """The command: the run's answer (decided as round 1 where there is none, or as a new round with --again),
+    with its evidence, what to deploy and the earlier rounds (or the JSON); a new round joins the run's page."""
+    current = read_answer(run_dir)
+    if ask.round is not None:
+        if current is None:
+            raise InputError(f"--round {ask.round}: {run_dir} has no recommendation yet; `specmeter recommend "
+                             f"{run_dir}` decides round 1")
+        shown = current.at(ask.round)
+        show_answer(current, term, shown=shown)
+        return shown.recommendation
+    if current is not None and not ask.again:
+        refuse_other_criteria(run_dir, current, criteria, "recommend")
+        show_answer(current, term)
+        return current.recommendation
     rec = decide(run_dir, criteria)
-    if term.json_out:
-        term.emit(rec.model_dump_json(indent=2))
-    else:
-        render_recommendation(rec, term.out)
+    number = next_round(run_dir)
+    if current is not None:
+        differ = criteria.differences(current.recommendation)
+        rec.changes = [f"decided again after round {current.latest.number} (verification "
+                       f"{current.latest.verification}), with "
+                       + (", ".join(f"{name} {mine}" for name, mine, _ in differ) or "the same criteria")]
+    write_round(run_dir, rec, "decided", number)
     write_page(run_dir, term)
+    answer = read_answer(run_dir)
+    assert answer is not None  # just written
+    show_answer(answer, term)
     return rec
+
+
+def show_answer(answer: Answer, term: Terminal, shown: Round | None = None) -> None:
+    """The answer (or the round asked for) first, then the earlier rounds; under --json one document."""
+    if term.json_out:
+        term.emit(answer_document(answer, shown))
+        return
+    render_recommendation((shown or answer.latest).recommendation, term.out)
+    render_rounds(answer, term.out, shown)

@@ -3,6 +3,7 @@ of stored results from their captures belongs here too, beside the outputs that 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from specmeter.errors import InputError
 from specmeter.report.compare import render_comparison
 from specmeter.report.console import ConsoleOutput
 from specmeter.report.outputs import output
+from specmeter.report.recommendation import answer_document
 from specmeter.run_data import load_run
 from specmeter.workflows.recompute import recompute as recompute_run
 from specmeter.workflows.terminal import Terminal
@@ -26,7 +28,8 @@ class ReportFiles:
 
 
 def report(run_dir: Path, files: ReportFiles, term: Terminal, *, recompute: bool = False) -> None:
-    """Write the files asked for; show the tables when nothing was asked (or the summary JSON under --json).
+    """Write the files asked for; show the tables when nothing was asked (under --json: the run's answer, then
+    summary.json's keys).
     `recompute`: first derive every point's results and the run's decisions again from the stored captures."""
     if recompute:
         for done in recompute_run(run_dir):
@@ -36,8 +39,9 @@ def report(run_dir: Path, files: ReportFiles, term: Terminal, *, recompute: bool
     for kind, dest in (("html", files.html), ("csv", files.csv), ("plots", files.plots)):
         if dest is not None:
             written += output(kind, dest).write(run)
-    if term.json_out:
-        term.emit(run.summary.model_dump_json(indent=2))
+    if term.json_out:  # the run's answer first, then summary.json's keys as they are
+        answer = json.loads(answer_document(run.answer)) if run.answer is not None else None
+        term.emit(json.dumps({"answer": answer, **json.loads(run.summary.model_dump_json())}, indent=2))
     elif not written:
         ConsoleOutput(console=term.out).write(run)
     for path in written:

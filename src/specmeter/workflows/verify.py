@@ -1,15 +1,17 @@
 """Recommend, verify, and correct until the table holds: the run-directory choreography of the deploy answer.
 
-Round 1 verifies the recommendation the sweep gave. Where a static K other than the table's beats it head to
-head at the batch the engine ran, the table is corrected from the pooled evidence (analysis.correction), the
-contradicted table is kept beside it as recommendation-r<n>.json, and, while rounds remain, the corrected table
-is verified in its turn (verify-r<n>/). recommendation.json always holds the latest answer and says whether it
-held; the report's first screen shows it.
+Verification runs the run's answer (its latest round, rundir.answer) against the baseline and each point's best
+static K. Where a static K other than the table's beats it head to head at the batch the engine ran, the table is
+corrected from the pooled evidence (analysis.correction) into the next round and, while rounds remain, that
+correction is verified in its turn (verify-r<n>/). Each round's states are files of their own, written once and
+only after the step that produced them succeeded: a refused or failed verification leaves the run's files as they
+were (what it measured stays in its own directory). recommendation.json points at the latest state.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,17 +20,19 @@ from pathlib import Path
 from specmeter.analysis.correction import correct, disagreements, same_table
 from specmeter.config import SpecConfig
 from specmeter.engines.deploy import render, sweep_engine
+from specmeter.errors import InputError
 from specmeter.plans.verify import verify_execution
 from specmeter.report.console import render_recommendation
 from specmeter.run_data import run_records
+from specmeter.rundir.answer import ANSWER_DIR, Answer, read_answer, write_round
 from specmeter.runner import Execution
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 from specmeter.servers import ServerPool
-from specmeter.store import RunStore, atomic_write_text, load_summary, new_run_id
+from specmeter.store import REQUESTS, RunStore, atomic_write_text, load_summary, new_run_id
 from specmeter.workflows.execute import measure_and_keep, write_page
-from specmeter.workflows.recommend import Criteria, decide, read_recommendation
+from specmeter.workflows.recommend import Criteria, decide, read_recommendation, refuse_other_criteria
 from specmeter.workflows.terminal import Terminal
 
 RECOMMENDATION = "recommendation.json"
@@ -49,63 +53,86 @@ class VerifyLoop:
     api_key: str | None = None
     command: list[str] | None = None
 
-    def run(self, rec: Recommendation, rounds: int) -> Recommendation:
-        """Verify `rec`, correct it where verification disagrees, and verify the correction, at most `rounds`
-        times; returns the final answer (also written to recommendation.json)."""
+    def run(self, rec: Recommendation, rounds: int, number: int, on_disk: bool) -> Recommendation:
+        """Verify `rec` as round `number` (`on_disk`: its decided state is written already), correct it where
+        verification disagrees, and verify the correction, at most `rounds` times; returns the final answer."""
         sweep = load_summary(self.run_dir)
         evidence = (sweep, _records(self.run_dir))
         verified: list[tuple[RunSummary, list[RequestRecord]]] = []
         for i in range(1, rounds + 1):
-            target = self.first_dir if i == 1 else self.first_dir.with_name(f"{self.first_dir.name}-r{i}")
-            target.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(target / RECOMMENDATION, rec.model_dump_json(indent=2) + "\n")
+            target = self.first_dir if i == 1 else _free(self.first_dir.with_name(f"{self.first_dir.name}-r{i}"))
             table = rec.best.spec if rec.best is not None else None
             endpoint = self.serve(table) if self.serve is not None and table is not None else None
             if i > 1 and self.serve is not None and endpoint is None:
                 self.say("the verified server was attached (--endpoint): relaunch it with the corrected config and "
-                         "verify again")
+                         f"`specmeter verify {self.run_dir}` verifies round {number}")
                 return rec
+            # Every check of the plan (endpoints, configs) before anything is written.
             ex = verify_execution(self.run_dir, sweep, rec, endpoint=endpoint, repeats=self.repeats,
                                   api_key=self.api_key, command=self.command)
-            try:
-                self.execute(ex, target)
-            finally:  # a corrected table runs on a server of its own: free this one's memory first
-                if self.pool is not None:
-                    self.pool.stop(ex.plan.configs[-1])
+            self._execute(ex, target, rec)
             verify = load_summary(target)
             verified.append((verify, _records(target)))
-            rec.verified_in = str(target.relative_to(self.run_dir)) if target.is_relative_to(self.run_dir) \
+            done = rec.model_copy(deep=True)
+            done.verified_in = str(target.relative_to(self.run_dir)) if target.is_relative_to(self.run_dir) \
                 else str(target)
             wrong = disagreements(verify)
-            rec.verification = "disagreed" if wrong else "held"
+            done.verification = "disagreed" if wrong else "held"
             if not wrong:
-                self._write(rec)
-                self.say(f"verification round {i}: the table held at every verified point")
-                return rec
+                self._write(rec, done, number, on_disk)
+                self.say(f"verification of round {number}: the table held at every verified point")
+                return done
             for line in wrong:
-                self.say(f"verification round {i}: {line}")
-            archived = f"recommendation-r{rec.round}.json"
-            corrected = render(correct(evidence, verified, rec, archived), sweep_engine(sweep.plan))
-            if same_table(corrected, rec):
-                rec.verification = "kept"
-                self._write(rec)
+                self.say(f"verification of round {number}: {line}")
+            contradicted = f"{ANSWER_DIR}/r{number}-verified.json"
+            corrected = render(correct(evidence, verified, done, contradicted), sweep_engine(sweep.plan))
+            if same_table(corrected, done):
+                done.verification = "kept"
+                self._write(rec, done, number, on_disk)
                 self.say("decided again on the pooled evidence of sweep and verification, the table stands")
-                return rec
-            atomic_write_text(self.run_dir / archived, rec.model_dump_json(indent=2) + "\n")
-            rec = corrected
-            self._write(rec)
-            self.say(f"corrected table (round {rec.round}): {'; '.join(rec.changes[:1])}; written to "
-                     f"{self.run_dir / RECOMMENDATION}, the contradicted one kept as {archived}")
+                return done
+            self._write(rec, done, number, on_disk)
+            number, on_disk, rec = number + 1, True, corrected
+            write_round(self.run_dir, rec, "decided", number)
+            self.say(f"corrected table (round {number}): {'; '.join(rec.changes[:1])}; the answer is now round "
+                     f"{number} ({self.run_dir / ANSWER_DIR}), round {number - 1} kept as history")
             if rec.best is None or rec.best.spec is None:
                 self.say("the corrected answer drafts nothing at any batch size (serve without speculation): there "
                          "is no table left to verify")
                 return rec
-        self.say(f"the rounds ran out ({rounds}) before a table held: the corrected table is not verified yet; "
-                 f"`specmeter verify {self.run_dir} --recommendation {self.run_dir / RECOMMENDATION}` runs it")
+        self.say(f"the rounds ran out ({rounds}) before a table held: round {number} is not verified yet; "
+                 f"`specmeter verify {self.run_dir}` runs it")
         return rec
 
-    def _write(self, rec: Recommendation) -> None:
-        atomic_write_text(self.run_dir / RECOMMENDATION, rec.model_dump_json(indent=2) + "\n")
+    def _execute(self, ex: Execution, target: Path, rec: Recommendation) -> None:
+        """Measure into `target`; a verification that failed before measuring anything leaves no directory."""
+        existed = target.exists()
+        try:
+            self.execute(ex, target)
+        except BaseException:
+            if not existed and target.is_dir() and not (target / REQUESTS).exists():
+                shutil.rmtree(target, ignore_errors=True)
+            raise
+        finally:  # a corrected table runs on a server of its own: free this one's memory first
+            if self.pool is not None:
+                self.pool.stop(ex.plan.configs[-1])
+            if target.is_dir():  # the verification's own copy of the table it ran
+                atomic_write_text(target / RECOMMENDATION, rec.model_dump_json(indent=2) + "\n")
+
+    def _write(self, decided: Recommendation, verified: Recommendation, number: int, on_disk: bool) -> None:
+        """Round `number` after its verification: its decided state first where it is new (a table the user gave,
+        or one verified again), then the verified one."""
+        if not on_disk:
+            write_round(self.run_dir, decided, "decided", number)
+        write_round(self.run_dir, verified, "verified", number)
+
+
+def _free(path: Path) -> Path:
+    """`path`, or the first `path`-<i> nobody wrote yet: a verification never writes into another's directory."""
+    candidate, i = path, 2
+    while candidate.exists():
+        candidate, i = path.with_name(f"{path.name}-{i}"), i + 1
+    return candidate
 
 
 def _records(run_dir: Path) -> list[RequestRecord]:
@@ -114,8 +141,9 @@ def _records(run_dir: Path) -> list[RequestRecord]:
 
 @dataclass(frozen=True)
 class VerifyRequest:
-    """What to verify and how: decide the table by `criteria`, or take the `given` recommendation.json; at most
-    `rounds` verification rounds; `endpoint` attaches to a server already running the table."""
+    """What to verify and how: the run's answer (decided by `criteria` when it has none yet), or the `given`
+    recommendation.json as a new round; at most `rounds` verification rounds; `endpoint` attaches to a server
+    already running the table."""
 
     criteria: Criteria = field(default_factory=Criteria)
     given: Path | None = None
@@ -124,8 +152,9 @@ class VerifyRequest:
     endpoint: str | None = None
     api_key: str | None = None
     verify_dir: Path | None = None  # default: a new verify-<timestamp> directory inside the run directory
-    # The demo and `sweep --verify`: a recommendation to serve without speculation is the sweep's answer, not
-    # an error; `specmeter verify` asked for a config to run and says there is none.
+    # The demo and `sweep --verify`: the sweep's decided table is its answer, written as round 1 before it is
+    # verified, and a recommendation to serve without speculation is that answer, not an error; `specmeter
+    # verify` asked for a config to run and says there is none.
     off_is_an_answer: bool = False
     command: list[str] = field(default_factory=list)
 
@@ -164,37 +193,69 @@ def answering(answer: DeployAnswer, term: Terminal) -> Iterator[DeployAnswer]:
 
 def recommend_and_verify(run_dir: Path, req: VerifyRequest, term: Terminal, pool: ServerPool | None,
                          answer: DeployAnswer) -> None:
-    """Recommend (or read a recommendation), run its dynamic config, and correct it where verification
-    disagrees, verifying the correction while `req.rounds` remain; `answer` collects what came of it."""
-    if req.given is None:
-        rec = decide(run_dir, req.criteria)
-        if not term.json_out:
-            render_recommendation(rec, term.out)
-    else:
-        rec = read_recommendation(req.given)
+    """Verify the run's answer (deciding round 1 where it has none, or taking the given table as a new round),
+    correct it where verification disagrees, verifying the correction while `req.rounds` remain; `answer`
+    collects what came of it."""
+    rec, number, on_disk = _to_verify(run_dir, req)
+    if req.off_is_an_answer and not on_disk:  # the sweep's own answer stands whatever verification does
+        write_round(run_dir, rec, "decided", number)
+        on_disk = True
+    if not term.json_out:
+        render_recommendation(rec, term.out)
     answer.recommendation = rec
-    if req.off_is_an_answer and (rec.best is None or rec.best.spec is None):
+    if rec.best is None or rec.best.spec is None:
+        if not req.off_is_an_answer:
+            raise InputError(f"{run_dir}: round {number} drafts nothing at any batch size (serve without "
+                             "speculation): there is no speculative config to verify")
         term.err.print("[yellow]nothing to verify: no K clearly beats the baseline at any measured point, so the "
                        "answer is to serve without speculation; more rounds (load.max_rounds) or longer outputs "
                        "narrow the intervals if the speedups looked close[/]")
         write_page(run_dir, term)  # the sweep's page now shows the recommendation
         return
+    first_dir = req.verify_dir or run_dir / new_run_id("verify")
+    if first_dir.exists() and any(first_dir.iterdir()):
+        raise InputError(f"--out {first_dir}: exists and is not empty; a verification writes a directory of its "
+                         "own: give a new path, or leave --out out")
 
     def verify_round(ex: Execution, target: Path) -> None:
         measure_and_keep(ex, target, term, answer.verifications.append, pool)
 
     loop = VerifyLoop(run_dir=run_dir, execute=verify_round,
                       say=lambda line: term.human.print(f"[bold]{line}[/]", highlight=False),
-                      first_dir=req.verify_dir or run_dir / new_run_id("verify"), pool=pool,
+                      first_dir=first_dir, pool=pool,
                       serve=None if req.endpoint is None else _attached(req.endpoint, rec), repeats=req.repeats,
                       api_key=req.api_key, command=req.command)
-    try:
-        final = loop.run(rec, req.rounds)
-    finally:  # the sweep's page now shows the recommendation and what of the verification finished
-        write_page(run_dir, term)
+    final = loop.run(rec, req.rounds, number, on_disk)
+    write_page(run_dir, term)  # the run's page now shows the answer and its verification
     answer.recommendation = final
     if not term.json_out:
         render_recommendation(final, term.out, final=True)
+
+
+def _to_verify(run_dir: Path, req: VerifyRequest) -> tuple[Recommendation, int, bool]:
+    """The table to verify, its round number, and whether that round's decided state is on disk already. Reads
+    and decides only: nothing is written here."""
+    current = read_answer(run_dir)
+    latest = current.latest.number if current is not None else 0
+    if req.given is not None:
+        rec = read_recommendation(req.given)
+        rec.verification, rec.verified_in, rec.corrects = "not run", None, None
+        rec.changes = [f"given: {req.given}", *rec.changes]
+        return rec, latest + 1, False
+    if current is None:
+        return decide(run_dir, req.criteria), 1, False
+    refuse_other_criteria(run_dir, current, req.criteria, "verify")
+    if current.latest.stage == "decided":
+        return current.recommendation, latest, True
+    again = _unverified(current)
+    again.changes = [f"round {latest}'s table, verified again"]
+    return again, latest + 1, False
+
+
+def _unverified(answer: Answer) -> Recommendation:
+    rec = answer.recommendation.model_copy(deep=True)
+    rec.verification, rec.verified_in, rec.corrects = "not run", None, None
+    return rec
 
 
 def verify(run_dir: Path, req: VerifyRequest, term: Terminal) -> None:

@@ -23,7 +23,7 @@ from specmeter.report.vocab import render_vocab
 from specmeter.run_data import RunData
 from specmeter.schemas.plan import PlannedConfig
 from specmeter.schemas.vocab import MapAnalysis, VocabMapInfo, VocabReport
-from specmeter.store import atomic_write_text, load_summary
+from specmeter.store import keep, load_summary, write_once
 from specmeter.workflows.terminal import Terminal
 
 VOCAB = "vocab.json"
@@ -107,8 +107,12 @@ def vocab(request: VocabRequest, terminal: Terminal) -> VocabReport:
         tokens=sum(int(s.ids.size) for s in base.streams), deduplicated=base.deduplicated, maps=analyses,
         notes=notes,
     )
-    path = request.out or request.run_dir / VOCAB
-    atomic_write_text(path, report.model_dump_json(indent=2) + "\n")
+    text = report.model_dump_json(indent=2) + "\n"
+    if request.out is not None:
+        write_once(request.out, text)
+        path = request.out
+    else:
+        path = keep(request.run_dir / VOCAB, text)
     if terminal.json_out:
         terminal.emit(report.model_dump_json(indent=2))
     else:
