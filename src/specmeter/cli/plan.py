@@ -1,8 +1,8 @@
 """The `specmeter plan` command's flags: predictions from a run (RUN_DIR: a step-cost model calibrated on its
 measured points) or, before renting a GPU, the roofline estimate (--hardware or --gpu, the models' config.json).
 
-Beside cli.py, which registers it with the terminal it prints through, so this module needs nothing from
-cli.py. Thin like it: parse and call one workflow."""
+Beside cli/app.py, which registers it with the terminal it prints through, so this module needs nothing from
+app.py. Thin like it: parse and call one workflow."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from specmeter.workflows import flags
+from specmeter.cli import parse as flags
 from specmeter.workflows.terminal import Terminal
 
 

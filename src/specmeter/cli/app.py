@@ -12,14 +12,14 @@ import typer
 from rich.console import Console
 
 from specmeter import __version__
-from specmeter.cli_args import API_KEY_ENV, command_line, find_api_key, flag
-from specmeter.cli_check import check_command
-from specmeter.cli_plan import plan_command
-from specmeter.cli_sweep import slurm_job_command, sweep_command
-from specmeter.cli_vocab import vocab_command
+from specmeter.cli import parse as flags
+from specmeter.cli.args import API_KEY_ENV, command_line, find_api_key, flag
+from specmeter.cli.check import check_command
+from specmeter.cli.plan import plan_command
+from specmeter.cli.sweep import slurm_job_command, sweep_command
+from specmeter.cli.vocab import vocab_command
 from specmeter.errors import SpecmeterError
 from specmeter.report.progress import RichReporter
-from specmeter.workflows import flags
 from specmeter.workflows.terminal import Terminal
 
 app = typer.Typer(
@@ -307,6 +307,3 @@ def main() -> None:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(exc.exit_code) from None
 
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """The `specmeter sweep` command's flags, and the hidden command each of its Slurm jobs runs.
 
-Beside cli.py, which registers them with the terminal they print through and the resume they hand over to, so
-this module needs nothing from cli.py. Thin like it: parse and call one workflow."""
+Beside cli/app.py, which registers them with the terminal they print through and the resume they hand over to, so
+this module needs nothing from app.py. Thin like it: parse and call one workflow."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from specmeter.cli_args import API_KEY_ENV, command_line, find_api_key, flag
-from specmeter.workflows import flags
+from specmeter.cli import parse as flags
+from specmeter.cli.args import API_KEY_ENV, command_line, find_api_key, flag
 from specmeter.workflows.terminal import Terminal
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The `specmeter check` command's flags: a run against a reference run of the same workload, failing (exit code 5)
 where acceptance or speedup dropped by more than the bounds with confidence.
 
-Beside cli.py, which registers it with the terminal it prints through. Thin like it: parse and call one workflow."""
+Beside cli/app.py, which registers it with the terminal it prints through. Thin like it: parse and call one workflow."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
+from specmeter.cli import parse as flags
 from specmeter.errors import InputError
-from specmeter.workflows import flags
 from specmeter.workflows.terminal import Terminal
 
 

@@ -1,8 +1,8 @@
 """The `specmeter vocab` command's flags: what a pruned draft vocabulary (EAGLE-3's d2t/t2d, or the top N tokens
 of a corpus) costs on a run's own baseline outputs.
 
-Beside cli.py, which registers it with the terminal it prints through (cli.py stays under 400 lines), so this
-module needs nothing from cli.py. Thin like it: parse and call one workflow."""
+Beside cli/app.py, which registers it with the terminal it prints through (app.py stays under 400 lines), so this
+module needs nothing from app.py. Thin like it: parse and call one workflow."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from specmeter.workflows import flags
+from specmeter.cli import parse as flags
 from specmeter.workflows.terminal import Terminal
 
 
