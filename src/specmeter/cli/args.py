@@ -1,30 +1,45 @@
-"""What every command of the command line reads the same way: a flag's parsed value, the API key, the command
-line as a run directory records it. Beside the cli modules, below them all, so each can use it."""
+"""What every command of the command line reads the same way: the consoles and the Terminal it speaks through
+(with the verbosity -q/-v set), the API key, the command line as a run directory records it, and the note an
+old form of a command prints. Below every other cli module, so each can use it."""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import TypeVar
+from contextvars import ContextVar
+from pathlib import Path
 
-import typer
+from rich.console import Console
 
 from specmeter.redact import redact_argv
+from specmeter.report.progress import RichReporter
+from specmeter.workflows.terminal import Terminal
 
 API_KEY_ENV = ("SPECMETER_API_KEY", "OPENAI_API_KEY")
-V = TypeVar("V")
-T = TypeVar("T")
+# -q/-v of the command running (options.with_verbosity sets it), for the Terminal it makes.
+VERBOSITY: ContextVar[int] = ContextVar("verbosity", default=0)
+
+# Logs and CI are not terminals: give tables room instead of rich's 80-column default.
+console = Console(width=None if sys.stdout.isatty() else 150)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 
-def flag(parse: Callable[[V], T], value: V | None) -> T | None:
-    """A flag's value parsed (None where it was not given); a malformed one is typer's usage error."""
-    if not value:
-        return None
-    try:
-        return parse(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+def terminal(json_out: bool = False) -> Terminal:
+    """The Terminal a command speaks through: JSON or tables, at the verbosity its -q/-v asked for."""
+    return Terminal(out=console, err=err_console, json_out=json_out, progress=RichReporter,
+                    verbosity=VERBOSITY.get())
+
+
+def note(old: str, new: str) -> None:
+    """One line on stderr: an old form still works for one release, and what replaces it."""
+    err_console.print(f"note: '{old}' is now '{new}'", highlight=False, markup=False, soft_wrap=True)
+
+
+def resume_run(run_dir: Path, api_key: str | None, json_out: bool) -> None:
+    """`specmeter resume RUN` (and the old `run --resume`, `sweep --resume`)."""
+    from specmeter.workflows import resume as workflow
+
+    workflow.resume(run_dir, find_api_key(api_key), terminal(json_out))
 
 
 def command_line() -> list[str]:

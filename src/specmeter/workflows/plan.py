@@ -4,7 +4,7 @@ its predictions for drafters, K and batch sizes nobody measured, with the table 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -146,6 +146,13 @@ def plan_run(request: PlanRequest, terminal: Terminal) -> PlanResult:
     else:
         render_plan(terminal.out, result)
     return result
+
+
+def plan_pooled(run_dirs: Sequence[Path], request: PlanRequest, terminal: Terminal) -> PlanResult:
+    """`plan RUN RUN...`: the step-cost model fitted on the runs pooled (calibrate_runs: written into the first,
+    its table where a person reads), then the first run's predictions from that calibration."""
+    calibrate_runs(run_dirs, request.exclude, None, replace(terminal, out=terminal.human, json_out=False))
+    return plan_run(replace(request, run_dir=run_dirs[0], calibration=run_dirs[0] / CALIBRATION), terminal)
 
 
 def _label(cal: Calibration, key: str) -> str:
