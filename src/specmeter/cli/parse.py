@@ -33,7 +33,7 @@ def _positive_ints(text: str, flag: str, form: str) -> list[int]:
         wrong = next(x for x in items if not x.lstrip("-").isdigit())
         raise _bad(flag, text, f"{wrong!r} is not a whole number", form) from None
     if min(values) < 1:
-        raise _bad(flag, text, "every value is at least 1", form)
+        raise _bad(flag, text, "every value is a positive whole number", form)
     return values
 
 

@@ -76,6 +76,9 @@ def estimate(
     --input-len N: input tokens per sequence."""
     from specmeter.workflows import estimate as workflow
 
+    if hardware is None and gpu is None:
+        raise InputError("estimate needs a GPU: --hardware NAME (a preset, e.g. h100) or --gpu "
+                         "bandwidth=TB/s,tflops=TFLOP/s,memory=GB for one of your own")
     workflow.estimate_before_run(workflow.EstimateRequest.from_flags(
         None, gpu, efficiency, target_config=target_config, acceptance=acceptance, hardware=hardware,
         draft_config=draft_config, method=method, tp=tp, draft_tp=draft_tp,
