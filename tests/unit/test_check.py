@@ -1,4 +1,4 @@
-"""`specmeter check RUN --against REF_RUN` on pairs of copies of the saved real run: a copy measured on a machine
+"""`specmeter compare REF_RUN RUN --check` on pairs of copies of the saved real run: a copy measured on a machine
 twice as slow (every server alike) has no regression; a copy whose K = 4 drafter accepts less and runs slower at
 concurrency 4 regresses there, in AL and in speedup, and nowhere else, from per-request steps and from the counters
 alone; runs on different workloads are refused with what differs. The CLI's exit codes and --json."""
@@ -123,7 +123,7 @@ def test_a_slower_machine_is_no_regression(tmp_path: Path) -> None:
             assert c.basis.startswith("per-request steps")
         else:  # both servers slowed alike: the speedup stays, though throughput halved
             assert c.change.value == pytest.approx(1.0, abs=1e-9)
-    res = specmeter("check", run, "--against", ref)
+    res = specmeter("compare", ref, run, "--check")
     assert res.returncode == 0, res.stderr
     assert "no regression beyond the bounds" in res.stdout
 
@@ -148,7 +148,7 @@ def test_a_drafter_that_accepts_less_and_runs_slower_regresses_there_only(tmp_pa
     assert speedup.change.value == pytest.approx(1 / SLOWER, rel=0.02)  # the baseline there did not change
     assert speedup.decided_on == "output_throughput"
 
-    res = specmeter("check", run, "--against", ref)
+    res = specmeter("compare", ref, run, "--check")
     assert res.returncode == RegressionFound.exit_code, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: check: 2 regression(s)")
@@ -156,11 +156,11 @@ def test_a_drafter_that_accepts_less_and_runs_slower_regresses_there_only(tmp_pa
         assert word in lines[0]
     assert "REGRESSED" in res.stdout
 
-    res = specmeter("check", run, "--against", ref, "--json", "--max-al-drop", "25%", "--max-speedup-drop", "0.3")
+    res = specmeter("compare", ref, run, "--check", "--json", "--max-al-drop", "25%", "--max-speedup-drop", "0.3")
     assert res.returncode == 0, res.stderr  # looser bounds: the same drops are allowed
     doc = json.loads(res.stdout)
     assert doc["max_al_drop"] == 0.25 and doc["max_speedup_drop"] == 0.3 and doc["regressions"] == []
-    res = specmeter("check", run, "--against", ref, "--json")
+    res = specmeter("compare", ref, run, "--check", "--json")
     assert res.returncode == RegressionFound.exit_code
     assert len(json.loads(res.stdout)["regressions"]) == 2  # one document, read whole
 
@@ -179,7 +179,7 @@ def test_runs_of_different_workloads_are_refused_with_what_differs(tmp_path: Pat
     assert "\n" not in message
     for field in ("load.max_tokens 128 vs 96", "workload.conversation_ids", "load.points c1, c4 vs c1, c4, c16"):
         assert field in message
-    res = specmeter("check", run, "--against", ref)
+    res = specmeter("compare", ref, run, "--check")
     assert res.returncode == InputError.exit_code
     assert len([ln for ln in res.stderr.splitlines() if ln.strip()]) == 1 and "load.max_tokens" in res.stderr
 
@@ -187,7 +187,7 @@ def test_runs_of_different_workloads_are_refused_with_what_differs(tmp_path: Pat
 @pytest.mark.parametrize("flag,value", [("--max-al-drop", "2"), ("--max-speedup-drop", "lots"),
                                         ("--max-al-drop", "150%")])
 def test_a_bound_that_is_not_a_drop_is_refused_in_one_line(flag: str, value: str) -> None:
-    res = specmeter("check", RUN, "--against", RUN, flag, value)
+    res = specmeter("compare", RUN, RUN, "--check", flag, value)
     assert res.returncode == InputError.exit_code
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and flag in lines[0] and "Traceback" not in res.stderr

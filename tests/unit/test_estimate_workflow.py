@@ -1,4 +1,4 @@
-"""`specmeter plan --hardware ...`: flags into the estimate's inputs, the acceptance forms it takes, what it
+"""`specmeter estimate --hardware ...`: flags into the estimate's inputs, the acceptance forms it takes, what it
 refuses, and a console rendering that calls itself an estimate in every title."""
 
 from __future__ import annotations
@@ -95,12 +95,11 @@ def test_precision_and_hardware_flags(tmp_path: Path) -> None:
             build(replace(DEMO, **{flag: value}))
 
 
-def test_cli_plan_needs_a_run_or_hardware_and_prints_an_estimate(tmp_path: Path) -> None:
+def test_cli_estimate_needs_a_gpu_and_prints_an_estimate() -> None:
     runner = CliRunner()
-    for args in ([], [str(tmp_path), "--hardware", "h100"]):
-        res = runner.invoke(app, ["plan", *args, "--target-config", str(MODELS / "demo-target")])
-        assert isinstance(res.exception, InputError) and "RUN_DIR" in str(res.exception)
-    res = runner.invoke(app, ["plan", "--hardware", "h200", "--target-config", str(MODELS / "demo-target"),
+    res = runner.invoke(app, ["estimate", "--target-config", str(MODELS / "demo-target")])
+    assert isinstance(res.exception, InputError) and "--hardware" in str(res.exception)
+    res = runner.invoke(app, ["estimate", "--hardware", "h200", "--target-config", str(MODELS / "demo-target"),
                               "--method", "ngram", "--acceptance", "0.6", "--k", "2", "--batch", "1"])
     assert res.exit_code == 0, res.output
     assert res.output.startswith(TITLE.capitalize()) and "H200" in res.output
@@ -111,7 +110,7 @@ def test_the_readme_command_runs_as_written(monkeypatch: pytest.MonkeyPatch) -> 
     readme = (MODELS.parent / "README.md").read_text(encoding="utf-8")
     block = readme.split("### Before you rent", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     args = shlex.split(block.replace("\\\n", " "))
-    assert args[:2] == ["specmeter", "plan"]
+    assert args[:2] == ["specmeter", "estimate"]
     monkeypatch.chdir(MODELS.parent)
     res = CliRunner().invoke(app, args[1:])
     assert res.exit_code == 0, res.output

@@ -64,7 +64,7 @@ def test_stored_run_commands_print_one_document(stored: Path, tmp_path: Path) ->
     assert len(one_document(res)["runs"]) == 2
     assert "plots:" in res.stderr
 
-    doc = one_document(specmeter("check", stored, "--against", stored, "--json"))  # a run against itself
+    doc = one_document(specmeter("compare", stored, stored, "--check", "--json"))  # a run against itself
     assert doc["checks"] and doc["regressions"] == []
 
 
@@ -75,7 +75,7 @@ def test_run_sweep_resume_and_compare_workloads_print_one_document(
                                  "--name", "run"))
     assert run == json.loads((tmp_path / "run" / "summary.json").read_text(encoding="utf-8"))
 
-    cw = one_document(specmeter("compare-workloads", "--endpoint", url, "--no-baseline", "--spec", NGRAM,
+    cw = one_document(specmeter("run", "--compare-random", "--endpoint", url, "--no-baseline", "--spec", NGRAM,
                                 "--vocab-size", "500", *SMALL, "--json", "--out", tmp_path, "--name", "cw"))
     assert cw["plan"]["kind"] == "compare-workloads"
 

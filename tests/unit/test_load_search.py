@@ -13,6 +13,7 @@ import pytest
 import yaml
 from test_recommend import sweep as recommend_sweep
 
+from specmeter.cli.parse import levels_or_auto
 from specmeter.config import EngineSpec, LoadSpec, SpecConfig
 from specmeter.config_search import LoadSearch
 from specmeter.errors import InputError
@@ -36,7 +37,6 @@ from specmeter.plans.sweep import SweepSpec, read_sweep_file
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.search import Bracket
 from specmeter.store import load_summary
-from specmeter.workflows.flags import levels_or_auto
 from specmeter.workflows.sweep import SweepFlags, sweep_from_flags
 
 LAUNCH = {"model": "/models/target"}

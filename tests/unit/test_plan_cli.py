@@ -1,4 +1,4 @@
-"""`specmeter calibrate` and `specmeter plan` on a stored demo run: one JSON document, every measured point
+"""`specmeter plan` (one run, or several pooled) on a stored demo run: one JSON document, every measured point
 checked, a left-out configuration predicted blind, the table's unmeasured ranges predicted, clear errors."""
 
 from __future__ import annotations
@@ -67,15 +67,24 @@ def test_a_left_out_configuration_is_predicted_blind(stored: Path) -> None:
     assert all(c.extrapolated_positions == 2 for c in result.cells if c.k == 4)
 
 
-def test_calibrate_pools_runs_and_plan_reads_the_file(stored: Path, tmp_path: Path) -> None:
+def test_plan_pools_runs_for_the_fit_and_reads_the_file_again(stored: Path, tmp_path: Path) -> None:
+    other = Path(shutil.copytree(stored, tmp_path / "again"))
+    pooled = plan(stored, other, "--k", "2", "--batch", "1")
+    cal = Calibration.model_validate_json((stored / "calibration.json").read_text(encoding="utf-8"))
+    assert pooled.calibration == cal and len(cal.runs) == 2 and all(c >= 0 for c in cal.coefficients)
+    assert all(o.residual is not None for o in cal.observations)
+    assert plan(stored, "--calibration", stored / "calibration.json").calibration == cal
+    res = specmeter("plan", stored, other, "--calibration", stored / "calibration.json")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "--calibration" in res.stderr
+
+
+def test_the_old_calibrate_still_writes_the_pooled_fit_with_a_note(stored: Path, tmp_path: Path) -> None:
     out = tmp_path / "cal.json"
     res = specmeter("calibrate", stored, stored, "--out", out, "--json")
     assert res.returncode == 0, res.stderr[-2000:]
     cal = Calibration.model_validate(json.loads(res.stdout))
-    assert cal == Calibration.model_validate_json(out.read_text(encoding="utf-8"))
-    assert len(cal.runs) == 2 and all(c >= 0 for c in cal.coefficients)
-    assert all(o.residual is not None for o in cal.observations)
-    assert plan(stored, "--calibration", out).calibration == cal
+    assert cal == Calibration.model_validate_json(out.read_text(encoding="utf-8")) and len(cal.runs) == 2
+    assert res.stderr.splitlines()[0] == "note: 'specmeter calibrate RUN...' is now 'specmeter plan RUN...'"
 
 
 def test_console_output_says_predicted(stored: Path) -> None:
@@ -109,5 +118,5 @@ def test_runs_of_different_hardware_do_not_pool(stored: Path, tmp_path: Path) ->
     summary = json.loads((other / "summary.json").read_text(encoding="utf-8"))
     summary["environment"]["cpu"] = "another CPU"
     (other / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
-    res = specmeter("calibrate", stored, other)
+    res = specmeter("plan", stored, other)
     assert res.returncode != 0 and "hardware" in res.stderr

@@ -19,7 +19,7 @@ from specmeter.executors.slurm_cli import Queued, Slurm
 from specmeter.schemas.jobs import AttemptStatus, JobAttempt, SlurmRun
 
 Verdict = Literal["wait", "done", "resubmit", "give up"]
-JOB_COMMAND = "slurm-job"  # the hidden CLI command a job runs (cli.py)
+JOB_COMMAND = "slurm-job"  # the hidden CLI command a job runs (cli/sweep.py)
 
 
 def judge(attempt: JobAttempt, queued: Queued | None, ended: str | None, status: AttemptStatus | None,

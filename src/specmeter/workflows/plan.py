@@ -4,7 +4,7 @@ its predictions for drafters, K and batch sizes nobody measured, with the table 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -48,9 +48,9 @@ class PlanRequest:
 
 
 def calibrate_runs(run_dirs: Sequence[Path], exclude: Sequence[str], out: Path | None,
-                   terminal: Terminal) -> Calibration:
+                   terminal: Terminal) -> Path:
     """Fit on the runs pooled; write calibration.json into the first run (the next free calibration-<n>.json where
-    one is there with another fit), or to `out`, which must not exist yet."""
+    one is there with another fit), or to `out`, which must not exist yet. Returns where it is."""
     runs = [(str(d), load_summary(d)) for d in run_dirs]
     cal = calibrate(runs, exclude)
     text = cal.model_dump_json(indent=2) + "\n"
@@ -64,7 +64,7 @@ def calibrate_runs(run_dirs: Sequence[Path], exclude: Sequence[str], out: Path |
     else:
         render_calibration(terminal.out, cal)
     terminal.human.print(f"calibration: {path}")
-    return cal
+    return path
 
 
 def calibrate_sweep(run_dir: Path, summary: RunSummary, terminal: Terminal) -> Calibration | None:
@@ -167,6 +167,13 @@ def _answer(run_dir: Path, summary: RunSummary, notes: list[str]) -> tuple[Recom
     n = next((p.input_len for p in summary.plan.points if p.input_len is not None), None)  # `summary`: one length
     rec = next((part for part in answer.recommendation.per_input_len if part.input_len == n), answer.recommendation)
     return rec, answer.latest.number
+
+
+def plan_pooled(run_dirs: Sequence[Path], request: PlanRequest, terminal: Terminal) -> PlanResult:
+    """`plan RUN RUN...`: the step-cost model fitted on the runs pooled (calibrate_runs: written into the first,
+    its table where a person reads), then the first run's predictions from that calibration."""
+    written = calibrate_runs(run_dirs, request.exclude, None, replace(terminal, out=terminal.human, json_out=False))
+    return plan_run(replace(request, run_dir=run_dirs[0], calibration=written), terminal)
 
 
 def _label(cal: Calibration, key: str) -> str:

@@ -1,0 +1,57 @@
+"""What every command of the command line reads the same way: the consoles and the Terminal it speaks through
+(with the verbosity -q/-v set), the API key, the command line as a run directory records it, and the note an
+old form of a command prints. Below every other cli module, so each can use it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextvars import ContextVar
+from pathlib import Path
+
+from rich.console import Console
+
+from specmeter.redact import redact_argv
+from specmeter.report.progress import RichReporter
+from specmeter.workflows.terminal import Terminal
+
+API_KEY_ENV = ("SPECMETER_API_KEY", "OPENAI_API_KEY")
+# -q/-v of the command running (options.with_verbosity sets it), for the Terminal it makes.
+VERBOSITY: ContextVar[int] = ContextVar("verbosity", default=0)
+
+# Logs and CI are not terminals: give tables room instead of rich's 80-column default.
+console = Console(width=None if sys.stdout.isatty() else 150)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
+
+
+def terminal(json_out: bool = False) -> Terminal:
+    """The Terminal a command speaks through: JSON or tables, at the verbosity its -q/-v asked for."""
+    return Terminal(out=console, err=err_console, json_out=json_out, progress=RichReporter,
+                    verbosity=VERBOSITY.get())
+
+
+def note(old: str, new: str) -> None:
+    """One line on stderr: an old form still works for one release, and what replaces it."""
+    err_console.print(f"note: '{old}' is now '{new}'", highlight=False, markup=False, soft_wrap=True)
+
+
+def resume_run(run_dir: Path, api_key: str | None, json_out: bool) -> None:
+    """`specmeter resume RUN` (and the old `run --resume`, `sweep --resume`)."""
+    from specmeter.workflows import resume as workflow
+
+    workflow.resume(run_dir, find_api_key(api_key), terminal(json_out))
+
+
+def command_line() -> list[str]:
+    """The command line as the run directory records it (secrets masked)."""
+    return ["specmeter", *redact_argv(sys.argv[1:])]
+
+
+def find_api_key(given: str | None) -> str | None:
+    """The --api-key given, else the first of API_KEY_ENV set."""
+    if given:
+        return given
+    for name in API_KEY_ENV:
+        if os.environ.get(name):
+            return os.environ[name]
+    return None

@@ -1,0 +1,78 @@
+"""`specmeter recommend` and `specmeter verify`: the K to deploy per batch size from a sweep, and that answer run
+against the sweep's own evidence. Thin: parse, validate, call one workflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from specmeter.cli import options as o
+from specmeter.cli import parse
+from specmeter.cli.args import command_line, find_api_key, note, terminal
+
+SweepDir = Annotated[Path, typer.Argument(help="A sweep's run directory.")]
+
+
+def recommend(
+    run_dir: SweepDir,
+    objective: o.Objective = None,
+    slo: o.Slo = None,
+    max_num_seqs: o.MaxNumSeqs = None,
+    min_gain: o.MinGain = None,
+    again: Annotated[bool, typer.Option("--again", help="Decide again (e.g. with another --objective): a new round; the earlier ones stay as history.")] = False,
+    round_: Annotated[int | None, typer.Option("--round", min=1, help="Show this round of the run's answer instead of the latest.")] = None,
+    json_out: o.Json = False,
+) -> None:
+    """Which K should I deploy at each batch size? The run's answer, with the evidence behind every range.
+
+    The best K per engine batch-size range, decided head to head on the requests every configuration ran,
+    rendered for the engine the sweep ran (vLLM: a dynamic-SD --speculative-config), the static K for engines
+    without dynamic SD. The first call decides it (round 1, in the run directory's answer/); later calls show the
+    latest round (verified, corrected or kept) and the earlier ones as history; --again decides a new round."""
+    from specmeter.workflows import recommend as workflow
+
+    workflow.recommend(run_dir, workflow.Criteria.from_flags(objective, slo, max_num_seqs, min_gain), terminal(json_out),
+                       workflow.Ask(again=again, round=round_))
+
+
+def verify(
+    run_dir: SweepDir,
+    objective: o.Objective = None,
+    slo: o.Slo = None,
+    max_num_seqs: o.MaxNumSeqs = None,
+    min_gain: o.MinGain = None,
+    repeats: o.Repeats = None,
+    rounds: o.Rounds = 2,
+    endpoint: o.Endpoint = None,
+    api_key: o.ApiKey = None,
+    recommendation: Annotated[Path | None, typer.Option(help="Verify this recommendation.json (e.g. one you edited) as a new round, instead of the run's answer.")] = None,
+    verify_dir: Annotated[Path | None, typer.Option(help="Run directory of the verification (default: a new one inside RUN_DIR).")] = None,
+    json_out: o.Json = False,
+    until_stable: Annotated[bool, typer.Option("--until-stable", hidden=True)] = False,
+    out: Annotated[Path | None, typer.Option(hidden=True)] = None,
+) -> None:
+    """Does the run's answer hold when it runs? Corrects the table where it does not.
+
+    Launches the run's answer (its latest round; decided first where there is none) as a dynamic config and runs
+    the sweep's load points again, interleaved with the baseline and each point's best static config: throughput
+    and TPOT against all, head to head, and a check in the engine's per-step stats that it drafted the K the table
+    names for the batch it ran. Where a static K other than the table's beats it there, the corrected table from
+    the pooled evidence becomes the next round (earlier rounds stay as history) and is verified too, while
+    --rounds remain."""
+    from specmeter.workflows import verify as workflow
+    from specmeter.workflows.recommend import Criteria
+
+    if until_stable:
+        note("specmeter verify --until-stable", "specmeter verify --rounds N (corrections are verified until one "
+             "holds or the rounds run out)")
+    if out is not None:
+        note("specmeter verify --out DIR", "specmeter verify --verify-dir DIR")
+        verify_dir = verify_dir or out
+    attach = parse.once(endpoint, "--endpoint", "verify attaches to one server already running the table")
+    criteria = Criteria.from_flags(objective, slo, max_num_seqs, min_gain)
+    workflow.verify(run_dir, workflow.VerifyRequest(criteria=criteria, given=recommendation, rounds=rounds,
+                                                    repeats=repeats, endpoint=attach, api_key=find_api_key(api_key),
+                                                    verify_dir=verify_dir, command=command_line()),
+                    terminal(json_out))

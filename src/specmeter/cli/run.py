@@ -1,0 +1,151 @@
+"""The commands that measure: `demo`, `run` (with `--compare-random`) and `resume`, and the old forms
+`compare-workloads` and `run --resume`. Thin: parse, validate, call one workflow."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Annotated, Any, get_type_hints
+
+import typer
+
+from specmeter.cli import options as o
+from specmeter.cli import parse
+from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
+
+
+def demo(
+    concurrency: o.Concurrency = "1,4,16",
+    k: o.K = "2,4",
+    num_prompts: o.NumPrompts = 12,
+    max_tokens: o.MaxTokens = 96,
+    repeats: o.Repeats = None,
+    max_rounds: Annotated[int, typer.Option(min=2, help="Adaptive: the most rounds of a point.")] = 4,
+    rounds: o.Rounds = 2,
+    min_gain: o.MinGain = 0.01,
+    out: o.Out = Path("runs"),
+    num_speculative_tokens: Annotated[str | None, typer.Option("--num-speculative-tokens", hidden=True)] = None,
+) -> None:
+    """Start here: see speculative decoding measured, recommended and verified in one command.
+
+    The embedded default: vLLM CPU with the project's tiny target/draft pair. Sweeps the baseline and the
+    draft model at each K (servers up together, alternating at each point, in rounds until the decisions
+    settle), recommends a K per batch size decided head to head, runs that dynamic config against the
+    baseline and the best static K on the same servers, and corrects the table where verification
+    contradicts it."""
+    from specmeter.workflows import demo as workflow
+
+    if num_speculative_tokens is not None:
+        note("specmeter demo --num-speculative-tokens K", "specmeter demo --k K")
+        k = num_speculative_tokens
+    workflow.demo(workflow.DemoRequest(
+        out=out, concurrency=parse.no_auto(concurrency or "1,4,16", "demo"), ks=parse.ks(k or "2,4"),
+        num_prompts=12 if num_prompts is None else num_prompts, max_tokens=96 if max_tokens is None else max_tokens,
+        repeats=repeats, max_rounds=max_rounds, rounds=rounds, min_gain=0.01 if min_gain is None else min_gain,
+        command=command_line()), terminal())
+
+
+def run(
+    endpoint: o.Endpoint = None,
+    engine: Annotated[str | None, typer.Option(help="vllm, llamacpp, sglang or trtllm (default: vllm when launching; detected from the server when attaching).")] = None,
+    model: o.Model = None,
+    spec: o.Spec = None,
+    config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/load sections (flags override it).")] = None,
+    baseline: Annotated[bool, typer.Option(help="Also run the same engine with speculation off, for the speedup.")] = True,
+    baseline_endpoint: Annotated[list[str] | None, typer.Option(help="Attach mode: a server with speculation off, for the speedup (repeat it for replicas).")] = None,
+    dataset: o.Dataset = "sample",
+    dataset_path: o.DatasetPath = None,
+    dataset_option: Annotated[list[str] | None, typer.Option(help="Loader option KEY=VALUE (repeatable), e.g. input_len=256 for random/sonnet, config=qualitative for speed-bench.")] = None,
+    category: Annotated[list[str] | None, typer.Option(help="Only these categories (repeatable).")] = None,
+    num_prompts: o.NumPrompts = None,
+    input_len: o.InputLen = None,
+    tokenizer: o.Tokenizer = None,
+    concurrency: o.Concurrency = None,
+    request_rate: o.RequestRate = None,
+    arrival: Annotated[str | None, typer.Option(help="Open loop: poisson (default), gamma or constant arrivals.")] = None,
+    burstiness: Annotated[float | None, typer.Option(help="Open loop, gamma: shape (1 = Poisson, < 1 burstier).")] = None,
+    max_concurrency: Annotated[int | None, typer.Option(help="Open loop: cap on requests in flight.")] = None,
+    duration: Annotated[float | None, typer.Option(help="Seconds per point, cycling the workload (instead of one pass).")] = None,
+    repeats: o.Repeats = 1,
+    interleave: o.Interleave = False,
+    max_tokens: o.MaxTokens = None,
+    ignore_eos: Annotated[bool | None, typer.Option(help="Force max-tokens outputs (biases acceptance).")] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (0 = greedy).")] = None,
+    api: Annotated[str | None, typer.Option(help="chat or completions.")] = None,
+    warmup: Annotated[int | None, typer.Option(help="Warmup requests per point, excluded from results.")] = None,
+    dtype: o.Dtype = None,
+    max_model_len: Annotated[int | None, typer.Option(help="Launch mode: context length.")] = None,
+    served_model_name: Annotated[str | None, typer.Option(help="Model name to request (default: from /v1/models).")] = None,
+    engine_arg: Annotated[list[str] | None, typer.Option(help="Extra server argument (repeatable), e.g. --engine-arg=--enforce-eager.")] = None,
+    engine_env: o.EngineEnv = None,
+    startup_timeout: Annotated[float | None, typer.Option(help="Seconds to wait for a launched server.")] = None,
+    request_timeout: Annotated[float | None, typer.Option(help="Seconds before one request counts as timed out.")] = None,
+    max_error_rate: Annotated[float | None, typer.Option(help="Stop when more than this fraction of requests fail.")] = None,
+    slo: o.Slo = None,
+    stop_at_saturation: o.StopAtSaturation = None,
+    api_key: o.ApiKey = None,
+    out: o.Out = Path("runs"),
+    name: o.Name = None,
+    json_out: o.Json = False,
+    compare_random: Annotated[bool, typer.Option("--compare-random", help="Also run the same config on random tokens of the dataset's lengths, side by side: how much of the speedup is the workload's.")] = False,
+    vocab_size: Annotated[int | None, typer.Option(help="With --compare-random: the target's vocabulary size (read from a local model if not given).")] = None,
+    resume: Annotated[Path | None, typer.Option(hidden=True)] = None,
+) -> None:
+    """What does one speculative config gain over speculation off, on my workload and server?
+
+    Benchmarks one speculative config and its speculation-off baseline at each load point: attach to running
+    servers (--endpoint) or launch one (--model)."""
+    if resume is not None:
+        note("specmeter run --resume RUN", "specmeter resume RUN")
+        resume_run(resume, api_key, json_out)
+        return
+    from specmeter.workflows import run as workflow
+    from specmeter.workflows.recommend import parse_slo
+
+    one_spec = parse.once(spec, "--spec", "run measures one speculative config (`specmeter sweep` takes several)")
+    engine_flags = {"endpoint": endpoint, "kind": engine, "model": model, "dtype": dtype,
+                    "max_model_len": max_model_len, "served_model_name": served_model_name,
+                    "extra_args": engine_arg or None,
+                    "env": parse.pairs(engine_env, "--engine-env") if engine_env else None,
+                    "startup_timeout_s": startup_timeout}
+    load_flags = {"concurrency": parse.no_auto(concurrency, "run") if concurrency else None,
+                  "request_rate": parse.rates(request_rate) if request_rate else None, "arrival": arrival,
+                  "burstiness": burstiness, "max_concurrency": max_concurrency, "duration_s": duration,
+                  "num_prompts": num_prompts, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
+                  "temperature": temperature, "api": api, "warmup": warmup, "request_timeout_s": request_timeout,
+                  "max_error_rate": max_error_rate, "slo": parse_slo(slo), "stop_at_saturation": stop_at_saturation}
+    workflow.run(workflow.RunRequest(
+        config_file=config, engine=engine_flags, spec_json=one_spec, load=load_flags, out=out, name=name,
+        dataset=dataset, dataset_path=dataset_path,
+        dataset_options=parse.options(dataset_option, "--dataset-option") if dataset_option else {},
+        categories=category, input_len=parse.length_range(input_len, "run") if input_len else None,
+        tokenizer=tokenizer, baseline=baseline, baseline_endpoint=baseline_endpoint, interleave=bool(interleave),
+        repeats=1 if repeats is None else repeats, api_key=find_api_key(api_key), command=command_line(),
+        compare_random=compare_random, vocab_size=vocab_size,
+    ), terminal(json_out))
+
+
+def compare_workloads(**flags: Any) -> None:
+    """Old form of `run --compare-random`."""
+    note("specmeter compare-workloads ...", "specmeter run --compare-random ...")
+    run(**flags, compare_random=True)
+
+
+# compare-workloads takes run's options (minus the two it sets), so the two commands cannot drift apart.
+_run_hints = get_type_hints(run, include_extras=True)  # annotations are strings under `from __future__`
+compare_workloads.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [p.replace(annotation=_run_hints[name]) for name, p in inspect.signature(run).parameters.items()
+     if name not in {"resume", "compare_random"}]
+)
+
+
+def resume(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory of an interrupted run, sweep or demo.")],
+    api_key: o.ApiKey = None,
+    json_out: o.Json = False,
+) -> None:
+    """Finish an interrupted run, sweep or demo: only the points not yet finished run again.
+
+    From the plan the run directory stored, into the same directory. A sweep on Slurm: watch its jobs again,
+    resubmit the groups without a complete attempt, and merge."""
+    resume_run(run_dir, api_key, json_out)

@@ -1,0 +1,123 @@
+"""`specmeter sweep`, and the hidden command each of its Slurm jobs runs. Thin: parse, validate, call one
+workflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from specmeter.cli import options as o
+from specmeter.cli import parse
+from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
+from specmeter.errors import InputError
+
+if TYPE_CHECKING:
+    from specmeter.schemas.jobs import SlurmOptions
+
+def _slurm_options(executor: str, jobs: str, partition: str | None, account: str | None, time: str | None,
+                   gpus_per_job: int | None, max_attempts: int, options: list[str] | None) -> SlurmOptions | None:
+    """The Slurm flags as options (None: --executor local, where they must not be given)."""
+    from specmeter.schemas.jobs import SlurmOptions
+    given = [name for name, value in (("--partition", partition), ("--account", account), ("--time", time),
+                                      ("--gpus-per-job", gpus_per_job), ("--slurm-option", options)) if value]
+    if executor == "local":
+        if given or jobs != "node":
+            raise InputError(f"{', '.join(given) or '--jobs'} applies to --executor slurm; add --executor slurm")
+        return None
+    if executor != "slurm":
+        raise InputError(f"--executor {executor}: no such executor; give local or slurm")
+    if jobs not in ("node", "drafter"):
+        raise InputError(f"--jobs {jobs}: no such grouping; give node or drafter")
+    extra = parse.sbatch_options(options or [])
+    return SlurmOptions(partition=partition, account=account, time=time, gpus_per_job=gpus_per_job,
+                        jobs="drafter" if jobs == "drafter" else "node", max_attempts=max_attempts, options=extra)
+
+
+def sweep(
+    file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
+    model: o.Model = None,
+    spec: o.Spec = None,
+    k: o.K = None,
+    concurrency: o.Concurrency = None,
+    request_rate: o.RequestRate = None,
+    dataset: o.Dataset = "sample",
+    dataset_path: o.DatasetPath = None,
+    num_prompts: o.NumPrompts = None,
+    max_tokens: o.MaxTokens = None,
+    dtype: o.Dtype = None,
+    engine_env: o.EngineEnv = None,
+    repeats: o.Repeats = None,
+    interleave: o.Interleave = None,
+    api_key: o.ApiKey = None,
+    out: o.Out = Path("runs"),
+    name: o.Name = None,
+    json_out: o.Json = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Then recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
+    objective: o.Objective = None,
+    slo: o.Slo = None,
+    rounds: o.Rounds = 2,
+    min_gain: o.MinGain = None,
+    stop_at_saturation: o.StopAtSaturation = None,
+    ceiling: Annotated[bool, typer.Option("--ceiling", help="Add per drafter and K the same config at 100% synthetic acceptance (AL = K + 1; llama.cpp, or vLLM on a GPU build): the most that K could give here. Never recommended.")] = False,
+    gpus: Annotated[str | None, typer.Option(help="GPU ids the sweep may use, e.g. 0,1 (nvidia-smi's indices; default: the file's gpus, else CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists). Interleaved servers get GPUs of their own, or share them with equal memory fractions.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the servers and where each would run (GPUs, tensor parallel, memory fraction), then exit without starting anything.")] = False,
+    executor: Annotated[str, typer.Option(help="Where the plan runs: local (here, the default) or slurm (jobs submitted with sbatch, one node each, watched, resubmitted when they end unfinished, merged into the run directory).")] = "local",
+    jobs: Annotated[str, typer.Option(help="With --executor slurm: node (the whole plan in one job, on one node) or drafter (a job per drafter, all its K, with its own baseline on the same node).")] = "node",
+    partition: Annotated[str | None, typer.Option(help="With --executor slurm: the partition jobs run in.")] = None,
+    account: Annotated[str | None, typer.Option(help="With --executor slurm: the account jobs are charged to.")] = None,
+    time: Annotated[str | None, typer.Option(help="With --executor slurm: each job's time limit, e.g. 04:00:00.")] = None,
+    gpus_per_job: Annotated[int | None, typer.Option(min=0, help="With --executor slurm: GPUs of one node each job asks for (its servers are placed on them).")] = None,
+    max_attempts: Annotated[int, typer.Option(min=1, help="With --executor slurm: attempts per job group before it is given up (each resubmission resumes the last one's finished cells on the same node).")] = 3,
+    slurm_option: Annotated[list[str] | None, typer.Option(help="With --executor slurm: another sbatch option KEY=VALUE (repeatable), e.g. mem=64G, or KEY alone, e.g. exclusive.")] = None,
+    resume: Annotated[Path | None, typer.Option(hidden=True)] = None,
+) -> None:
+    """Which drafter and which K pay, at which load, and where does speculation stop paying?
+
+    Every speculative config at every load point against the baseline. Takes a sweep file, or the shorthand
+    `specmeter sweep --model M --spec '{...}' --k 1,2,4 --concurrency 1,4,16`. With `--concurrency auto`
+    (or load: {concurrency: auto} in the file) the sweep measures 1, 8 and 64, then places each next point
+    where the crossover or a best-K boundary is least sure, until each is bracketed within 1.5x or 8 points
+    ran; the report says which points were chosen and why. A candidate may carry `synthetic_acceptance:
+    {rates: [...]}` or `{length: L}` (acceptance set, not verified: benchmarking only). With `--executor
+    slurm` the plan runs as Slurm jobs, each on one node (a candidate beside its own baseline), resubmitted
+    when they end unfinished and merged into the run directory; the report names each number's node."""
+    if resume is not None:
+        note("specmeter sweep --resume RUN", "specmeter resume RUN")
+        resume_run(resume, api_key, json_out)
+        return
+    from specmeter.workflows import sweep as workflow
+    from specmeter.workflows.recommend import Criteria, parse_slo
+    from specmeter.workflows.verify import VerifyRequest
+
+    shorthand = workflow.SweepFlags(model=model, specs=spec or [], k=parse.ks(k) if k else None,
+                                    concurrency=parse.levels_or_auto(concurrency) if concurrency else None,
+                                    request_rate=parse.rates(request_rate) if request_rate else None,
+                                    dataset=dataset, dataset_path=dataset_path, num_prompts=num_prompts,
+                                    max_tokens=max_tokens, dtype=dtype,
+                                    engine_env=parse.pairs(engine_env, "--engine-env") if engine_env else {})
+    key = find_api_key(api_key)
+    slurm = _slurm_options(executor, jobs, partition, account, time, gpus_per_job, max_attempts, slurm_option)
+    checks = VerifyRequest(criteria=Criteria.from_flags(objective, slo if objective == "goodput" else None),
+                           rounds=rounds, api_key=key,
+                           off_is_an_answer=True, command=command_line()) if verify else None
+    workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, repeats=repeats,
+                                         interleave=interleave, min_gain=min_gain,
+                                         ceiling=True if ceiling else None, name=name, slo=parse_slo(slo),
+                                         stop_at_saturation=stop_at_saturation, api_key=key,
+                                         gpus=parse.gpu_ids(gpus) if gpus else None, dry_run=dry_run, command=command_line(),
+                                         verify=checks, slurm=slurm), terminal(json_out))
+
+
+def slurm_job(
+    run_dir: Annotated[Path, typer.Argument()],
+    group: Annotated[str, typer.Argument()],
+    attempt: Annotated[int, typer.Argument()],
+    seed: Annotated[int, typer.Option(help="An earlier attempt to resume from on the same node (0: none).")] = 0,
+) -> None:
+    """Run one attempt of one job group of a Slurm run, into RUN_DIR/jobs/GROUP/attempt-ATTEMPT (what one Slurm
+    array task runs: the driver writes the call into its batch script; not for people)."""
+    from specmeter.workflows.slurm_job import run_job
+
+    run_job(run_dir, group, attempt, seed or None, find_api_key(None), command_line(), terminal(False))
