@@ -241,7 +241,7 @@ class SGLangStats(EngineStats):
         return sum(snapshot.series(VERIFY_CALLS).values()) > 0
 
     def sd_from_counters(self, delta: CounterDelta) -> SDCounts | None:
-        """None: SGLang's counters give steps only (see `counter_steps`), not drafted or accepted tokens."""
+        """None: SGLang's counters give verification steps only, not drafted or accepted tokens."""
         return None
 
     def sd_from_response(self, payload: dict[str, Any]) -> tuple[SDCounts | None, dict[str, Any] | None]:
@@ -249,13 +249,6 @@ class SGLangStats(EngineStats):
         if raw is None:
             return None, None
         return parse_spec_details(raw), raw
-
-
-def counter_steps(delta: CounterDelta) -> int | None:
-    """Verification steps over a counter delta (summed over every label set), None when unusable."""
-    if not delta.valid or VERIFY_CALLS in delta.missing or VERIFY_CALLS not in delta.values:
-        return None
-    return round(sum(delta.series(VERIFY_CALLS).values()))
 
 
 def find_spec_details(payload: dict[str, Any]) -> dict[str, Any] | None:
