@@ -283,7 +283,7 @@ class LoadSpec(StrictModel):
     slo: SLO | None = Field(default=None, description="Per-request bounds (ttft_ms, tpot_ms, e2e_ms): every point "
                             "reports its goodput, requests/s that met every bound, beside its throughput.")
 
-    def point(self, point_id: str) -> ConcurrencyPoint | RatePoint | None:
+    def point(self, point_id: str) -> LoadPoint | None:
         return next((p for p in self.points if p.id == point_id), None)
 
     @model_validator(mode="before")
@@ -348,7 +348,7 @@ class LoadSpec(StrictModel):
 
     @field_validator("points")
     @classmethod
-    def _distinct(cls, points: list[ConcurrencyPoint | RatePoint]) -> list[ConcurrencyPoint | RatePoint]:
+    def _distinct(cls, points: list[LoadPoint]) -> list[LoadPoint]:
         if not points:
             raise ValueError("give at least one load point (e.g. concurrency: [1, 4, 16])")
         ids = [p.id for p in points]

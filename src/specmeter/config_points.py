@@ -115,7 +115,7 @@ LoadPoint = Annotated[ConcurrencyPoint | RatePoint, Field(discriminator="kind")]
 POINT_KINDS = ("concurrency", "rate")  # the discriminator tags of LoadPoint
 
 
-def one_user() -> list[ConcurrencyPoint | RatePoint]:
+def one_user() -> list[LoadPoint]:
     return [ConcurrencyPoint(concurrency=1)]
 
 

@@ -15,13 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from specmeter.analysis.saturation import ramp_step
-from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.config import LoadPoint
 from specmeter.load.stops import Stop
 from specmeter.schemas.ramp import AxisRamp, RampStep
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
-
-LoadPoint = ConcurrencyPoint | RatePoint
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from specmeter import __version__
 from specmeter.analysis.decide import analyze
-from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.config import ConcurrencyPoint, LoadPoint
 from specmeter.data.matched import matched_random
 from specmeter.data.model import Conversation
 from specmeter.engines.base import Engine
@@ -51,8 +51,6 @@ from specmeter.servers import Server, ServerPool, served_model
 from specmeter.store import RunStore, environment_info, latest_records, model_fingerprint
 from specmeter.summarize import summarize_point
 from specmeter.telemetry.point import PointTelemetry
-
-LoadPoint = ConcurrencyPoint | RatePoint
 
 
 @dataclass

@@ -7,10 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.config import LoadPoint
 from specmeter.schemas.plan import Plan, PlannedConfig
-
-LoadPoint = ConcurrencyPoint | RatePoint
 
 
 @dataclass(frozen=True)

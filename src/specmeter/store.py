@@ -162,9 +162,6 @@ class RunStore:
             writer.close()
 
     # -- reading back --------------------------------------------------------------------------------
-    def read_summary(self) -> RunSummary:
-        return load_summary(self.root)
-
     def read_records(self) -> list[RequestRecord]:
         """All records appended (the writer's queue is written out first) or on disk from an earlier run;
         a torn last line (crash mid-write) is skipped, others must parse."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint, SpecConfig
+from specmeter.config import LoadPoint, LoadSpec, SpecConfig
 from specmeter.engines.base import EngineStats
 from specmeter.load.kinds import kind_of
 from specmeter.metrics.categories import category_breakdown
@@ -30,7 +30,7 @@ RESUMED_SD = ("point finished by --resume on a new server: counter deltas cover 
               "per-request stats are used")
 
 
-def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], point: ConcurrencyPoint | RatePoint,
+def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], point: LoadPoint,
                     stats: EngineStats, *, expect_sd: bool, spec: SpecConfig | None = None,
                     load: LoadSpec | None = None) -> PointResult:
     """The PointResult of one (configuration, point, repeat) from its capture and every record it sent (warm-up

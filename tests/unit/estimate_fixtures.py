@@ -1,4 +1,5 @@
-"""Small config.json files and estimate inputs for the roofline tests: written into tmp_path, never downloaded."""
+"""Small config.json files and estimate inputs for the roofline tests (written into tmp_path, never downloaded), and
+the iid acceptance length the planner tests check against."""
 
 from __future__ import annotations
 
@@ -40,3 +41,9 @@ def inputs(hardware: Hardware, target: ModelShape, draft: ModelShape | None = No
         "efficiency": Efficiency(memory=1.0, compute=1.0, overhead_s=0.0), "mem_fraction": 0.9,
         "reserve_bytes": 0.0}
     return EstimateInputs.model_validate({**base, **kw})
+
+
+def iid_al(a: float, k: int) -> float:
+    """The tests' oracle for iid acceptance: tokens per step 1 + a + ... + a^K, each of K drafts accepted with
+    probability `a` given the ones before (the reference's geometric series)."""
+    return sum(a ** i for i in range(k + 1))

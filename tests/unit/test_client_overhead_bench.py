@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from specmeter.store import RunStore
+from specmeter.store import RunStore, load_summary
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -169,7 +169,7 @@ def test_specmeter_driver_against_the_paced_server(co: SimpleNamespace, tmp_path
     # The real run's path: a run directory whose requests.jsonl holds every request, which is what was compared.
     recorded = RunStore(tmp_path / "run" / "run").read_records()
     assert sorted(r.conversation_id for r in recorded) == sorted(f"req-{i}" for i in range(16))
-    assert RunStore(tmp_path / "run" / "run").read_summary().status == "complete"
+    assert load_summary(tmp_path / "run" / "run").status == "complete"
     # Nothing recorded: the same requests measured, no requests.jsonl.
     assert (bare.served, bare.matched, bare.failed) == (16, 16, 0)
     assert not (tmp_path / "bare" / "run" / "requests.jsonl").exists()

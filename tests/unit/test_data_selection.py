@@ -91,13 +91,12 @@ def test_buckets_group_by_first_request_length() -> None:
         Conversation(id="ids", turns=["label"], raw_prompt=True, prompt_token_ids=[1] * 7),
         Conversation(id="huge", turns=["w " * 100]),
     ]
-    buckets = bucket_by_input_length(conversations, words, [(5, 10), (0, 5)], o200k=lambda t: len(t))
+    buckets = bucket_by_input_length(conversations, words, [(5, 10), (0, 5)])
     assert list(buckets) == [(5, 10), (0, 5)]
     assert [c.id for c in buckets[(0, 5)]] == ["short"]
     assert [c.id for c in buckets[(5, 10)]] == ["mid", "sys", "ids"]
     for (lo, hi), members in buckets.items():
         assert all(lo <= c.metadata["input_tokens"] < hi for c in members)
-    assert "o200k_tokens" in buckets[(0, 5)][0].metadata and "o200k_tokens" not in buckets[(5, 10)][2].metadata
 
 
 def test_overlapping_or_empty_buckets_are_rejected() -> None:

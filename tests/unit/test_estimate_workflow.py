@@ -10,13 +10,12 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from estimate_fixtures import LLAMA_8B, write_config
+from estimate_fixtures import LLAMA_8B, iid_al, write_config
 from rich.console import Console
 from typer.testing import CliRunner
 
 from specmeter.cli import app
 from specmeter.errors import InputError
-from specmeter.planner.acceptance import iid_al
 from specmeter.planner.profiles import parse_acceptance
 from specmeter.runner import Reporter
 from specmeter.schemas.estimate import TITLE

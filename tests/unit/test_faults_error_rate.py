@@ -16,7 +16,7 @@ from fakeengine.drive import attach_plan, conversations, only_config, run_plan
 from fakeengine.server import FakeEngine
 from specmeter.errors import RunIncomplete
 from specmeter.load.stops import MIN_REQUESTS_FOR_ERROR_LIMIT
-from specmeter.store import RunStore
+from specmeter.store import load_summary
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -57,7 +57,7 @@ def test_error_rate_stops_the_run_with_a_clear_message(fake_engine: FakeEngine, 
     assert [r["conversation_id"] for r in disk] == [r.conversation_id for r in reporter.records]
     assert [r["ok"] for r in disk] == [True, False, False, True, False, False, False, False]
     assert all(r["error_kind"] == "http_5xx" for r in disk if not r["ok"])
-    assert RunStore(root).read_summary().status == "incomplete"  # specmeter can read it back
+    assert load_summary(root).status == "incomplete"  # specmeter can read it back
 
 
 def test_error_rate_stop_under_concurrency_keeps_every_finished_request(fake_engine: FakeEngine,

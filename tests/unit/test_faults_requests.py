@@ -19,7 +19,7 @@ from specmeter.engines.vllm import VLLMStats
 from specmeter.load.client import OpenAIClient, RequestSpec
 from specmeter.metrics.requests import with_sd
 from specmeter.schemas.records import RequestRecord
-from specmeter.store import RunStore
+from specmeter.store import RunStore, load_summary
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -169,7 +169,7 @@ def test_run_records_every_fault_and_goes_on(fake_engine: FakeEngine, tmp_path: 
     if sd.agree is False:
         assert "failed requests" in (sd.agreement or "")
     # the summary on disk is the one returned
-    on_disk = RunStore(tmp_path / "run").read_summary()
+    on_disk = load_summary(tmp_path / "run")
     assert on_disk.status == "complete"
     assert only_config(on_disk).points[0].latency.errors_by_kind == dict(want)
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from specmeter.engines.base import counts_from_steps
-from specmeter.metrics.sd import expected_acceptance_length, expected_speedup, sum_counts
+from specmeter.metrics.sd import sum_counts
 from specmeter.schemas.sd import SDCounts, conditional_rates
 
 # ---- hand-computed vectors ----------------------------------------------------------------------
@@ -72,11 +72,6 @@ def test_conditional_rates_zero_previous_gives_zero() -> None:
 # ---- REFERENCE test vector: iid alpha=0.8, K=4 -> AL=3.3616, AR=0.5904 --------------------------
 
 
-def test_reference_vector_expected_acceptance_length() -> None:
-    assert expected_acceptance_length(0.8, 4) == pytest.approx(3.3616, abs=1e-12)
-    assert (expected_acceptance_length(0.8, 4) - 1) / 4 == pytest.approx(0.5904, abs=1e-12)
-
-
 def test_reference_vector_from_exact_expected_counts() -> None:
     steps, k, alpha = 10000, 4, 0.8
     per_pos = [round(steps * alpha ** (i + 1)) for i in range(k)]  # 8000, 6400, 5120, 4096
@@ -95,22 +90,6 @@ def test_reference_vector_from_exact_expected_counts() -> None:
     c2 = c.model_copy(update={"histogram": hist})
     assert c2.histogram_fraction == pytest.approx([0.2, 0.16, 0.128, 0.1024, 0.4096])
     assert 1 + sum(j * h for j, h in enumerate(c2.histogram_fraction or [])) == pytest.approx(3.3616)
-
-
-def test_expected_acceptance_length_edges() -> None:
-    assert expected_acceptance_length(1.0, 4) == 5.0
-    assert expected_acceptance_length(0.0, 4) == 1.0
-    # closed form equals the geometric sum 1 + alpha + ... + alpha^K
-    for alpha in (0.1, 0.5, 0.75, 0.99):
-        for k in (1, 3, 7):
-            assert expected_acceptance_length(alpha, k) == pytest.approx(sum(alpha**i for i in range(k + 1)))
-
-
-def test_expected_speedup() -> None:
-    # Leviathan eq.: (1 - a^(K+1)) / ((1 - a)(K c + 1))
-    assert expected_speedup(0.8, 4, 0.0) == pytest.approx(3.3616)
-    assert expected_speedup(0.8, 4, 0.05) == pytest.approx(3.3616 / 1.2)
-    assert expected_speedup(0.75, 7, 0.0) == pytest.approx((1 - 0.75**8) / 0.25)
 
 
 # ---- dynamic K / drafted-0 steps / validation ---------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmeter.metrics.stats import bootstrap_ci, ratio_ci, summarize
+from specmeter.metrics.stats import bootstrap_ci, summarize
 
 
 def test_summarize_percentiles_on_0_to_100() -> None:
@@ -82,28 +82,3 @@ def test_bootstrap_ci_ordered_within_range_and_seeded(values: list[float], seed:
     eps = 1e-6 * max(1.0, max(abs(v) for v in values))
     assert min(values) - eps <= lo <= hi <= max(values) + eps
     assert bootstrap_ci(values, seed=seed) == (lo, hi)
-
-
-def test_ratio_ci_constant_samples() -> None:
-    lo, hi = ratio_ci([3.0, 3.0, 3.0], [1.5, 1.5]) or (None, None)
-    assert lo == pytest.approx(2.0) and hi == pytest.approx(2.0)
-
-
-def test_ratio_ci_brackets_ratio_of_means_and_is_seeded() -> None:
-    rng = np.random.default_rng(5)
-    a = rng.normal(20.0, 1.0, size=100)
-    b = rng.normal(10.0, 1.0, size=100)
-    ci = ratio_ci(a, b, seed=1)
-    assert ci is not None
-    lo, hi = ci
-    assert lo < a.mean() / b.mean() < hi
-    assert 1.8 < lo < hi < 2.2
-    assert ratio_ci(a, b, seed=1) == ci
-    assert ratio_ci(a, b, seed=2) != ci
-
-
-def test_ratio_ci_too_small_or_degenerate() -> None:
-    assert ratio_ci([1.0], [1.0, 2.0]) is None
-    assert ratio_ci([1.0, 2.0], [1.0]) is None
-    assert ratio_ci([], []) is None
-    assert ratio_ci([1.0, 2.0], [0.0, 0.0]) is None  # every resample divides by zero

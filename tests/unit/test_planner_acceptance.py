@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from estimate_fixtures import iid_al
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmeter.planner.acceptance import AcceptanceProfile, accepted_variance, al_of, iid_al
+from specmeter.planner.acceptance import AcceptanceProfile, accepted_variance, al_of
 from specmeter.schemas.sd import SDCounts
 
 
@@ -22,13 +23,17 @@ def simulate(conditional: list[float], steps: int, seed: int = 0) -> np.ndarray:
 
 
 @given(a=st.floats(0.0, 0.99), k=st.integers(1, 12))
-def test_iid_closed_form_equals_the_per_position_sum(a: float, k: int) -> None:
-    # a_i = a^(i+1): 1 + sum a_i is the geometric series (1 - a^(K+1)) / (1 - a).
-    assert iid_al(a, k) == pytest.approx(al_of([a ** (i + 1) for i in range(k)]), rel=1e-9)
+def test_an_iid_profile_gives_the_closed_form(a: float, k: int) -> None:
+    # a_i = a^(i+1): 1 + sum a_i is the geometric series (1 - a^(K+1)) / (1 - a), exact: nothing was sampled.
+    estimate = AcceptanceProfile.iid(a, k).al(k)
+    assert estimate.al == pytest.approx((1.0 - a ** (k + 1)) / (1.0 - a), rel=1e-9)
+    assert estimate.low == estimate.high == estimate.al
 
 
-def test_iid_at_full_acceptance_is_k_plus_one() -> None:
-    assert iid_al(1.0, 4) == 5.0
+def test_an_iid_profile_at_full_or_no_acceptance_is_k_plus_one_or_one() -> None:
+    assert AcceptanceProfile.iid(1.0, 4).al(4).al == 5.0
+    assert AcceptanceProfile.iid(0.0, 4).al(4).al == 1.0
+    assert AcceptanceProfile.iid(0.8, 4).al(4).al == pytest.approx(3.3616, abs=1e-12)  # REFERENCE's vector
 
 
 @settings(deadline=None, max_examples=15)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from estimate_fixtures import iid_al
 
-from specmeter.planner.acceptance import AcceptanceProfile, iid_al
+from specmeter.planner.acceptance import AcceptanceProfile
 from specmeter.planner.observations import Mix, prefill_per_step
 from specmeter.planner.predict import Predictor
 from specmeter.planner.stepcost import features, fit, nnls

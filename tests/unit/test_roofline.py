@@ -8,10 +8,10 @@ import math
 from pathlib import Path
 
 import pytest
-from estimate_fixtures import LLAMA_8B, SMALL_DRAFT, inputs, shape
+from estimate_fixtures import LLAMA_8B, SMALL_DRAFT, iid_al, inputs, shape
 
 from specmeter.errors import InputError
-from specmeter.planner.acceptance import AcceptanceProfile, iid_al
+from specmeter.planner.acceptance import AcceptanceProfile
 from specmeter.planner.hardware import GB, PRESETS, custom, peak_flops, preset
 from specmeter.planner.kv_memory import memory
 from specmeter.planner.roofline import estimate, ridge_tokens, step, weights_read

@@ -20,7 +20,6 @@ from specmeter.engines.sglang import (
     VERIFY_CALLS,
     SGLangLauncher,
     SGLangStats,
-    counter_steps,
     parse_spec_details,
 )
 from specmeter.engines.trtllm import TRTLLMStats
@@ -251,7 +250,7 @@ def test_counters_give_steps_summed_over_label_sets_and_never_token_counts() -> 
     after = parse_exposition(SGLANG_METRICS.replace("} 40.0", "} 52.0"))
     assert stats.sd_enabled_in(after) and stats.sd_counter_names == [VERIFY_CALLS]
     delta = counter_delta(before, after, stats.sd_counter_names)
-    assert counter_steps(delta) == 12
+    assert sum(delta.series(VERIFY_CALLS).values()) == 12  # steps, summed over the label sets
     assert stats.sd_from_counters(delta) is None
     assert "SD from /metrics counters" in stats.unavailable
     assert stats.running_gauge == RUNNING == "sglang:num_running_reqs"
@@ -259,7 +258,7 @@ def test_counters_give_steps_summed_over_label_sets_and_never_token_counts() -> 
                                            "generation_tokens": "sglang:generation_tokens_total"}
     zero = parse_exposition(SGLANG_METRICS.replace("} 40.0", "} 0.0"))
     assert not stats.sd_enabled_in(zero)
-    assert counter_steps(counter_delta(after, before, stats.sd_counter_names)) is None  # went down: a restart
+    assert not counter_delta(after, before, stats.sd_counter_names).valid  # went down: a restart
 
 
 # ---- a whole run against the SGLang-shaped fake engine ------------------------------------------------
@@ -282,7 +281,7 @@ def _check_run(server: FakeEngine, root: Path, kind: str | None, api: str) -> No
     assert (sd.per_request.num_steps, sd.per_request.num_draft_tokens, sd.per_request.num_accepted_tokens) == (
         truth.steps, truth.drafted, truth.accepted)
     # the one counter SGLang has agrees with the per-request step counts
-    assert counter_steps(counter_delta(before, after, SGLangStats().sd_counter_names)) == truth.steps
+    assert sum(counter_delta(before, after, [VERIFY_CALLS]).series(VERIFY_CALLS).values()) == truth.steps
     assert sd.per_request.acceptance_length == pytest.approx(1 + truth.accepted / truth.steps)
     assert sum(sd.per_request.accepted_per_pos) == truth.accepted
     assert "SD from /metrics counters" in sd.not_available

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from specmeter.analysis.headtohead import Paired, Side, compare
-from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.config import LoadPoint
 from specmeter.errors import InputError
 from specmeter.metrics.sd import sum_counts
 from specmeter.run_data import RunData
@@ -118,10 +118,9 @@ def refusal(diffs: Sequence[WorkloadDifference]) -> str:
 
 
 # ---- load points ------------------------------------------------------------------------------------------
-Point = ConcurrencyPoint | RatePoint
 
 
-def _counterpart(ref: Point, points: list[Point], taken: set[str]) -> Point | None:
+def _counterpart(ref: LoadPoint, points: list[LoadPoint], taken: set[str]) -> LoadPoint | None:
     """The point with the reference's id, else the only untaken one at the same load (same concurrency or
     same rate: arrivals may differ, a note says so)."""
     same_id = next((p for p in points if p.id == ref.id and p.id not in taken), None)

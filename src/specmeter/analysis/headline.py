@@ -3,20 +3,20 @@ request rate) and the confidence (95%, or what a sequential design's stopping lo
 
 from __future__ import annotations
 
-from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.config import LoadPoint
 from specmeter.load.kinds import kind_of
 from specmeter.load.kinds.base import HeadlineMetric
 from specmeter.schemas.analysis import Ratio, Speedup
 from specmeter.schemas.results import RunSummary
 
 
-def headline_metric(point: ConcurrencyPoint | RatePoint) -> HeadlineMetric:
+def headline_metric(point: LoadPoint) -> HeadlineMetric:
     """The metric decisions read at this point: output throughput under closed-loop concurrency; at a request
     rate the throughput is the offered rate on both sides (while the server keeps up), so TPOT decides there."""
     return kind_of(point).headline_metric
 
 
-def headline(speedup: Speedup, point: ConcurrencyPoint | RatePoint) -> Ratio:
+def headline(speedup: Speedup, point: LoadPoint) -> Ratio:
     """The ratio decisions use at this point (see `headline_metric`)."""
     return speedup.output_throughput if headline_metric(point) == "output_throughput" else speedup.tpot
 

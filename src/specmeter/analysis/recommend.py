@@ -24,7 +24,7 @@ import numpy as np
 
 from specmeter.analysis.families import deploy_specs, drafter_label, families
 from specmeter.analysis.objective import Scorer
-from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.config import LoadPoint
 from specmeter.errors import InputError
 from specmeter.load.kinds import kind_of
 from specmeter.schemas.analysis import PointChoice
@@ -61,8 +61,6 @@ STATIC_NOTE = (
     "static K: for engines without dynamic SD. With data parallel > 1 vLLM drops the table and runs the "
     "table's largest K at every batch size, so launch those with the static config instead"
 )
-
-LoadPoint = ConcurrencyPoint | RatePoint
 
 
 @dataclass(frozen=True)

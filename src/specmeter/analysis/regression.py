@@ -212,10 +212,6 @@ def outcome(low: float | None, high: float | None, bound: float) -> CheckOutcome
 _METRIC = {"output_throughput": "output tok/s", "tpot": "TPOT"}
 
 
-def _steps(sd: SDCounts | None) -> int | None:
-    return sd.num_steps if sd is not None else None
-
-
 def _pooled(c: ConfigResult, point_id: str) -> SDCounts | None:
     heads = [h for p in c.repeats(point_id) if (h := p.sd.headline) is not None]
     if not heads:

@@ -99,14 +99,11 @@ def bucket_by_input_length(
     conversations: Iterable[Conversation],
     count_tokens: TokenCounter,
     buckets: Sequence[tuple[int, int]],
-    o200k: TokenCounter | None = None,
 ) -> dict[tuple[int, int], list[Conversation]]:
     """Group conversations by first-request input length in [lo, hi) buckets; others are left out.
 
     Lengths are measured with `count_tokens` (the target model's tokenizer) on the system prompt and the
-    first turn, or taken from prompt_token_ids. Each returned conversation carries
-    metadata["input_tokens"], and metadata["o200k_tokens"] when an `o200k` counter is given (see
-    load_o200k_counter), the unit SPEED-Bench sizes its throughput prompts in.
+    first turn, or taken from prompt_token_ids. Each returned conversation carries metadata["input_tokens"].
     """
     ordered = sorted(buckets)
     for lo, hi in ordered:
@@ -123,25 +120,8 @@ def bucket_by_input_length(
         if bucket is None:
             continue
         metadata = {**conversation.metadata, "input_tokens": length}
-        if o200k is not None and not conversation.prompt_token_ids:
-            metadata["o200k_tokens"] = o200k(text)
         result[bucket].append(conversation.model_copy(update={"metadata": metadata}))
     return result
-
-
-def load_o200k_counter() -> TokenCounter | None:
-    """tiktoken's o200k_base counter, or None when tiktoken or its encoding file is unavailable.
-
-    tiktoken downloads the encoding file on first use (then caches it), so call this only where that is
-    acceptable; tests pass their own counter instead.
-    """
-    try:
-        import tiktoken
-
-        encoding = tiktoken.get_encoding("o200k_base")
-    except Exception:  # not installed, offline, or a broken cache: the o200k count is optional
-        return None
-    return lambda text: len(encoding.encode(text, disallowed_special=()))
 
 
 def output_policy(load: LoadSpec) -> OutputPolicy:

@@ -28,7 +28,6 @@ DEFAULT_REVISION = "487aa718444e816458d1a0a52bfce7a454285cf4"
 SPLIT = "test"
 CONFIGS = ("qualitative", "throughput_1k", "throughput_2k", "throughput_8k", "throughput_16k", "throughput_32k")
 PLACEHOLDER_PREFIX = "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE"
-ROW_FIELDS = ("question_id", "category", "sub_category", "turns", "source", "src_id", "difficulty", "multiturn")
 PREPARE_HINT = "run `specmeter data prepare speed-bench` to fill placeholder rows from their sources"
 
 

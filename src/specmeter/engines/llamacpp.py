@@ -27,6 +27,7 @@ from typing import Any
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by, step_counter_counts
+from specmeter.engines.flags import Each, Flag, Row, argv, dashed, fixed, settings
 from specmeter.engines.gguf import SETUP_HINT, server_binary, to_gguf
 from specmeter.engines.llamacpp_offload import gpu_devices, gpu_offload, offload_args
 from specmeter.errors import InputError
@@ -54,10 +55,6 @@ _SPEC_TYPES = {
 }
 
 
-def _flag(key: str) -> str:
-    return "--" + key.replace("_", "-")
-
-
 # The n-gram drafters whose draft length can be set (ngram-cache's is fixed at 8), as
 # --spec-type -> (flag for K, flag for the lookup length).
 _NGRAM_VARIANTS = {
@@ -68,41 +65,77 @@ _NGRAM_VARIANTS = {
 }
 
 
-def _ngram_args(variant: str, spec: SpecConfig) -> list[str]:
+def _ngram(spec: SpecConfig) -> bool:
+    return spec.method is SpecMethod.ngram
+
+
+def _drafter(spec: SpecConfig) -> bool:
+    return spec.method is not SpecMethod.ngram
+
+
+def _ngram_flags(spec: SpecConfig) -> dict[str, Any]:
     """An n-gram drafter looks up the last n tokens in the context and drafts the K that followed them;
     the variant comes from the spec's extra `spec_type` (default ngram-simple)."""
+    variant = str(spec.extra.get("spec_type", "ngram-simple"))
     if variant not in _NGRAM_VARIANTS:
         raise InputError(f"llamacpp: spec_type {variant!r} is not an n-gram drafter with a settable length; "
                          f"use one of: {', '.join(_NGRAM_VARIANTS)}")
     k_flag, lookup_flag = _NGRAM_VARIANTS[variant]
-    args = ["--spec-type", variant, k_flag, str(spec.k)]
+    flags: dict[str, Any] = {"--spec-type": variant, k_flag: spec.k}
     if variant == "ngram-mod":
-        args += ["--spec-ngram-mod-n-min", "1"]  # its default minimum (48) would exceed a small K
+        flags["--spec-ngram-mod-n-min"] = 1  # its default minimum (48) would exceed a small K
     lookup = spec.prompt_lookup_max or spec.prompt_lookup_min
     if lookup is not None:
-        args += [lookup_flag, str(lookup)]
-    return args
+        flags[lookup_flag] = lookup
+    return flags
+
+
+def _synth_rates(spec: SpecConfig) -> str | None:
+    synth = spec.synthetic_acceptance
+    return None if synth is None or synth.rates is None else ",".join(str(float(r)) for r in synth.rates)
+
+
+def _synth_length(spec: SpecConfig) -> float | None:
+    synth = spec.synthetic_acceptance
+    return None if synth is None or synth.rates is not None else float(synth.length or 1.0)
+
+
+def _extra(spec: SpecConfig) -> dict[str, Any]:
+    """Engine-specific settings ride in `extra`, one flag each ({"spec_synth_rates": "0.8,0.5"}); an n-gram
+    drafter's `spec_type` is its variant, already written."""
+    return {k: v for k, v in spec.extra.items() if not (_ngram(spec) and k == "spec_type")}
+
+
+def _slots(engine: EngineSpec) -> int:
+    return engine.max_num_seqs or DEFAULT_SLOTS
+
+
+# EngineSpec -> server flags after the model, host and port.
+ENGINE_FLAGS: tuple[Row[EngineSpec], ...] = (
+    Flag("--alias", lambda e: e.served_model_name or e.model),
+    Flag("--metrics", fixed(True)),
+    Flag("-np", _slots),
+    Flag("-c", lambda e: _slots(e) * (e.max_model_len or DEFAULT_SLOT_CONTEXT)),  # the slots share the context
+    Flag("--no-webui", fixed(True)),
+)
+
+# An enabled SpecConfig -> drafting flags (its draft_model the GGUF file llama-server loads).
+SPECULATION_FLAGS: tuple[Row[SpecConfig], ...] = (
+    Each(_ngram_flags, when=_ngram),
+    Flag("--spec-type", "method", write=_SPEC_TYPES.__getitem__, when=_drafter),
+    Flag("--spec-draft-model", "draft_model", when=_drafter),
+    Flag("--spec-draft-n-max", "k", when=_drafter),
+    Flag("--spec-draft-n-min", fixed(0), when=_drafter),
+    Flag("--spec-synth-rates", _synth_rates),
+    Flag("--spec-synth-len", _synth_length),
+    Each(_extra, name=dashed),
+)
 
 
 def speculative_args(spec: SpecConfig, draft_gguf: str | None) -> list[str]:
     """The drafting flags for an enabled `spec`; `draft_gguf`: the draft model as the GGUF file llama-server
     loads (None for n-gram drafters)."""
-    extra = dict(spec.extra)
-    if spec.method is SpecMethod.ngram:
-        args = _ngram_args(str(extra.pop("spec_type", "ngram-simple")), spec)
-    else:
-        args = ["--spec-type", _SPEC_TYPES[spec.method]]
-        if draft_gguf:
-            args += ["--spec-draft-model", draft_gguf]
-        args += ["--spec-draft-n-max", str(spec.k), "--spec-draft-n-min", "0"]
-    synth = spec.synthetic_acceptance
-    if synth is not None:
-        args += (["--spec-synth-rates", ",".join(str(float(r)) for r in synth.rates)] if synth.rates is not None
-                 else ["--spec-synth-len", str(float(synth.length or 1.0))])
-    # Engine-specific settings ride in `extra`, one flag each: {"spec_synth_rates": "0.8,0.5"}.
-    for key, value in extra.items():
-        args += [_flag(key)] if value is True else [_flag(key), str(value)]
-    return args
+    return argv(settings(SPECULATION_FLAGS, spec.model_copy(update={"draft_model": draft_gguf})))
 
 
 _DRAFT_MODEL = ("--spec-draft-model", "-md", "--model-draft")
@@ -149,15 +182,8 @@ class LlamaCppLauncher(EngineLauncher):
         assert engine.model is not None, "launch mode needs a model"
         self.check_method(spec)
         binary = _binary()
-        slots = engine.max_num_seqs or DEFAULT_SLOTS
-        cmd = [
-            binary, "-m", to_gguf(engine.model, engine.dtype),
-            "--host", engine.host, "--port", str(port),
-            "--alias", engine.served_model_name or engine.model,
-            "--metrics", "-np", str(slots),
-            "-c", str(slots * (engine.max_model_len or DEFAULT_SLOT_CONTEXT)),
-            "--no-webui",
-        ]
+        cmd = [binary, "-m", to_gguf(engine.model, engine.dtype), "--host", engine.host, "--port", str(port),
+               *argv(settings(ENGINE_FLAGS, engine))]
         if spec.enabled:
             cmd += speculative_args(spec, to_gguf(spec.draft_model, engine.dtype) if spec.draft_model else None)
         env = self._env(engine)

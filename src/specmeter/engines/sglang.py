@@ -37,6 +37,7 @@ from typing import Any
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
+from specmeter.engines.flags import Each, Flag, Row, Unsupported, argv, dashed, fixed, overridden, settings
 from specmeter.errors import InputError
 from specmeter.installed import installed_version
 from specmeter.schemas.recommend import DeployConfig
@@ -74,8 +75,80 @@ _HISTOGRAM = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 _STEPS = "spec_verify_ct"
 
 
-def _flag(key: str) -> str:
-    return "--" + key.replace("_", "-")
+def _ngram(spec: SpecConfig) -> bool:
+    return spec.tree is None and spec.method is SpecMethod.ngram
+
+
+def _chain(spec: SpecConfig) -> bool:
+    return spec.tree is None and spec.method is not SpecMethod.ngram
+
+
+def _tree_depth(spec: SpecConfig) -> int | None:
+    return None if spec.tree is None else spec.tree.max_depth
+
+
+def _tree_topk(spec: SpecConfig) -> int | None:
+    return None if spec.tree is None else spec.tree.topk
+
+
+def _tree_width(spec: SpecConfig) -> int | None:
+    """The verify width of a tree: its nodes and the root."""
+    return None if spec.tree is None else spec.tree.size + 1
+
+
+def _chain_width(spec: SpecConfig) -> int:
+    """The verify width of a chain: K drafts and the root."""
+    return spec.k + 1
+
+
+def _lookup_reason(spec: SpecConfig) -> str:
+    return f"prompt_lookup_min/max apply to ngram only, not {spec.method.value}"
+
+
+def _lookup(spec: SpecConfig) -> bool:
+    """Whether the spec gives an n-gram lookup window at all."""
+    return spec.prompt_lookup_min is not None or spec.prompt_lookup_max is not None
+
+
+# EngineSpec -> server flags.
+ENGINE_FLAGS: tuple[Row[EngineSpec], ...] = (
+    Flag("--served-model-name", "served_model_name"),
+    Flag("--dtype", "dtype"),
+    Flag("--context-length", "max_model_len"),
+    Flag("--max-running-requests", "max_num_seqs"),
+    Flag("--tp-size", "tensor_parallel_size"),
+    Flag("--mem-fraction-static", "memory_fraction"),
+    Flag("--trust-remote-code", "trust_remote_code"),
+)
+
+# An enabled SpecConfig -> speculation flags. EAGLE, EAGLE3, STANDALONE and MTP draft one chain of K tokens:
+# num-steps K, topk 1 and a verify width of K + 1 (the root plus K drafts). A chain keeps K meaning the same as on
+# the other engines and makes the per-position rates derived from SGLang's histogram valid. NGRAM drafts the same
+# chain: verify width K + 1 and a BFS breadth of 1 (SGLang's default expands a tree of 10). A tree (EAGLE worker)
+# sets its depth as num-steps, its topk, and its nodes + 1 (the root) as the verify width. Engine-specific settings
+# ride in `extra`, one flag each (True: a bare flag, False: left out), e.g. {"speculative_token_map": "..."}; the
+# same key overrides the value chosen above.
+SPECULATION_FLAGS: tuple[Row[SpecConfig], ...] = (
+    Unsupported("num_speculative_tokens_per_batch_size", "sglang has no per-batch-size K "
+                "(num_speculative_tokens_per_batch_size); remove it or use engine vllm"),
+    Unsupported("draft_tensor_parallel_size", "sglang has no draft_tensor_parallel_size; remove it or pass the "
+                "engine's own flag through spec.extra"),
+    Unsupported(_lookup, _lookup_reason, when=lambda spec: spec.method is not SpecMethod.ngram),
+    Flag("--speculative-algorithm", "method", write=_ALGORITHMS.__getitem__),
+    Flag("--speculative-draft-model-path", "draft_model"),
+    Flag("--speculative-num-steps", _tree_depth),
+    Flag("--speculative-eagle-topk", _tree_topk),
+    Flag("--speculative-num-draft-tokens", _tree_width),
+    Flag("--speculative-num-draft-tokens", _chain_width, when=_ngram),
+    Flag("--speculative-ngram-min-bfs-breadth", fixed(1), when=_ngram),
+    Flag("--speculative-ngram-max-bfs-breadth", fixed(1), when=_ngram),
+    Flag("--speculative-ngram-min-match-window-size", "prompt_lookup_min", when=_ngram),
+    Flag("--speculative-ngram-max-match-window-size", "prompt_lookup_max", when=_ngram),
+    Flag("--speculative-num-steps", "k", when=_chain),
+    Flag("--speculative-eagle-topk", fixed(1), when=_chain),
+    Flag("--speculative-num-draft-tokens", _chain_width, when=_chain),
+    Each("extra", name=dashed),
+)
 
 
 class SGLangLauncher(EngineLauncher):
@@ -88,61 +161,9 @@ class SGLangLauncher(EngineLauncher):
         return None if v is None else f"sglang {v}"
 
     @staticmethod
-    def speculative_flags(spec: SpecConfig) -> dict[str, str | None]:
-        """Flag -> value (None: a bare flag) for an engine-neutral SpecConfig; `spec.extra` overrides.
-
-        EAGLE, EAGLE3, STANDALONE and MTP draft one chain of K tokens: num-steps K, topk 1 and a verify
-        width of K + 1 (the root plus K drafts). A chain keeps K meaning the same as on the other engines
-        and makes the per-position rates derived from SGLang's histogram valid. NGRAM drafts the same
-        chain: verify width K + 1 and a BFS breadth of 1 (SGLang's default expands a tree of 10). A tree
-        (EAGLE worker) sets its depth as num-steps, its topk, and its nodes + 1 (the root) as the verify width.
-        """
-        if spec.num_speculative_tokens_per_batch_size:
-            raise InputError("sglang has no per-batch-size K (num_speculative_tokens_per_batch_size); "
-                             "remove it or use engine vllm")
-        if spec.draft_tensor_parallel_size is not None:
-            raise InputError("sglang has no draft_tensor_parallel_size; remove it or pass the engine's own "
-                             "flag through spec.extra")
-        k = spec.k
-        flags: dict[str, str | None] = {"--speculative-algorithm": _ALGORITHMS[spec.method]}
-        if spec.draft_model:
-            flags["--speculative-draft-model-path"] = spec.draft_model
-        if spec.method is not SpecMethod.ngram and (spec.prompt_lookup_min is not None
-                                                    or spec.prompt_lookup_max is not None):
-            raise InputError(f"prompt_lookup_min/max apply to ngram only, not {spec.method.value}")
-        tree = spec.tree
-        if tree is not None:
-            # A tree SGLang grows each step: the verify width counts the root, as for a chain.
-            flags["--speculative-num-steps"] = str(tree.max_depth)
-            flags["--speculative-eagle-topk"] = str(tree.topk)
-            flags["--speculative-num-draft-tokens"] = str(tree.size + 1)
-        elif spec.method is SpecMethod.ngram:
-            flags["--speculative-num-draft-tokens"] = str(k + 1)
-            flags["--speculative-ngram-min-bfs-breadth"] = "1"
-            flags["--speculative-ngram-max-bfs-breadth"] = "1"
-            if spec.prompt_lookup_min is not None:
-                flags["--speculative-ngram-min-match-window-size"] = str(spec.prompt_lookup_min)
-            if spec.prompt_lookup_max is not None:
-                flags["--speculative-ngram-max-match-window-size"] = str(spec.prompt_lookup_max)
-        else:
-            flags["--speculative-num-steps"] = str(k)
-            flags["--speculative-eagle-topk"] = "1"
-            flags["--speculative-num-draft-tokens"] = str(k + 1)
-        # Engine-specific settings ride in `extra`, one flag each (True: a bare flag, False: left out),
-        # e.g. {"speculative_token_map": "..."}; the same key overrides the value chosen above.
-        for key, value in spec.extra.items():
-            flag = _flag(key)
-            if value is False or value is None:
-                flags.pop(flag, None)
-            else:
-                flags[flag] = None if value is True else str(value)
-        return flags
-
-    @classmethod
-    def speculative_args(cls, spec: SpecConfig) -> list[str]:
-        """`speculative_flags` as argv items."""
-        return [item for flag, value in cls.speculative_flags(spec).items()
-                for item in ([flag] if value is None else [flag, value])]
+    def speculative_args(spec: SpecConfig) -> list[str]:
+        """The speculation flags for an engine-neutral SpecConfig (`spec.extra` overrides)."""
+        return argv(overridden(settings(SPECULATION_FLAGS, spec)))
 
     def check_tree(self, spec: SpecConfig) -> None:
         tree = spec.tree
@@ -173,20 +194,7 @@ class SGLangLauncher(EngineLauncher):
             "--port", str(port),
             "--enable-metrics",
         ]
-        if engine.served_model_name:
-            cmd += ["--served-model-name", engine.served_model_name]
-        if engine.dtype:
-            cmd += ["--dtype", engine.dtype]
-        if engine.max_model_len:
-            cmd += ["--context-length", str(engine.max_model_len)]
-        if engine.max_num_seqs:
-            cmd += ["--max-running-requests", str(engine.max_num_seqs)]
-        if engine.tensor_parallel_size:
-            cmd += ["--tp-size", str(engine.tensor_parallel_size)]
-        if engine.memory_fraction is not None:
-            cmd += ["--mem-fraction-static", str(engine.memory_fraction)]
-        if engine.trust_remote_code:
-            cmd.append("--trust-remote-code")
+        cmd += argv(settings(ENGINE_FLAGS, engine))
         if spec.enabled:
             cmd += self.speculative_args(spec)
         cmd += list(engine.extra_args)
@@ -233,7 +241,7 @@ class SGLangStats(EngineStats):
         return sum(snapshot.series(VERIFY_CALLS).values()) > 0
 
     def sd_from_counters(self, delta: CounterDelta) -> SDCounts | None:
-        """None: SGLang's counters give steps only (see `counter_steps`), not drafted or accepted tokens."""
+        """None: SGLang's counters give verification steps only, not drafted or accepted tokens."""
         return None
 
     def sd_from_response(self, payload: dict[str, Any]) -> tuple[SDCounts | None, dict[str, Any] | None]:
@@ -241,13 +249,6 @@ class SGLangStats(EngineStats):
         if raw is None:
             return None, None
         return parse_spec_details(raw), raw
-
-
-def counter_steps(delta: CounterDelta) -> int | None:
-    """Verification steps over a counter delta (summed over every label set), None when unusable."""
-    if not delta.valid or VERIFY_CALLS in delta.missing or VERIFY_CALLS not in delta.values:
-        return None
-    return round(sum(delta.series(VERIFY_CALLS).values()))
 
 
 def find_spec_details(payload: dict[str, Any]) -> dict[str, Any] | None:

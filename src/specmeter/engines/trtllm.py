@@ -47,6 +47,7 @@ import yaml
 
 from specmeter.config import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
+from specmeter.engines.flags import Each, Flag, Row, Unsupported, argv, fixed, rows, settings
 from specmeter.engines.trtllm_iterations import ITERATION_STATS_PATH, IterationStats
 from specmeter.errors import InputError
 from specmeter.installed import installed_version
@@ -83,6 +84,65 @@ def _config_dir() -> Path:
     return Path(os.environ.get(CONFIG_DIR_ENV) or Path(tempfile.gettempdir()) / "specmeter-trtllm")
 
 
+def _choices(spec: SpecConfig) -> list[list[int]] | None:
+    return None if spec.tree is None or spec.tree.choices is None else rows(spec.tree.choices)
+
+
+def _dynamic_tree(spec: SpecConfig) -> dict[str, Any] | None:
+    """A tree grown each step: its topk per node and its nodes."""
+    tree = spec.tree
+    if tree is None or tree.choices is not None:
+        return None
+    return {"use_dynamic_tree": True, "dynamic_tree_max_topK": tree.topk, "max_total_draft_tokens": tree.size}
+
+
+# EngineSpec -> the YAML's statistics and engine settings.
+ENGINE_OPTIONS: tuple[Row[EngineSpec], ...] = (
+    Flag("enable_iter_perf_stats", fixed(True)),
+    Flag("return_perf_metrics", fixed(True)),
+    Flag("dtype", "dtype"),
+    Flag("tensor_parallel_size", "tensor_parallel_size"),
+    # TensorRT-LLM's share is of the memory free once the weights are loaded, not of the whole GPU.
+    Flag("kv_cache_config", "memory_fraction", write=lambda share: {"free_gpu_memory_fraction": share}),
+)
+
+# EngineSpec -> trtllm-serve flags after the --extra_llm_api_options file.
+ENGINE_FLAGS: tuple[Row[EngineSpec], ...] = (
+    Flag("--max_seq_len", "max_model_len"),
+    Flag("--max_batch_size", "max_num_seqs"),
+    Flag("--trust_remote_code", "trust_remote_code"),
+)
+
+# An enabled SpecConfig -> the YAML's `speculative_config`; `extra` last, so its keys override.
+SPECULATIVE_CONFIG: tuple[Row[SpecConfig], ...] = (
+    Unsupported("num_speculative_tokens_per_batch_size", "trtllm has no per-batch-size K "
+                "(num_speculative_tokens_per_batch_size); remove it or use engine vllm"),
+    Unsupported("draft_tensor_parallel_size", "trtllm has no draft_tensor_parallel_size; remove it"),
+    Unsupported("prompt_lookup_min", "trtllm's NGram has no minimum match size (prompt_lookup_min); give only "
+                "prompt_lookup_max (max_matching_ngram_size)"),
+    Flag("decoding_type", "method", write=_DECODING_TYPES.__getitem__),
+    Flag("max_draft_len", "k"),
+    Flag("speculative_model_dir", "draft_model"),
+    Flag("eagle_choices", _choices),
+    Each(_dynamic_tree),
+    Flag("num_nextn_predict_layers", "k", when=lambda spec: spec.method is SpecMethod.mtp),
+    Flag("max_matching_ngram_size", "prompt_lookup_max", when=lambda spec: spec.method is SpecMethod.ngram),
+    Each("extra"),
+)
+
+
+def speculative_config(spec: SpecConfig) -> dict[str, Any]:
+    return dict(settings(SPECULATIVE_CONFIG, spec))
+
+
+# An enabled SpecConfig -> the YAML's speculation: its config, and the overlap scheduler off for the drafters the
+# docs run without it.
+SPECULATIVE_OPTIONS: tuple[Row[SpecConfig], ...] = (
+    Flag("speculative_config", speculative_config),
+    Flag("disable_overlap_scheduler", lambda spec: spec.method in _NO_OVERLAP),
+)
+
+
 class TRTLLMLauncher(EngineLauncher):
     name = "trtllm"
     methods = tuple(_DECODING_TYPES)
@@ -97,14 +157,7 @@ class TRTLLMLauncher(EngineLauncher):
     @staticmethod
     def llm_api_options(engine: EngineSpec, spec: SpecConfig) -> dict[str, Any]:
         """The YAML given to --extra_llm_api_options: statistics on, dtype, and the speculative config."""
-        options: dict[str, Any] = {"enable_iter_perf_stats": True, "return_perf_metrics": True}
-        if engine.dtype:
-            options["dtype"] = engine.dtype
-        if engine.tensor_parallel_size:
-            options["tensor_parallel_size"] = engine.tensor_parallel_size
-        if engine.memory_fraction is not None:
-            # TensorRT-LLM's share is of the memory free once the weights are loaded, not of the whole GPU.
-            options["kv_cache_config"] = {"free_gpu_memory_fraction": engine.memory_fraction}
+        options = dict(settings(ENGINE_OPTIONS, engine))
         if spec.enabled:
             options.update(TRTLLMLauncher.speculative_options(spec))
         return options
@@ -113,31 +166,7 @@ class TRTLLMLauncher(EngineLauncher):
     def speculative_options(spec: SpecConfig) -> dict[str, Any]:
         """The YAML's speculation: `speculative_config`, and the overlap scheduler off for the drafters the docs
         run without it."""
-        if spec.num_speculative_tokens_per_batch_size:
-            raise InputError("trtllm has no per-batch-size K (num_speculative_tokens_per_batch_size); "
-                             "remove it or use engine vllm")
-        if spec.draft_tensor_parallel_size is not None:
-            raise InputError("trtllm has no draft_tensor_parallel_size; remove it")
-        if spec.prompt_lookup_min is not None:
-            raise InputError("trtllm's NGram has no minimum match size (prompt_lookup_min); give only "
-                             "prompt_lookup_max (max_matching_ngram_size)")
-        cfg: dict[str, Any] = {"decoding_type": _DECODING_TYPES[spec.method], "max_draft_len": spec.k}
-        if spec.draft_model:
-            cfg["speculative_model_dir"] = spec.draft_model
-        tree = spec.tree if spec.enabled else None
-        if tree is not None and tree.choices is not None:
-            cfg["eagle_choices"] = [list(c) for c in tree.choices]
-        elif tree is not None:
-            cfg.update(use_dynamic_tree=True, dynamic_tree_max_topK=tree.topk, max_total_draft_tokens=tree.size)
-        if spec.method is SpecMethod.mtp:
-            cfg["num_nextn_predict_layers"] = spec.k
-        if spec.method is SpecMethod.ngram and spec.prompt_lookup_max is not None:
-            cfg["max_matching_ngram_size"] = spec.prompt_lookup_max
-        cfg.update(spec.extra)
-        options: dict[str, Any] = {"speculative_config": cfg}
-        if spec.method in _NO_OVERLAP:
-            options["disable_overlap_scheduler"] = True
-        return options
+        return dict(settings(SPECULATIVE_OPTIONS, spec))
 
     def check_tree(self, spec: SpecConfig) -> None:
         tree = spec.tree
@@ -186,12 +215,7 @@ class TRTLLMLauncher(EngineLauncher):
             "--backend", "pytorch",
             "--extra_llm_api_options", str(options),
         ]
-        if engine.max_model_len:
-            cmd += ["--max_seq_len", str(engine.max_model_len)]
-        if engine.max_num_seqs:
-            cmd += ["--max_batch_size", str(engine.max_num_seqs)]
-        if engine.trust_remote_code:
-            cmd.append("--trust_remote_code")
+        cmd += argv(settings(ENGINE_FLAGS, engine))
         cmd += list(engine.extra_args)
         return cmd
 

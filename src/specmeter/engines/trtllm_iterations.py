@@ -7,7 +7,6 @@ per-position Prometheus counters lack (trtllm.py has the facts and where they co
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from typing import Any, TypeGuard
 
 from specmeter.schemas.sd import SDCounts
@@ -75,10 +74,6 @@ class IterationStats(IterationFeed):
                 self._unnumbered.append(row)
 
     @property
-    def iterations(self) -> int:
-        return len(self._by_iter) + len(self._unnumbered)
-
-    @property
     def missing(self) -> int:
         if not self._by_iter:
             return 0
@@ -131,10 +126,3 @@ def _spec_row(spec: dict[str, Any]) -> tuple[int, int, int | None]:
                 return round(drafted), round(accepted), None
     return round(drafted), round(accepted), None if requests is None else round(requests)
 
-
-def sd_from_iteration_stats(payloads: Iterable[Any]) -> SDCounts | None:
-    """Run totals from every /metrics answer read during the run, in any order."""
-    acc = IterationStats()
-    for payload in payloads:
-        acc.add(payload)
-    return acc.counts()

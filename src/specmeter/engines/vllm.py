@@ -25,6 +25,7 @@ from specmeter.engines.base import (
     owned_by,
     step_counter_counts,
 )
+from specmeter.engines.flags import Each, Flag, Row, argv, fixed, rows, settings
 from specmeter.errors import InputError
 from specmeter.installed import installed_version
 from specmeter.schemas.recommend import DeployConfig
@@ -94,6 +95,57 @@ def _installed_source_has(flag: str) -> bool:
         return False
 
 
+def _ngram(spec: SpecConfig) -> bool:
+    return spec.method is SpecMethod.ngram
+
+
+def _synthetic(spec: SpecConfig) -> dict[str, Any] | None:
+    """vLLM's synthetic rejection sampler, with the rates or the mean acceptance length it sets."""
+    synth = spec.synthetic_acceptance
+    if synth is None:
+        return None
+    rate = ({"synthetic_acceptance_rates": list(synth.rates)} if synth.rates is not None
+            else {"synthetic_acceptance_length": synth.length})
+    return {"rejection_sample_method": "synthetic", **rate}
+
+
+# EngineSpec -> server flags.
+ENGINE_FLAGS: tuple[Row[EngineSpec], ...] = (
+    Flag("--served-model-name", "served_model_name"),
+    Flag("--dtype", "dtype"),
+    Flag("--max-model-len", "max_model_len"),
+    Flag("--max-num-seqs", "max_num_seqs"),
+    Flag("--tensor-parallel-size", "tensor_parallel_size"),
+    Flag("--gpu-memory-utilization", "memory_fraction"),
+    Flag("--trust-remote-code", "trust_remote_code"),
+)
+
+# SpecConfig -> the `--speculative-config` object; `extra` last, so its keys override.
+SPECULATIVE_CONFIG: tuple[Row[SpecConfig], ...] = (
+    Flag("method", "method"),
+    Flag("num_speculative_tokens", "k"),
+    Flag("model", "draft_model"),
+    Flag("prompt_lookup_min", "prompt_lookup_min", when=_ngram),
+    Flag("prompt_lookup_max", "prompt_lookup_max", when=_ngram),
+    Flag("num_speculative_tokens_per_batch_size", "num_speculative_tokens_per_batch_size", write=rows),
+    Flag("draft_tensor_parallel_size", "draft_tensor_parallel_size"),
+    Each(_synthetic),
+    Each("extra"),
+)
+
+
+def speculative_config(spec: SpecConfig) -> dict[str, Any]:
+    """The `--speculative-config` object for an engine-neutral SpecConfig."""
+    return dict(settings(SPECULATIVE_CONFIG, spec))
+
+
+# An enabled SpecConfig -> server flags: the config as JSON, and per-request stats where this vLLM has them.
+SPECULATION_FLAGS: tuple[Row[SpecConfig], ...] = (
+    Flag("--speculative-config", speculative_config, write=json.dumps),
+    Flag(PER_REQUEST_FLAG, fixed("detailed"), when=lambda _spec: _installed_source_has(PER_REQUEST_FLAG)),
+)
+
+
 class VLLMLauncher(EngineLauncher):
     name = "vllm"
     methods = (SpecMethod.ngram, SpecMethod.suffix, SpecMethod.draft_model, SpecMethod.eagle,
@@ -127,29 +179,7 @@ class VLLMLauncher(EngineLauncher):
     @staticmethod
     def speculative_config_json(spec: SpecConfig) -> dict[str, Any]:
         """The `--speculative-config` object for an engine-neutral SpecConfig."""
-        cfg: dict[str, Any] = {"method": spec.method.value, "num_speculative_tokens": spec.k}
-        if spec.draft_model:
-            cfg["model"] = spec.draft_model
-        if spec.method is SpecMethod.ngram:
-            if spec.prompt_lookup_min is not None:
-                cfg["prompt_lookup_min"] = spec.prompt_lookup_min
-            if spec.prompt_lookup_max is not None:
-                cfg["prompt_lookup_max"] = spec.prompt_lookup_max
-        if spec.num_speculative_tokens_per_batch_size:
-            cfg["num_speculative_tokens_per_batch_size"] = [
-                list(r) for r in spec.num_speculative_tokens_per_batch_size
-            ]
-        if spec.draft_tensor_parallel_size is not None:
-            cfg["draft_tensor_parallel_size"] = spec.draft_tensor_parallel_size
-        synth = spec.synthetic_acceptance
-        if synth is not None:
-            cfg["rejection_sample_method"] = "synthetic"
-            if synth.rates is not None:
-                cfg["synthetic_acceptance_rates"] = list(synth.rates)
-            else:
-                cfg["synthetic_acceptance_length"] = synth.length
-        cfg.update(spec.extra)
-        return cfg
+        return speculative_config(spec)
 
     def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
         self.check_deployable(spec)
@@ -169,26 +199,11 @@ class VLLMLauncher(EngineLauncher):
             "--port", str(port),
             "--disable-uvicorn-access-log",
         ]
-        if engine.served_model_name:
-            cmd += ["--served-model-name", engine.served_model_name]
-        if engine.dtype:
-            cmd += ["--dtype", engine.dtype]
-        if engine.max_model_len:
-            cmd += ["--max-model-len", str(engine.max_model_len)]
-        if engine.max_num_seqs:
-            cmd += ["--max-num-seqs", str(engine.max_num_seqs)]
-        if engine.tensor_parallel_size:
-            cmd += ["--tensor-parallel-size", str(engine.tensor_parallel_size)]
-        if engine.memory_fraction is not None:
-            cmd += ["--gpu-memory-utilization", str(engine.memory_fraction)]
-        if engine.trust_remote_code:
-            cmd.append("--trust-remote-code")
+        cmd += argv(settings(ENGINE_FLAGS, engine))
         if spec.enabled:
             self.check_method(spec)
             self.check_synthetic_build(spec)
-            cmd += ["--speculative-config", json.dumps(self.speculative_config_json(spec))]
-            if _installed_source_has(PER_REQUEST_FLAG):
-                cmd += [PER_REQUEST_FLAG, "detailed"]
+            cmd += argv(settings(SPECULATION_FLAGS, spec))
         cmd += list(engine.extra_args)
         return cmd
 

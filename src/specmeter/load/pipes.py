@@ -12,14 +12,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
+from specmeter.config import LoadPoint, LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.load.replicas import ReplicaSettings
 from specmeter.load.traffic import PointKey
 
 STOP_TIMEOUT_S = 30.0  # for processes told to stop to send what finished and exit
 _HEADER = struct.Struct("!I")
-
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ class WorkerJob:
     processes: int
     slots: int | None  # this process's share of the point's slots
     client: ReplicaSettings
-    point: ConcurrencyPoint | RatePoint
+    point: LoadPoint
     conversations: list[Conversation]
     load: LoadSpec
     model: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specmeter.config import REQUESTS_PER_SLOT_FLOOR, ConcurrencyPoint, LoadSpec, RatePoint
+from specmeter.config import REQUESTS_PER_SLOT_FLOOR, LoadPoint, LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.load.kinds import kind_of
 from specmeter.load.replicas import Replicas
@@ -20,7 +20,7 @@ def count_requests(conversations: Sequence[Conversation]) -> int:
     return sum(len(c.turns) for c in conversations)
 
 
-def point_conversations(conversations: Sequence[Conversation], point: ConcurrencyPoint | RatePoint,
+def point_conversations(conversations: Sequence[Conversation], point: LoadPoint,
                         load: LoadSpec) -> list[Conversation]:
     """The conversations one point sends: the workload, cycled until the point has at least
     REQUESTS_PER_SLOT_FLOOR x N requests (N: its slots) and as many conversations as its kind wants (with
@@ -40,7 +40,7 @@ def point_conversations(conversations: Sequence[Conversation], point: Concurrenc
 
 async def run_point(
     client: Replicas,
-    point: ConcurrencyPoint | RatePoint,
+    point: LoadPoint,
     conversations: Sequence[Conversation],
     load: LoadSpec,
     model: str,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 
-from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
+from specmeter.config import LoadPoint, LoadSpec
 
 # Automatic client processes (LoadSpec.client_processes unset): a point with at least this many slots is
 # split, one process per STREAMS_PER_PROCESS slots, up to the usable cores. One Python process keeps a few
@@ -31,7 +31,7 @@ def owner(index: int, slots: int | None, processes: int) -> int:
     return (index % (slots or processes)) % processes
 
 
-def client_processes(point: ConcurrencyPoint | RatePoint, load: LoadSpec, warmup: bool = False) -> int:
+def client_processes(point: LoadPoint, load: LoadSpec, warmup: bool = False) -> int:
     """How many client processes send this point: `load.client_processes`, or automatically one per
     STREAMS_PER_PROCESS slots from AUTO_PROCESSES_FROM slots on, up to the usable cores; never more than
     the point's slots, and 1 for warm-up (a few requests, excluded from results)."""

@@ -13,7 +13,7 @@ import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Collection, Iterable, Iterator, Sequence
 
-from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
+from specmeter.config import LoadPoint, LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.load.stops import PointProgress, StopCondition
 from specmeter.load.traffic import Traffic
@@ -48,7 +48,7 @@ class Strategy(ABC):
         return []
 
 
-def planned_todo(strategy: Strategy, point: ConcurrencyPoint | RatePoint, conversations: Sequence[Conversation],
+def planned_todo(strategy: Strategy, point: LoadPoint, conversations: Sequence[Conversation],
                  load: LoadSpec, skip: Collection[str] | None) -> Planned:
     """The point's plan without the conversations in `skip`. Deterministic: every client process
     computes the same one and takes its own items (`owner`)."""

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import specmeter
-from specmeter.config import ConcurrencyPoint, EventLoop, LoadSpec, RatePoint
+from specmeter.config import EventLoop, LoadPoint, LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.errors import SpecmeterError
 from specmeter.load.kinds import kind_of
@@ -66,7 +66,7 @@ STDERR_LINES = 20
 async def run_point_in_processes(
     processes: int,
     client: Replicas,
-    point: ConcurrencyPoint | RatePoint,
+    point: LoadPoint,
     conversations: Sequence[Conversation],
     load: LoadSpec,
     model: str,

@@ -1,5 +1,4 @@
-"""Pooling SD records, and the iid-acceptance
-expectations used as ground truth in tests. The record itself (and the AL/AR/a_i/c_i math on it)
+"""Pooling SD records. The record itself (and the AL/AR/a_i/c_i math on it)
 is `specmeter.schemas.sd.SDCounts`. Definitions: shared/REFERENCE.md section 1.
 """
 
@@ -45,15 +44,3 @@ def sum_counts(items: Iterable[SDCounts], source: Source = "per_request") -> SDC
         histogram=hist if hist else None,
         tree=tree,
     )
-
-
-def expected_acceptance_length(alpha: float, k: int) -> float:
-    """Expected AL for iid per-token acceptance alpha and draft length k (Leviathan et al., eq. 1)."""
-    if alpha == 1.0:
-        return float(k + 1)
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
-
-
-def expected_speedup(alpha: float, k: int, cost_ratio: float) -> float:
-    """Expected walltime speedup in the memory-bound regime; cost_ratio = draft step / target step."""
-    return expected_acceptance_length(alpha, k) / (k * cost_ratio + 1.0)

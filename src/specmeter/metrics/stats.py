@@ -48,27 +48,3 @@ def bootstrap_ci(
     stats = np.apply_along_axis(statistic, 1, arr[idx])
     alpha = (1.0 - confidence) / 2.0
     return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1.0 - alpha))
-
-
-def ratio_ci(
-    numer: Sequence[float],
-    denom: Sequence[float],
-    n_resamples: int = 1000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> tuple[float, float] | None:
-    """Bootstrap CI of mean(numer) / mean(denom) from two independent samples (e.g. SD vs baseline)."""
-    a = np.asarray(numer, dtype=float)
-    b = np.asarray(denom, dtype=float)
-    if a.size < 2 or b.size < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    ma = a[rng.integers(0, a.size, size=(n_resamples, a.size))].mean(axis=1)
-    mb = b[rng.integers(0, b.size, size=(n_resamples, b.size))].mean(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = ma / mb
-    r = r[np.isfinite(r)]
-    if r.size == 0:
-        return None
-    alpha = (1.0 - confidence) / 2.0
-    return float(np.quantile(r, alpha)), float(np.quantile(r, 1.0 - alpha))

@@ -21,16 +21,6 @@ from dataclasses import dataclass, field
 from specmeter.schemas.sd import SDCounts, conditional_rates
 
 
-def iid_al(a: float, k: int) -> float:
-    """Expected tokens per step (accepted drafts + the target's token) at K drafted, each accepted with
-    probability `a` given the ones before: (1 - a^(K+1)) / (1 - a)."""
-    if not 0.0 <= a <= 1.0:
-        raise ValueError(f"an acceptance rate is a probability in [0, 1], not {a}")
-    if a == 1.0:
-        return float(k + 1)
-    return (1.0 - a ** (k + 1)) / (1.0 - a)
-
-
 def al_of(per_position: Sequence[float]) -> float:
     """AL from unconditional per-position rates: 1 + sum a_i (the expected count of accepted positions)."""
     return 1.0 + float(sum(per_position))

@@ -12,7 +12,7 @@ from functools import partial
 
 from specmeter.analysis.decide import analyze
 from specmeter.analysis.headline import headline
-from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.config import ConcurrencyPoint, LoadPoint
 from specmeter.config_search import LoadSearch
 from specmeter.planner.placement import (
     Guess,
@@ -29,8 +29,6 @@ from specmeter.schemas.plan import Plan, Role
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 from specmeter.schemas.search import AxisSearch, Bracket, SearchStep
-
-LoadPoint = ConcurrencyPoint | RatePoint
 
 
 def describe(search: LoadSearch, load: float) -> str:

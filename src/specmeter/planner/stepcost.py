@@ -107,16 +107,6 @@ class Fit:
     def step(self, x: np.ndarray) -> float:
         return float(x @ self.coefficients)
 
-    def relative_se(self, x: np.ndarray, new_point: bool = True) -> float | None:
-        """Standard error of log step at x: the fit's, plus one point's own scatter for a new point."""
-        if self.scale is None:
-            return None
-        value = self.step(x)
-        if value <= 0:
-            return None
-        g = x / value
-        return self.scale * math.sqrt(max(0.0, float(g @ self.covariance @ g)) + (1.0 if new_point else 0.0))
-
     def ratio_se(self, x_num: np.ndarray, x_den: np.ndarray) -> float | None:
         """Standard error of log(step(x_num) / step(x_den)): both from one fit, so their errors partly cancel;
         one point's scatter is added for the ratio measured anew."""

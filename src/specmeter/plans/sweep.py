@@ -33,10 +33,22 @@ nvidia-smi lists); placement/place.py decides which server runs on which, with w
 from __future__ import annotations
 
 import itertools
+import operator
+from functools import reduce
 from pathlib import Path
-from typing import Any
+from types import GenericAlias, NoneType
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
 
 from specmeter.config import EngineSpec, LoadSpec, SpecConfig, SpecMethod, StrictModel
 from specmeter.config_files import build_model, load_yaml
@@ -48,37 +60,25 @@ from specmeter.plans.run import BASELINE, config_id
 from specmeter.schemas.placement import Gpu, Placement
 from specmeter.schemas.plan import Plan, PlannedConfig, Role, WorkloadSelection
 from specmeter.synthetic import SyntheticAcceptance
-from specmeter.tree import TreeDraft
 
 # Keys of a candidate entry that take a list of values (expanded to every combination).
 EXPANDED = ("num_speculative_tokens", "draft_model", "prompt_lookup_min", "prompt_lookup_max", "tree")
 
 
-class CandidateSpec(StrictModel):
-    """One entry of `candidates`. Lists expand: K [2, 4] x draft models [a, b] gives four configurations."""
+# Names a candidate entry also takes for a SpecConfig key.
+_ALIASES = {"num_speculative_tokens": "k"}
+
+
+class _Candidate(StrictModel):
+    """One entry of `candidates`: the sweep's own keys; SpecConfig's keys are added to it as CandidateSpec."""
 
     id: str | None = Field(default=None, description="Name the configuration (only without lists).")
-    method: SpecMethod
-    num_speculative_tokens: int | list[int] | None = Field(
-        default=None, validation_alias=AliasChoices("num_speculative_tokens", "k"))
-    draft_model: str | list[str] | None = Field(default=None, validation_alias=AliasChoices("draft_model", "model"))
-    prompt_lookup_min: int | list[int] | None = None
-    prompt_lookup_max: int | list[int] | None = None
-    num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = None
-    draft_tensor_parallel_size: int | None = None
-    synthetic_acceptance: SyntheticAcceptance | None = Field(
-        default=None, description="Benchmarking only: acceptance set at random instead of verified.")
-    tree: TreeDraft | list[TreeDraft] | None = Field(
-        default=None, description="Draft a token tree (EAGLE-style methods): {topk, depth, nodes} or {choices}; "
-        "a list expands to one configuration per tree.")
-    extra: dict[str, Any] = Field(default_factory=dict)
-    endpoint: Endpoint | None = Field(default=None, description="Attach to a server already running this config "
-                                      "(a list: its data-parallel replicas).")
-
-    _endpoint = field_validator("endpoint")(normalize_endpoint)
+    method: SpecMethod  # required here: the baseline (none) is in every sweep already
+    if TYPE_CHECKING:  # the field comes after SpecConfig's (_ENDPOINT), so an entry's errors come in its key order
+        endpoint: Endpoint | None
 
     @model_validator(mode="after")
-    def _expandable(self) -> CandidateSpec:
+    def _expandable(self) -> _Candidate:
         if self.method is SpecMethod.none:
             raise ValueError("method none is the baseline, which every sweep includes; list only speculative "
                              "configurations")
@@ -88,7 +88,7 @@ class CandidateSpec(StrictModel):
         if self.endpoint is not None and len(specs) > 1:
             raise ValueError("endpoint attaches to one running server (or its replicas), but this entry expands to "
                              f"{len(specs)} configurations")
-        if self.id is not None and self.synthetic_acceptance is not None and not _says_synthetic(self.id):
+        if self.id is not None and specs[0].synthetic and not _says_synthetic(self.id):
             raise ValueError(f"id {self.id!r} names a synthetic-acceptance configuration: put 'synth' in it, so every "
                              "table and plot that shows the id shows it is synthetic (or leave id out)")
         return self
@@ -108,6 +108,38 @@ class CandidateSpec(StrictModel):
                 msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
                 raise ValueError(f"{loc}={err.get('input')!r}: {msg}" if loc else msg) from exc
         return out
+
+
+def _spec_field(name: str, info: FieldInfo) -> tuple[Any, FieldInfo]:
+    """A SpecConfig field as a candidate entry takes it: a key in EXPANDED also as a list of values, and no bounds
+    or validators, since SpecConfig checks each combination the lists expand to (its message names the value)."""
+    annotation: Any = info.annotation
+    if name in EXPANDED:  # `T | None` becomes `T | list[T] | None`
+        one = reduce(operator.or_, [a for a in get_args(annotation) if a is not NoneType])
+        annotation = one | GenericAlias(list, (one,)) | None
+    aliases = info.validation_alias.choices if isinstance(info.validation_alias, AliasChoices) else [name]
+    if name in _ALIASES:
+        aliases = [*aliases, _ALIASES[name]]
+    alias = AliasChoices(*aliases) if len(aliases) > 1 else None
+    if info.default_factory is not None:
+        return annotation, Field(default_factory=info.default_factory, validation_alias=alias,
+                                 description=info.description)
+    return annotation, Field(default=info.default, validation_alias=alias, description=info.description)
+
+
+_ENDPOINT = (Annotated[Endpoint | None, AfterValidator(normalize_endpoint)],
+             Field(default=None, description="Attach to a server already running this config (a list: its "
+                   "data-parallel replicas)."))
+
+# SpecConfig's keys reach sweep files from its one declaration: a field added there is a candidate key too.
+if TYPE_CHECKING:
+    CandidateSpec = _Candidate
+else:
+    CandidateSpec = create_model(
+        "CandidateSpec", __base__=_Candidate, __module__=__name__,
+        __doc__="One entry of `candidates`. Lists expand: K [2, 4] x draft models [a, b] gives four configurations.",
+        **{name: _spec_field(name, info) for name, info in SpecConfig.model_fields.items() if name != "method"},
+        endpoint=_ENDPOINT)
 
 
 def _says_synthetic(config_id: str) -> bool:

@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import NullLocator
 
-from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.config import LoadPoint
 from specmeter.load.kinds import kind_of
 from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.plan import Role
@@ -151,7 +151,6 @@ def save(fig: Figure, directory: Path, stem: str) -> list[Path]:
 
 
 # ---- panels by kind of load, series over repeats ------------------------------------------------------------------
-Point = ConcurrencyPoint | RatePoint
 Value = Callable[[PointResult], float | None]  # what a series reads from one repeat at one point
 
 
@@ -163,14 +162,14 @@ class Panel:
     axis: Literal["concurrency", "rate"]
     title: str
     xlabel: str
-    points: tuple[Point, ...]
+    points: tuple[LoadPoint, ...]
 
     @property
     def loads(self) -> list[float]:
         return [p.load for p in self.points]
 
 
-def _panel(key: str, points: Sequence[Point]) -> Panel:
+def _panel(key: str, points: Sequence[LoadPoint]) -> Panel:
     pts = tuple(sorted(points, key=lambda p: p.load))
     kind = kind_of(pts[0])
     lengths = {p.input_len for p in pts}
@@ -183,7 +182,7 @@ def panels(*summaries: RunSummary, split_lengths: bool = True) -> list[Panel]:
     """One panel per kind of load in the plans (in plan order), each with the union of their points; on an
     input-length axis one per kind and length (split_lengths=False: lengths share a panel, for a plot that draws
     a line per length)."""
-    groups: dict[str, dict[str, Point]] = {}
+    groups: dict[str, dict[str, LoadPoint]] = {}
     for s in summaries:
         for p in s.plan.points:
             key = kind_of(p).panel_key() + (f" in{p.input_len}" if split_lengths and p.input_len else "")
@@ -197,7 +196,7 @@ def length_panels(panel: Panel) -> list[tuple[int | None, Panel]]:
     return [(n, replace(panel, points=tuple(p for p in panel.points if p.input_len == n))) for n in lengths]
 
 
-def point_label(p: Point) -> str:
+def point_label(p: LoadPoint) -> str:
     """A short label of a point for a categorical axis."""
     return kind_of(p).short_label()
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import numpy as np
 from matplotlib.figure import Figure
 
+from specmeter.config import LoadPoint
 from specmeter.report.plot_style import (
-    Point,
     config_colors,
     grid,
     legend,
@@ -28,7 +28,7 @@ def _sd_configs(summary: RunSummary) -> list[ConfigResult]:
     return [c for c in summary.configs if any(pr.sd.available for pr in c.points)]
 
 
-def _lowest_point(summary: RunSummary, has: Callable[[ConfigResult, str], bool]) -> Point | None:
+def _lowest_point(summary: RunSummary, has: Callable[[ConfigResult, str], bool]) -> LoadPoint | None:
     """The lowest-load point (first kind of load first) where some configuration has what `has` looks for."""
     for panel in panels(summary):
         for p in panel.points:

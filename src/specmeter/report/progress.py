@@ -15,7 +15,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.config import LoadPoint
 from specmeter.schemas.plan import Plan, PlannedConfig
 from specmeter.schemas.progress import Reporter
 from specmeter.schemas.records import RequestRecord
@@ -62,7 +62,7 @@ class RichReporter(Reporter):
     def server_ready(self, server: str, seconds: float) -> None:
         self.progress.console.print(f"  server {server} ready in {seconds:.0f} s")
 
-    def point_start(self, config: PlannedConfig, point: ConcurrencyPoint | RatePoint, repeat: int,
+    def point_start(self, config: PlannedConfig, point: LoadPoint, repeat: int,
                     total: int | None) -> None:
         self._errors = 0
         rep = f" #{repeat + 1}" if repeat else ""

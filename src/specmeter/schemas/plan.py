@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from specmeter.config import ConcurrencyPoint, EngineSpec, LoadSpec, RatePoint, SpecConfig
+from specmeter.config import EngineSpec, LoadPoint, LoadSpec, SpecConfig
 from specmeter.schemas.placement import Placement
 
 
@@ -129,7 +129,7 @@ class Plan(BaseModel):
         return self
 
     @property
-    def points(self) -> list[ConcurrencyPoint | RatePoint]:
+    def points(self) -> list[LoadPoint]:
         return self.load.points
 
     @property
@@ -146,7 +146,7 @@ class Plan(BaseModel):
     def config(self, config_id: str) -> PlannedConfig:
         return next(c for c in self.configs if c.id == config_id)
 
-    def point(self, point_id: str) -> ConcurrencyPoint | RatePoint:
+    def point(self, point_id: str) -> LoadPoint:
         found = self.load.point(point_id)
         if found is None:
             raise KeyError(point_id)

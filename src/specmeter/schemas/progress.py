@@ -3,12 +3,10 @@ draws them, and neither imports the other."""
 
 from __future__ import annotations
 
-from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.config import LoadPoint
 from specmeter.schemas.plan import Plan, PlannedConfig
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import PointResult
-
-LoadPoint = ConcurrencyPoint | RatePoint
 
 
 class Reporter:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.config import LoadPoint
 from specmeter.load.kinds.base import LoadKind
 from specmeter.load.kinds.closed import ClosedLoopKind
 from specmeter.load.kinds.open import OpenLoopKind
@@ -17,6 +17,6 @@ from specmeter.load.kinds.open import OpenLoopKind
 KINDS: dict[str, type[LoadKind[Any]]] = {kind.name: kind for kind in (ClosedLoopKind, OpenLoopKind)}
 
 
-def kind_of(point: ConcurrencyPoint | RatePoint) -> LoadKind[Any]:
+def kind_of(point: LoadPoint) -> LoadKind[Any]:
     """The point's kind, bound to it."""
     return KINDS[point.kind](point)
