@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
-from specmeter.store import load_summary
 
 
 def spread(values: Sequence[float]) -> str:

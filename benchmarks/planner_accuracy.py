@@ -25,13 +25,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specmeter.planner.acceptance import AcceptanceProfile
-from specmeter.planner.calibration import calibrate, refit
-from specmeter.planner.observations import drafter_key, request_mix
-from specmeter.planner.predict import Predictor, checks, measured_points
-from specmeter.planner.profiles import drafter_profiles
+from specmeter.predict.acceptance import AcceptanceProfile
+from specmeter.predict.calibration import calibrate, refit
+from specmeter.predict.observations import drafter_key, request_mix
+from specmeter.predict.predict import Predictor, checks, measured_points
+from specmeter.predict.profiles import drafter_profiles
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.results import RunSummary
-from specmeter.store import load_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 LOADS = (1, 2, 4, 8, 16, 32)

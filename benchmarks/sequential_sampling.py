@@ -21,12 +21,12 @@ from pathlib import Path
 from specmeter.analysis.decide import analyze
 from specmeter.analysis.recommend import recommend
 from specmeter.analysis.sequential import confidence_after, point_decisions, settled
-from specmeter.config import LoadSpec
+from specmeter.config.models import LoadSpec
+from specmeter.execution.runner import execute
 from specmeter.plans.demo import demo_plan
-from specmeter.runner import execute
+from specmeter.rundir.store import RunStore, latest_records, load_summary
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import PointSampling, RunSummary
-from specmeter.store import RunStore, latest_records, load_summary
 
 
 def truncated(summary: RunSummary, records: list[RequestRecord], rounds: int, point_id: str

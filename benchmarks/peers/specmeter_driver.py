@@ -35,17 +35,24 @@ from typing import Any
 
 from rich.console import Console
 
-from specmeter import runner
-from specmeter.config import REQUESTS_PER_SLOT_FLOOR, ConcurrencyPoint, EngineSpec, LoadSpec, RatePoint, SpecConfig
+from specmeter.config.models import (
+    REQUESTS_PER_SLOT_FLOOR,
+    ConcurrencyPoint,
+    EngineSpec,
+    LoadSpec,
+    RatePoint,
+    SpecConfig,
+)
 from specmeter.data.model import Conversation
+from specmeter.execution import runner
 from specmeter.load.client import OpenAIClient
 from specmeter.load.split import client_processes
 from specmeter.plans.run import run_plan
 from specmeter.report.progress import RichReporter
+from specmeter.rundir.store import RunStore
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.progress import Reporter
 from specmeter.schemas.records import RequestRecord
-from specmeter.store import RunStore
 
 
 class UnrecordedStore(RunStore):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.recommend import Recommendation
-from specmeter.store import load_summary
 
 pytestmark = pytest.mark.e2e
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from specmeter.config import ConcurrencyPoint, EngineSpec, LoadSpec, SpecConfig
+from specmeter.config.models import ConcurrencyPoint, EngineSpec, LoadSpec, SpecConfig
 from specmeter.data.model import Conversation
+from specmeter.execution.runner import Execution, Reporter, execute
 from specmeter.load.point import count_requests, point_conversations
 from specmeter.plans.run import run_plan as build_run_plan
-from specmeter.runner import Execution, Reporter, execute
+from specmeter.rundir.store import RunStore
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
-from specmeter.store import RunStore
 
 
 def conversations(turns: list[list[str]] | list[str], prefix: str = "c") -> list[Conversation]:
@@ -90,7 +90,7 @@ class RecordingReporter(Reporter):
 
 
 def run_plan(ex: Execution, root: Path) -> tuple[Any, BaseException | None, RecordingReporter]:
-    """specmeter.runner.execute of the Execution `ex` into `root`; returns (summary or None, the exception
+    """specmeter.execution.runner.execute of the Execution `ex` into `root`; returns (summary or None, the exception
     or None, reporter)."""
     reporter = RecordingReporter()
     try:

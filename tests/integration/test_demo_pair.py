@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from vllm_helpers import ServerPool, measure, only_config
 
-from specmeter.config import LoadSpec, SpecConfig, SpecMethod
+from specmeter.config.models import LoadSpec, SpecConfig, SpecMethod
 from specmeter.data.sample import load_sample
+from specmeter.rundir.store import RunStore
 from specmeter.schemas.results import RunSummary
-from specmeter.store import RunStore
 
 K = 4
 pytestmark = pytest.mark.integration

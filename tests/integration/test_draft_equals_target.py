@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from vllm_helpers import ServerPool, measure, only_config
 
-from specmeter.config import LoadSpec, SpecConfig, SpecMethod
+from specmeter.config.models import LoadSpec, SpecConfig, SpecMethod
 
 K = 3
 pytestmark = pytest.mark.integration

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from vllm_helpers import ServerPool
 
-from specmeter.config import SpecConfig, SpecMethod
-from specmeter.store import RunStore, load_summary
+from specmeter.config.models import SpecConfig, SpecMethod
+from specmeter.rundir.store import RunStore, load_summary
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 SPECMETER = [sys.executable, "-m", "specmeter.cli"]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from specmeter.errors import RunIncomplete
-from specmeter.store import RunStore, load_summary
+from specmeter.common.errors import RunIncomplete
+from specmeter.rundir.store import RunStore, load_summary
 
 pytestmark = pytest.mark.integration
 SPECMETER = [sys.executable, "-m", "specmeter.cli"]

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig, SpecMethod
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig, SpecMethod
 from specmeter.data.sample import load_sample
 from specmeter.data.selection import select
 from specmeter.engines.gguf import server_binary
+from specmeter.execution.runner import Execution, execute
 from specmeter.plans.run import run_plan
 from specmeter.plans.sweep import SweepSpec
-from specmeter.run_data import RunData
-from specmeter.runner import Execution, execute
+from specmeter.rundir.run_data import RunData
+from specmeter.rundir.store import RunStore
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.results import PointResult, RunSummary
-from specmeter.store import RunStore
 
 pytestmark = pytest.mark.integration
 

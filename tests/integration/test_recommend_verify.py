@@ -17,10 +17,10 @@ import pytest
 import yaml
 from vllm_helpers import ServerPool
 
-from specmeter.config import SpecConfig, SpecMethod, dynamic_k_at
+from specmeter.config.models import SpecConfig, SpecMethod, dynamic_k_at
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.plan import Role
 from specmeter.schemas.recommend import Recommendation
-from specmeter.store import load_summary
 
 pytestmark = pytest.mark.integration
 SPECMETER = [sys.executable, "-m", "specmeter.cli"]

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from vllm_helpers import ServerPool, measure, only_config
 
-from specmeter.config import LoadSpec, SpecConfig, SpecMethod
+from specmeter.config.models import LoadSpec, SpecConfig, SpecMethod
 from specmeter.engines.vllm import VLLMStats
+from specmeter.rundir.store import RunStore
 from specmeter.schemas.sd import SDCounts
-from specmeter.store import RunStore
 from specmeter.telemetry.prometheus import Snapshot, counter_delta, parse_exposition
 
 K = 2

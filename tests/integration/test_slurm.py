@@ -19,8 +19,8 @@ from vllm_helpers import ServerPool
 
 from specmeter.executors.layout import AttemptDir, read_state
 from specmeter.plans.sweep import read_sweep_file
+from specmeter.rundir.store import RunStore, load_summary
 from specmeter.schemas.results import RunSummary
-from specmeter.store import RunStore, load_summary
 
 pytestmark = pytest.mark.integration
 SPECMETER = [sys.executable, "-m", "specmeter.cli"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from vllm_helpers import ServerPool, measure, only_config
 
-from specmeter.config import LoadSpec, SpecConfig
+from specmeter.config.models import LoadSpec, SpecConfig
 
 pytestmark = pytest.mark.integration
 

@@ -17,10 +17,10 @@ import pytest
 import yaml
 from vllm_helpers import ServerPool
 
-from specmeter.config import SpecConfig, SpecMethod
+from specmeter.config.models import SpecConfig, SpecMethod
+from specmeter.rundir.store import RunStore, load_summary
 from specmeter.schemas.plan import Role
 from specmeter.schemas.results import RunSummary
-from specmeter.store import RunStore, load_summary
 
 pytestmark = pytest.mark.integration
 SPECMETER = [sys.executable, "-m", "specmeter.cli"]

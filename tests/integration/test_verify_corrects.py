@@ -17,12 +17,12 @@ from test_recommend_verify import _draft, _run
 from vllm_helpers import ServerPool
 
 from specmeter.analysis.recommend import recommend
-from specmeter.config import SpecConfig
+from specmeter.config.models import SpecConfig
 from specmeter.engines.deploy import render
+from specmeter.execution.runner import Execution, execute
 from specmeter.rundir.answer import read_answer
-from specmeter.runner import Execution, execute
+from specmeter.rundir.store import RunStore, latest_records, load_summary
 from specmeter.schemas.recommend import Recommendation
-from specmeter.store import RunStore, latest_records, load_summary
 from specmeter.workflows.verify import VerifyLoop
 
 pytestmark = pytest.mark.integration

@@ -14,11 +14,11 @@ import pytest
 import yaml
 from vllm_helpers import ServerPool
 
-from specmeter.config import SpecConfig, SpecMethod
+from specmeter.config.models import SpecConfig, SpecMethod
 from specmeter.data.sample import SAMPLE_RESOURCE
 from specmeter.metrics.sd import sum_counts
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.vocab import VocabReport
-from specmeter.store import load_summary
 
 pytestmark = pytest.mark.integration
 SPECMETER = [sys.executable, "-m", "specmeter.cli"]

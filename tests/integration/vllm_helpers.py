@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.data.sample import load_sample
 from specmeter.data.selection import select
 from specmeter.engines.launcher import LaunchedServer
 from specmeter.engines.vllm import VLLMLauncher
+from specmeter.execution.runner import Execution, execute
 from specmeter.plans.demo import demo_engine
 from specmeter.plans.run import run_plan
-from specmeter.runner import Execution, execute
+from specmeter.rundir.store import RunStore
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.results import ConfigResult, RunSummary
-from specmeter.store import RunStore
 
 
 class ServerPool:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from specmeter.planner.model_shape import read_shape
+from specmeter.predict.model_shape import read_shape
 from specmeter.schemas.estimate import Efficiency, EstimateInputs, Hardware, Method, ModelShape, Role
 
 # Llama-3-8B's published shape (its config.json on the hub), and a one-layer draft of the same family.

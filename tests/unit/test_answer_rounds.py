@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 from specmeter.rundir.answer import ANSWER_DIR, POINTER, next_round, read_answer, write_round
 from specmeter.schemas.recommend import Recommendation
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import specmeter
-from specmeter.config import ArrivalKind
+from specmeter.config.models import ArrivalKind
 from specmeter.load.arrivals import arrival_times
 
 KINDS: tuple[ArrivalKind, ...] = ("poisson", "gamma", "constant")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 
 pytestmark = pytest.mark.timeout(120)
 DEMO_TARGET = Path(__file__).resolve().parents[2] / "models" / "demo-target"

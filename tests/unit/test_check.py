@@ -17,12 +17,12 @@ import pytest
 
 from specmeter.analysis.decide import analyze
 from specmeter.analysis.regression import check_runs
-from specmeter.errors import InputError, RegressionFound
-from specmeter.run_data import load_run, run_records
+from specmeter.common.errors import InputError, RegressionFound
+from specmeter.rundir.run_data import load_run, run_records
+from specmeter.rundir.store import RunStore, load_summary
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 from specmeter.schemas.sd import SDCounts
-from specmeter.store import RunStore, load_summary
 
 pytestmark = pytest.mark.timeout(180)
 RUN = Path(__file__).parents[1] / "fixtures" / "runs" / "20261123-180233-demo"

@@ -17,7 +17,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from specmeter.cli import app, parse
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 
 MAP = ["demo", "run", "sweep", "resume", "recommend", "verify", "report", "compare", "plan", "estimate", "vocab",
        "data"]

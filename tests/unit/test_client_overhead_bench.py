@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from specmeter.store import RunStore, load_summary
+from specmeter.rundir.store import RunStore, load_summary
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 

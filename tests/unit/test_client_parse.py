@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fakeengine.threaded import serve_post
+from specmeter.common.errors import StreamError
 from specmeter.engines.vllm import VLLMStats
-from specmeter.errors import StreamError
 from specmeter.load.client import OpenAIClient, RequestSpec
 from specmeter.load.sse import StreamResult, chunk_tokens, parse_sse_line
 from specmeter.metrics.requests import with_sd

@@ -21,10 +21,10 @@ import pytest
 from aiohttp import web
 
 from fakeengine.threaded import ThreadedServer
-from specmeter.config import ConcurrencyPoint, LoadSpec, RatePoint
+from specmeter.common.errors import ErrorRateExceeded, SpecmeterError
+from specmeter.config.models import ConcurrencyPoint, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.engines.vllm import VLLMStats
-from specmeter.errors import ErrorRateExceeded, SpecmeterError
 from specmeter.load import eventloop, split
 from specmeter.load.arrivals import arrival_times
 from specmeter.load.client import OpenAIClient
@@ -374,7 +374,7 @@ def test_a_run_through_the_runner_with_client_processes(tmp_path: Any) -> None:
     once, the point's numbers computed from them, SD stats read from each record."""
     from fakeengine.drive import attach_plan, conversations, only_config, point_requests, run_plan
     from fakeengine.server import FakeEngine
-    from specmeter.store import RunStore
+    from specmeter.rundir.store import RunStore
 
     convs = conversations([f"Question {i}: explain caching." for i in range(12)])
     with FakeEngine() as srv:

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from fakeengine.server import FakeEngine
 from fakeengine.threaded import serve_post
-from specmeter.errors import StreamError
+from specmeter.common.errors import StreamError
 from specmeter.load import sse as sse_mod
 from specmeter.load.client import OpenAIClient, RequestSpec
 from specmeter.load.sse import ERROR_BODY_CHARS, StreamResult, parse_sse_bytes, parse_sse_end

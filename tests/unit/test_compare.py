@@ -15,13 +15,13 @@ from typer.testing import CliRunner
 
 from specmeter.analysis.compare import compare_runs
 from specmeter.cli import app
-from specmeter.config import ConcurrencyPoint
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
+from specmeter.config.models import ConcurrencyPoint
 from specmeter.report.compare import compare_notes, compare_tables, render_comparison
-from specmeter.run_data import load_run
+from specmeter.rundir.run_data import load_run
+from specmeter.rundir.store import RunStore, load_summary
 from specmeter.schemas.compare import RunComparison
 from specmeter.schemas.results import RunSummary
-from specmeter.store import RunStore, load_summary
 
 RUN = Path(__file__).parents[1] / "fixtures" / "runs" / "20261123-180233-demo"
 SLOWER = 2.0  # the second run: every point's wall time and every request's latency about twice as long

@@ -1,4 +1,4 @@
-"""Configuration validation (config.py): every wrong input fails in one line naming the key."""
+"""Configuration validation (config/models.py): every wrong input fails in one line naming the key."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from specmeter import config
-from specmeter.config import (
+from specmeter.common.errors import InputError
+from specmeter.config.files import build_model, load_yaml, parse_spec_json
+from specmeter.config.models import (
     ConcurrencyPoint,
     EngineSpec,
     LoadSpec,
@@ -21,8 +22,7 @@ from specmeter.config import (
     SpecMethod,
     validate_dynamic_k,
 )
-from specmeter.config_files import build_model, load_yaml, parse_spec_json
-from specmeter.errors import InputError
+from specmeter.config.models import models as config
 from specmeter.load import eventloop
 
 

@@ -8,7 +8,7 @@ from test_recommend import REQUESTS, TOKENS, latency, requests, spec, sweep
 from specmeter.analysis.correction import REPEAT_OFFSET, changes, correct, disagreements, pooled, same_table
 from specmeter.analysis.decide import analyze
 from specmeter.analysis.recommend import recommend
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.plans.run import BASELINE
 from specmeter.plans.verify import VERIFY_ID
 from specmeter.schemas.metrics import RunningBatch

@@ -19,7 +19,7 @@ from specmeter.report.csv_output import (
 )
 from specmeter.report.json_output import JsonOutput
 from specmeter.report.outputs import output
-from specmeter.run_data import RunData, load_run
+from specmeter.rundir.run_data import RunData, load_run
 
 RUN = Path(__file__).parents[1] / "fixtures" / "runs" / "20261123-180233-demo"
 DOCS = Path(__file__).parents[2] / "docs" / "csv.md"

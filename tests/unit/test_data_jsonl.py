@@ -10,8 +10,8 @@ from data_fixtures import write_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from specmeter.common.errors import InputError
 from specmeter.data.jsonl import load_jsonl
-from specmeter.errors import InputError
 
 
 def test_prompt_rows_with_optional_fields_and_extras(tmp_path: Path) -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from data_fixtures import write_jsonl, write_parquet
 
+from specmeter.common.errors import InputError
 from specmeter.data.gsm8k import TEST_FILE, load_gsm8k
 from specmeter.data.mtbench import load_question_file
 from specmeter.data.random_tokens import load_random
 from specmeter.data.sonnet import INSTRUCTION, load_sonnet
-from specmeter.errors import InputError
 
 
 def words(text: str) -> int:

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from data_fixtures import write_jsonl
 
+from specmeter.common.errors import InputError
 from specmeter.data.registry import WORKLOADS, load_workload
-from specmeter.errors import InputError
 
 EXPECTED_NAMES = {"sample", "jsonl", "speed-bench", "gsm8k", "mt-bench", "spec-bench", "sonnet", "random"}
 

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from specmeter.common.errors import InputError
 from specmeter.data.model import Conversation
 from specmeter.data.sample import load_sample
 from specmeter.data.selection import OutputPolicy, bucket_by_input_length, select, stratified_quotas
-from specmeter.errors import InputError
 
 
 def make(category_sizes: dict[str, int]) -> list[Conversation]:

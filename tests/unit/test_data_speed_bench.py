@@ -18,10 +18,10 @@ from data_fixtures import (
     write_parquet,
 )
 
+from specmeter.common.errors import InputError, RowNotFillable
 from specmeter.data.speed_bench import CONFIGS, DATASET, DEFAULT_REVISION, load_speed_bench, prepared_file_name
 from specmeter.data.speed_bench_prepare import MANIFEST, prepare
 from specmeter.data.speed_bench_sources import FILLERS, FillContext, fill_template, find_filler
-from specmeter.errors import InputError, RowNotFillable
 
 # ---------------------------------------------------------------- loading prepared data
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from specmeter.config import EngineSpec, SpecConfig
+from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec, SpecConfig
 from specmeter.engines import llamacpp, trtllm, vllm
 from specmeter.engines.registry import get_engine
-from specmeter.errors import InputError
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "engines" / "argv_golden.json"
 

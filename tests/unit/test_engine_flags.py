@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from specmeter.config import SpecConfig
+from specmeter.common.errors import InputError
+from specmeter.config.models import SpecConfig
 from specmeter.engines.flags import Each, Flag, Row, Unsupported, argv, dashed, fixed, overridden, settings
-from specmeter.errors import InputError
 
 SPEC = SpecConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_max=4,
                   extra={"some_option": 2, "a_switch": True, "gone": False})

@@ -15,9 +15,9 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from specmeter.cli import app
-from specmeter.errors import InputError
-from specmeter.planner.profiles import parse_acceptance
-from specmeter.runner import Reporter
+from specmeter.common.errors import InputError
+from specmeter.execution.runner import Reporter
+from specmeter.predict.profiles import parse_acceptance
 from specmeter.schemas.estimate import TITLE
 from specmeter.workflows.estimate import EstimateRequest, build, estimate_before_run
 from specmeter.workflows.terminal import Terminal

@@ -19,7 +19,7 @@ from fakeengine.steps import Tally
 from fakeengine.vllm import VLLM
 from specmeter.engines.registry import plan_stats
 from specmeter.metrics.requests import parse_records
-from specmeter.store import RunStore
+from specmeter.rundir.store import RunStore
 
 pytestmark = pytest.mark.timeout(30)
 K = 4

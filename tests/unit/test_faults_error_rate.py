@@ -14,9 +14,9 @@ import pytest
 
 from fakeengine.drive import attach_plan, conversations, only_config, run_plan
 from fakeengine.server import FakeEngine
-from specmeter.errors import RunIncomplete
+from specmeter.common.errors import RunIncomplete
 from specmeter.load.stops import MIN_REQUESTS_FOR_ERROR_LIMIT
-from specmeter.store import load_summary
+from specmeter.rundir.store import load_summary
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -18,8 +18,8 @@ from fakeengine.server import FakeEngine
 from specmeter.engines.vllm import VLLMStats
 from specmeter.load.client import OpenAIClient, RequestSpec
 from specmeter.metrics.requests import with_sd
+from specmeter.rundir.store import RunStore, load_summary
 from specmeter.schemas.records import RequestRecord
-from specmeter.store import RunStore, load_summary
 
 pytestmark = pytest.mark.timeout(30)
 

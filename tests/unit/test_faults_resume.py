@@ -15,14 +15,14 @@ import pytest
 
 from fakeengine.drive import attach_pair, run_plan
 from fakeengine.server import FakeEngine
-from specmeter.config import LoadSpec
+from specmeter.common.errors import InputError
+from specmeter.config.models import LoadSpec
 from specmeter.data.workload import load_conversations
-from specmeter.errors import InputError
+from specmeter.execution.runner import completed_conversations, schedule
 from specmeter.load.point import count_requests, point_conversations
 from specmeter.plans.resume import resume_execution
-from specmeter.runner import completed_conversations, schedule
+from specmeter.rundir.store import REQUESTS, SUMMARY, RunStore, latest_records, load_summary
 from specmeter.schemas.results import Analysis
-from specmeter.store import REQUESTS, SUMMARY, RunStore, latest_records, load_summary
 from specmeter.workflows.recompute import recompute
 
 pytestmark = pytest.mark.timeout(60)

@@ -16,15 +16,15 @@ import pytest
 from fakeengine.drive import attach_pair, attach_plan, conversations, max_overlap, only_config, run_plan
 from fakeengine.server import FakeEngine
 from specmeter.analysis.lossless import first_difference
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from specmeter.common.errors import RunIncomplete
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.engines.vllm import VLLMStats
-from specmeter.errors import RunIncomplete
+from specmeter.execution.runner import Execution
 from specmeter.plans.run import BASELINE
 from specmeter.report.tables import plan_table
-from specmeter.runner import Execution
+from specmeter.rundir.store import RunStore, load_summary
 from specmeter.schemas.plan import Plan, PlannedConfig, Role, WorkloadSelection
 from specmeter.schemas.records import RequestRecord
-from specmeter.store import RunStore, load_summary
 
 pytestmark = pytest.mark.timeout(60)
 SD = "ngram-k4"

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from specmeter.errors import StreamError
+from specmeter.common.errors import StreamError
 from specmeter.load.sse import StreamResult, parse_sse_line
 
 KEYS = ["choices", "usage", "error", "delta", "content", "reasoning_content", "text", "finish_reason",

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from specmeter.config import EngineSpec, SpecConfig
+from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec, SpecConfig
 from specmeter.data.shaping import load_tokenizer
 from specmeter.engines.llamacpp import LlamaCppLauncher
 from specmeter.engines.preflight import check_local_models
-from specmeter.errors import InputError
-from specmeter.planner.model_shape import load_config
-from specmeter.store import model_fingerprint
+from specmeter.predict.model_shape import load_config
+from specmeter.rundir.provenance import model_fingerprint
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from specmeter.config import LoadSpec
-from specmeter.config_files import build_model
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
+from specmeter.config.files import build_model
+from specmeter.config.models import LoadSpec
+from specmeter.config.slo import SLO
 from specmeter.metrics.goodput import meets, summarize_goodput
 from specmeter.report.csv_output import POINT_COLUMNS, point_rows
 from specmeter.report.tables import throughput_table
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.records import RequestRecord
-from specmeter.slo import SLO
-from specmeter.store import load_summary
 from specmeter.workflows.recommend import parse_slo
 
 RUN = Path(__file__).parents[1] / "fixtures" / "runs" / "20261123-180233-demo"

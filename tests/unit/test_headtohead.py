@@ -11,7 +11,7 @@ from specmeter.analysis.choice import Contender, choose
 from specmeter.analysis.decide import analyze
 from specmeter.analysis.headtohead import Side, compare, head_to_head
 from specmeter.analysis.recommend import recommend
-from specmeter.config import SpecMethod
+from specmeter.config.models import SpecMethod
 from specmeter.plans.run import BASELINE
 from specmeter.schemas.analysis import HeadToHead, Outcome, Ratio
 from specmeter.schemas.records import RequestRecord

@@ -15,16 +15,16 @@ from rich.console import Console
 
 from fakeengine.drive import RecordingReporter
 from fakeengine.server import FakeEngine
-from specmeter.config import LoadSpec
+from specmeter.common.errors import InputError
+from specmeter.config.models import LoadSpec
 from specmeter.data.shaping import check_lengths, shaped_conversations, speed_bench_config
 from specmeter.data.workload import load_conversations
-from specmeter.errors import InputError
 from specmeter.plans.sweep import SweepSpec
 from specmeter.report.console import ConsoleOutput
 from specmeter.report.html import page
 from specmeter.report.plots_load import speedup
-from specmeter.run_data import load_run
-from specmeter.store import RunStore, load_summary
+from specmeter.rundir.run_data import load_run
+from specmeter.rundir.store import RunStore, load_summary
 from specmeter.workflows.plan import PlanRequest, plan_run
 from specmeter.workflows.recommend import Criteria, decide
 from specmeter.workflows.resume import resume

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from fakeengine.server import FakeEngine
-from specmeter.errors import RunIncomplete
-from specmeter.store import RunStore, load_summary
+from specmeter.common.errors import RunIncomplete
+from specmeter.rundir.store import RunStore, load_summary
 
 pytestmark = pytest.mark.timeout(60)
 

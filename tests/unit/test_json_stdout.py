@@ -17,11 +17,11 @@ import pytest
 from rich.console import Console
 
 from fakeengine.server import FakeEngine
-from specmeter.errors import InputError, RunIncomplete
-from specmeter.runner import Reporter
+from specmeter.common.errors import InputError, RunIncomplete
+from specmeter.execution.runner import Reporter
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
-from specmeter.store import load_summary
 from specmeter.workflows.terminal import Terminal
 from specmeter.workflows.verify import DeployAnswer, answering
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from specmeter.analysis.capacity import capacity_gaps
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.engines.kv_capacity import kv_capacity, kv_capacity_from_log
 from specmeter.engines.server_log import LAUNCH_HEADER
 from specmeter.plans.run import BASELINE, run_plan

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from specmeter.config import EngineSpec, SpecConfig
+from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec, SpecConfig
 from specmeter.engines.base import ServerProbe
 from specmeter.engines.gguf import gpt2_pretokenizer, to_gguf
 from specmeter.engines.llamacpp import LlamaCppLauncher, LlamaCppStats
 from specmeter.engines.registry import detect_engine
 from specmeter.engines.vllm import VLLMStats
-from specmeter.errors import InputError
 from specmeter.metrics.sd import sum_counts
 from specmeter.metrics.sd_summary import compare_counts
 from specmeter.telemetry.prometheus import counter_delta, parse_exposition

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from specmeter.analysis.offload import offload_warnings
-from specmeter.config import EngineSpec, SpecConfig
+from specmeter.config.models import EngineSpec, SpecConfig
 from specmeter.engines.llamacpp import LlamaCppLauncher
 from specmeter.engines.llamacpp_offload import parse_devices, read_offload
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.offload import GpuOffload, LayerOffload
 from specmeter.schemas.results import RunSummary
-from specmeter.store import load_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "llamacpp"

@@ -1,5 +1,5 @@
 """The load search (`load: {concurrency: auto}`): its settings, validated in one line naming the key and the fix,
-and its placement policy (planner/placement.py) run on synthetic speedup curves as a sweep would run it."""
+and its placement policy (execution/next_point.py) run on synthetic speedup curves as a sweep would run it."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ import yaml
 from test_recommend import sweep as recommend_sweep
 
 from specmeter.cli.parse import levels_or_auto
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
-from specmeter.config_search import LoadSearch
-from specmeter.errors import InputError
-from specmeter.planner.placement import (
+from specmeter.common.errors import InputError
+from specmeter.config.load_search import LoadSearch
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
+from specmeter.execution.load_search import Search, measured_points
+from specmeter.execution.next_point import (
     CLAMP,
     Guess,
     Measured,
@@ -30,13 +31,12 @@ from specmeter.planner.placement import (
     find_brackets,
     snap,
 )
-from specmeter.planner.search import Search, measured_points
-from specmeter.planner.search_model import SearchModel
+from specmeter.execution.search_model import SearchModel
 from specmeter.plans.run import BASELINE, compare_workloads_plan
 from specmeter.plans.sweep import SweepSpec, read_sweep_file
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.search import Bracket
-from specmeter.store import load_summary
 from specmeter.workflows.sweep import SweepFlags, sweep_from_flags
 
 LAUNCH = {"model": "/models/target"}

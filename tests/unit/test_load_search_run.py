@@ -16,11 +16,11 @@ from rich.console import Console
 
 from fakeengine.drive import RecordingReporter
 from fakeengine.server import FakeEngine
-from specmeter.errors import RunIncomplete
+from specmeter.common.errors import RunIncomplete
 from specmeter.report.console import ConsoleOutput
-from specmeter.run_data import load_run
+from specmeter.rundir.run_data import load_run
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.planner import Calibration
-from specmeter.store import load_summary
 from specmeter.workflows.resume import resume
 from specmeter.workflows.sweep import SweepRequest, sweep
 from specmeter.workflows.terminal import Terminal

@@ -9,7 +9,7 @@ import pytest
 
 from specmeter.analysis.decide import FORCED_LENGTH_NOTE, lossless
 from specmeter.analysis.lossless import MAX_LISTED, first_difference, lossless_check
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.plans.run import BASELINE, run_plan
 from specmeter.schemas.plan import PlannedConfig, WorkloadSelection
 from specmeter.schemas.records import RequestRecord

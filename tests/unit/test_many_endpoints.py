@@ -16,16 +16,16 @@ import pytest
 
 from fakeengine.drive import RecordingReporter, attach_plan, conversations, max_overlap, only_config, run_plan
 from fakeengine.server import FakeEngine
-from specmeter.config import EngineSpec
-from specmeter.errors import InputError, RunIncomplete
+from specmeter.common.errors import InputError, RunIncomplete
+from specmeter.config.models import EngineSpec
+from specmeter.execution.runner import execute
 from specmeter.load.client import OpenAIClient
 from specmeter.load.replicas import Replicas
 from specmeter.plans.sweep import SweepSpec
 from specmeter.report.tables import notes, summary_tables
-from specmeter.runner import execute
+from specmeter.rundir.store import RunStore, load_summary
 from specmeter.schemas.capture import Attempt
 from specmeter.schemas.records import RequestRecord
-from specmeter.store import RunStore, load_summary
 
 pytestmark = pytest.mark.timeout(60)
 QUESTIONS = [f"Question {i}: explain how caches work." for i in range(8)]

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmeter.errors import EngineError
+from specmeter.common.errors import EngineError
 from specmeter.telemetry.prometheus import Snapshot, counter_delta, parse_exposition, series_key
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "vllm"

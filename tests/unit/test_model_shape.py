@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from estimate_fixtures import LLAMA_8B, shape, write_config
 
-from specmeter.errors import InputError
-from specmeter.planner.kv_memory import kv_bytes_per_token
-from specmeter.planner.model_shape import detect_method, read_shape
+from specmeter.common.errors import InputError
+from specmeter.predict.kv_memory import kv_bytes_per_token
+from specmeter.predict.model_shape import detect_method, read_shape
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from specmeter.config import EngineSpec, SpecConfig
+from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec, SpecConfig
 from specmeter.engines.sglang import SGLangLauncher
 from specmeter.engines.trtllm import TRTLLMLauncher
 from specmeter.engines.vllm import VLLMLauncher
-from specmeter.errors import InputError
 from specmeter.placement.inventory import detect_gpus, parse_gpu_ids, parse_nvidia_smi, visible_devices
 from specmeter.placement.place import GIB, GPU_SHARE, ServerNeed, place
 from specmeter.placement.servers import place_configs, placed

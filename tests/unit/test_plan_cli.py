@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.planner import Calibration, PlanResult
-from specmeter.store import load_summary
 
 STORED = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "20261123-180233-demo"
 

@@ -9,7 +9,7 @@ from estimate_fixtures import iid_al
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specmeter.planner.acceptance import AcceptanceProfile, accepted_variance, al_of
+from specmeter.predict.acceptance import AcceptanceProfile, accepted_variance, al_of
 from specmeter.schemas.sd import SDCounts
 
 

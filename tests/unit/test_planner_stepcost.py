@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from estimate_fixtures import iid_al
 
-from specmeter.planner.acceptance import AcceptanceProfile
-from specmeter.planner.observations import Mix, prefill_per_step
-from specmeter.planner.predict import Predictor
-from specmeter.planner.stepcost import features, fit, nnls
+from specmeter.predict.acceptance import AcceptanceProfile
+from specmeter.predict.observations import Mix, prefill_per_step
+from specmeter.predict.predict import Predictor
+from specmeter.predict.stepcost import features, fit, nnls
 from specmeter.schemas.planner import Observation
 
 DRAFTERS = ["draft", "ngram"]

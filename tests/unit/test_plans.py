@@ -11,11 +11,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
+from specmeter.execution.runner import schedule
 from specmeter.plans.run import ATTACHED, BASELINE, compare_workloads_plan, config_id, run_plan
 from specmeter.plans.sweep import SweepSpec, read_sweep_file
-from specmeter.runner import schedule
 from specmeter.schemas.plan import MatchedRandom, Plan, PlannedConfig, Role, WorkloadSelection
 
 WORKLOAD = WorkloadSelection(dataset="sample")

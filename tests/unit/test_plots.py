@@ -16,10 +16,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import StepPatch
 
-from specmeter.config import ConcurrencyPoint, RatePoint
+from specmeter.config.models import ConcurrencyPoint, RatePoint
 from specmeter.report.outputs import output
 from specmeter.report.plots import PLOTS, PlotsOutput, compare_figures, figures, svg_text
-from specmeter.run_data import RunData, load_run
+from specmeter.rundir.run_data import RunData, load_run
 from specmeter.schemas.plan import Role
 
 FIXTURE = Path(__file__).parents[1] / "fixtures/runs/20261123-180233-demo"

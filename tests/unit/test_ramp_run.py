@@ -15,10 +15,10 @@ from rich.console import Console
 
 from fakeengine.drive import RecordingReporter
 from fakeengine.server import FakeEngine
-from specmeter.ramp import Ramp
+from specmeter.execution.ramp import Ramp
 from specmeter.report.console import ConsoleOutput
-from specmeter.run_data import load_run
-from specmeter.store import RunStore, load_summary
+from specmeter.rundir.run_data import load_run
+from specmeter.rundir.store import RunStore, load_summary
 from specmeter.workflows.resume import resume
 from specmeter.workflows.sweep import SweepRequest, sweep
 from specmeter.workflows.terminal import Terminal

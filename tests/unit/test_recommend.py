@@ -11,9 +11,9 @@ import pytest
 
 from specmeter.analysis.decide import analyze
 from specmeter.analysis.recommend import recommend as neutral_recommend
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig, validate_dynamic_k
+from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig, validate_dynamic_k
 from specmeter.engines.deploy import render
-from specmeter.errors import InputError
 from specmeter.plans.run import BASELINE
 from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.metrics import Distribution, LatencySummary, RunningBatch

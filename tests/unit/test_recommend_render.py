@@ -15,10 +15,10 @@ from test_recommend import BATCHES, CLEAR, sweep
 
 from specmeter.analysis.families import families
 from specmeter.analysis.recommend import recommend
-from specmeter.config import EngineSpec, SpecConfig
+from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec, SpecConfig
 from specmeter.engines.deploy import render, sweep_engine
 from specmeter.engines.llamacpp import LlamaCppLauncher, speculative_args
-from specmeter.errors import InputError
 from specmeter.plans.verify import verify_plan
 from specmeter.report.recommendation import deploy_lines
 from specmeter.schemas.plan import PlannedConfig, Role

@@ -14,9 +14,9 @@ import pytest
 
 from fakeengine.drive import attach_plan, conversations, only_config, run_plan
 from fakeengine.server import FakeEngine
+from specmeter.rundir.store import CAPTURES, RunStore, load_summary
 from specmeter.schemas.capture import PointCapture
 from specmeter.schemas.results import RunSummary
-from specmeter.store import CAPTURES, RunStore, load_summary
 from specmeter.workflows.recompute import recompute
 
 pytestmark = pytest.mark.timeout(120)

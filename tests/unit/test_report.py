@@ -6,7 +6,7 @@ import pytest
 from rich.console import Console
 
 from specmeter.analysis.decide import verdict as decide_verdict
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.plans.run import BASELINE, run_plan
 from specmeter.report.console import render
 from specmeter.report.tables import (

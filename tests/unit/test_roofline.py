@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from estimate_fixtures import LLAMA_8B, SMALL_DRAFT, iid_al, inputs, shape
 
-from specmeter.errors import InputError
-from specmeter.planner.acceptance import AcceptanceProfile
-from specmeter.planner.hardware import GB, PRESETS, custom, peak_flops, preset
-from specmeter.planner.kv_memory import memory
-from specmeter.planner.roofline import estimate, ridge_tokens, step, weights_read
+from specmeter.common.errors import InputError
+from specmeter.predict.acceptance import AcceptanceProfile
+from specmeter.predict.hardware import GB, PRESETS, custom, peak_flops, preset
+from specmeter.predict.kv_memory import memory
+from specmeter.predict.roofline import estimate, ridge_tokens, step, weights_read
 from specmeter.schemas.estimate import Efficiency, Hardware
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from specmeter.analysis.headtohead import Side
 from specmeter.analysis.saturation import judge, reading
-from specmeter.config import SaturationRule
+from specmeter.config.models import SaturationRule
 from specmeter.schemas.ramp import RampStep
 from specmeter.schemas.records import RequestRecord
 

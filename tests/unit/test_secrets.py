@@ -15,7 +15,7 @@ import pytest
 
 from fakeengine.drive import attach_plan, conversations, only_config, point_requests, run_plan
 from fakeengine.server import FakeEngine
-from specmeter.errors import RunIncomplete
+from specmeter.common.errors import RunIncomplete
 
 pytestmark = pytest.mark.timeout(60)
 

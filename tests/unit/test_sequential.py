@@ -1,4 +1,4 @@
-"""Sequential sampling (analysis/sequential.py, rounds.py): rounds until every decision at a point is settled,
+"""Sequential sampling (analysis/sequential.py, execution/rounds.py): rounds until every decision at a point is settled,
 with the error spent over the looks so that stopping early does not inflate it."""
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from fakeengine.drive import attach_pair, conversations, run_plan
 from fakeengine.server import FakeEngine
 from specmeter.analysis.headtohead import Side, head_to_head
 from specmeter.analysis.sequential import ALPHA, confidence_after, look_confidence, looks
-from specmeter.config import ConcurrencyPoint, LoadSpec
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
+from specmeter.config.models import ConcurrencyPoint, LoadSpec
+from specmeter.execution.rounds import Rounds
 from specmeter.plans.run import BASELINE
-from specmeter.rounds import Rounds
+from specmeter.rundir.store import RunStore, load_summary
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 from specmeter.schemas.sd import SDSummary
-from specmeter.store import RunStore, load_summary
 
 K2, K4 = "draft_model-k2", "draft_model-k4"
 C1 = ConcurrencyPoint(concurrency=1)

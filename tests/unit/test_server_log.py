@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from specmeter.config import EngineSpec, SpecConfig, SpecMethod
+from specmeter.common.errors import EngineError
+from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import DeployConfig, EngineLauncher
 from specmeter.engines.launcher import LaunchedServer
 from specmeter.engines.server_log import failure_reason, root_cause
-from specmeter.errors import EngineError
 
 LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "server_logs"
 

@@ -12,7 +12,8 @@ import pytest
 
 from fakeengine.drive import attach_execution, only_config, run_plan
 from fakeengine.server import FakeEngine
-from specmeter.config import EngineSpec, SpecConfig
+from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec, SpecConfig
 from specmeter.engines.base import ServerProbe
 from specmeter.engines.registry import detect_engine, get_engine
 from specmeter.engines.sglang import (
@@ -24,7 +25,6 @@ from specmeter.engines.sglang import (
 )
 from specmeter.engines.trtllm import TRTLLMStats
 from specmeter.engines.vllm import VLLMStats
-from specmeter.errors import InputError
 from specmeter.telemetry.prometheus import counter_delta, parse_exposition
 
 pytestmark = pytest.mark.timeout(60)

@@ -16,19 +16,19 @@ from rich.console import Console
 
 from fakeengine.drive import RecordingReporter, attach_pair
 from fakeengine.server import FakeEngine
-from specmeter.config import LoadSpec
+from specmeter.common.errors import InputError, RunIncomplete, SpecmeterError
+from specmeter.config.models import LoadSpec
 from specmeter.data.workload import load_conversations
-from specmeter.errors import InputError, RunIncomplete, SpecmeterError
+from specmeter.execution.runner import Execution
 from specmeter.executors.groups import plan_for_jobs, sub_plan
 from specmeter.executors.layout import AttemptDir, read_state
 from specmeter.executors.merge import merge
 from specmeter.executors.slurm import judge, settled
 from specmeter.executors.slurm_cli import Queued, parse_queue, parse_sacct, parse_sbatch
 from specmeter.plans.sweep import SweepSpec
-from specmeter.runner import Execution
+from specmeter.rundir.store import CAPTURES, REQUESTS, RunStore, atomic_write_text, load_summary
 from specmeter.schemas.jobs import JobAttempt, SlurmOptions
 from specmeter.schemas.plan import Role, WorkloadSelection
-from specmeter.store import CAPTURES, REQUESTS, RunStore, atomic_write_text, load_summary
 from specmeter.workflows.slurm import sweep_on_slurm
 from specmeter.workflows.slurm_job import run_job
 from specmeter.workflows.terminal import Terminal

@@ -10,9 +10,11 @@ from typing import Any, get_args
 
 import pytest
 
-from specmeter.config import ConcurrencyPoint, LoadPoint, LoadSpec, RatePoint
+from specmeter.common.errors import EngineDied, ErrorRateExceeded
+from specmeter.config.models import ConcurrencyPoint, LoadPoint, LoadSpec, RatePoint
 from specmeter.engines.server_log import failure_reason
-from specmeter.errors import EngineDied, ErrorRateExceeded
+from specmeter.execution.rounds import MaxRequests, MaxRounds, MaxSeconds, RoundsRun, budgets
+from specmeter.execution.runner import _Run
 from specmeter.load.kinds import KINDS, kind_of
 from specmeter.load.stops import (
     MIN_REQUESTS_FOR_ERROR_LIMIT,
@@ -24,8 +26,6 @@ from specmeter.load.stops import (
     StopConditions,
 )
 from specmeter.load.traffic import PointKey, Traffic
-from specmeter.rounds import MaxRequests, MaxRounds, MaxSeconds, RoundsRun, budgets
-from specmeter.runner import _Run
 from specmeter.schemas.analysis import Crossover, Speedup
 from specmeter.schemas.records import RequestRecord
 

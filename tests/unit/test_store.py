@@ -1,4 +1,4 @@
-"""The run directory's request log (store.py): appends survive a crash that tore the last line; the writer
+"""The run directory's request log (rundir/store.py): appends survive a crash that tore the last line; the writer
 puts each record on the file at once, fsyncs in batches and always before summary.json, and reports its errors."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
-from specmeter.errors import InputError, SpecmeterError
+from specmeter.common.errors import InputError, SpecmeterError
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.plans.run import run_plan
+from specmeter.rundir.store import RunStore
 from specmeter.schemas.plan import Plan, WorkloadSelection
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
-from specmeter.store import RunStore
 
 
 def rec(i: int, text: str = "") -> RequestRecord:
@@ -84,7 +84,7 @@ KILLED_AFTER_APPEND = """
 import os, signal, sys, time
 from pathlib import Path
 from specmeter.schemas.records import RequestRecord
-from specmeter.store import RunStore
+from specmeter.rundir.store import RunStore
 store = RunStore(Path(sys.argv[1]), fsync_every=10**6, fsync_after_s=3600.0)  # no fsync before the kill
 store.append(RequestRecord(config_id="c", point_id="p", conversation_id="q0", ok=True))
 time.sleep(0.5)  # the writer needs no barrier, no batch and no close to put it on the file

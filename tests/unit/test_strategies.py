@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from specmeter.config import REQUESTS_PER_SLOT_FLOOR, ConcurrencyPoint, LoadSpec, RatePoint
+from specmeter.config.models import REQUESTS_PER_SLOT_FLOOR, ConcurrencyPoint, LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.load.arrivals import arrival_times
 from specmeter.load.kinds import KINDS, kind_of

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specmeter.cli import app
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 from specmeter.placement import inventory
 
 SMI_4 = "".join(f"{i}, NVIDIA H100 80GB HBM3, 81559\n" for i in range(4))

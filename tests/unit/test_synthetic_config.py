@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from specmeter.config import SpecConfig
-from specmeter.config_files import build_model
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
+from specmeter.config.files import build_model
+from specmeter.config.models import SpecConfig
+from specmeter.config.synthetic import SyntheticAcceptance, geometric_rates, min_variance_rates
 from specmeter.plans.run import config_id
 from specmeter.plans.sweep import SweepSpec
-from specmeter.synthetic import SyntheticAcceptance, geometric_rates, min_variance_rates
 
 
 def spec(k: int = 4, method: str = "draft_model", **kw: Any) -> SpecConfig:

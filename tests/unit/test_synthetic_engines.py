@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import specmeter.engines.vllm as vllm_engine
-from specmeter.config import EngineSpec, SpecConfig
+from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec, SpecConfig
 from specmeter.engines.registry import get_engine
 from specmeter.engines.vllm import VLLMLauncher, cpu_build
-from specmeter.errors import InputError
 
 DEMO_TARGET = Path(__file__).resolve().parents[2] / "models" / "demo-target"
 

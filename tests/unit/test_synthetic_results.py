@@ -15,7 +15,7 @@ from specmeter.report.csv_output import CsvOutput
 from specmeter.report.html import page
 from specmeter.report.plots_load import speedup, speedup_heatmap
 from specmeter.report.tables import notes, summary_tables
-from specmeter.run_data import RunData
+from specmeter.rundir.run_data import RunData
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 from specmeter.schemas.sd import SDCounts, SDSummary

@@ -17,24 +17,24 @@ from fakeengine.drive import conversations, only_config, run_plan
 from fakeengine.server import FakeEngine
 from fakeengine.sglang import SGLang
 from fakeengine.trtllm import TensorRTLLM
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
+from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.engines.registry import get_engine
 from specmeter.engines.trtllm import TRTLLMLauncher
-from specmeter.errors import InputError
+from specmeter.execution.runner import Execution
 from specmeter.metrics.sd import sum_counts
-from specmeter.planner.profiles import profile_of_run
 from specmeter.plans.run import config_id
 from specmeter.plans.run import run_plan as build_run_plan
 from specmeter.plans.sweep import CandidateSpec
+from specmeter.predict.profiles import profile_of_run
 from specmeter.report.csv_output import CsvOutput
 from specmeter.report.plots_acceptance import acceptance_position, al_histogram
 from specmeter.report.tables import notes, summary_tables
-from specmeter.run_data import load_run
-from specmeter.runner import Execution
+from specmeter.rundir.run_data import load_run
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.results import RunSummary
 from specmeter.schemas.sd import SDCounts
-from specmeter.store import load_summary
 from specmeter.workflows.recompute import recompute
 
 pytestmark = pytest.mark.timeout(60)

@@ -20,18 +20,18 @@ import yaml
 from fakeengine.drive import attach_execution, only_config, run_plan
 from fakeengine.server import FakeEngine
 from fakeengine.trtllm import TensorRTLLM
-from specmeter.config import EngineSpec, SpecConfig
+from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec, SpecConfig
 from specmeter.engines.base import ServerProbe
 from specmeter.engines.registry import detect_engine
 from specmeter.engines.sglang import SGLangStats
 from specmeter.engines.trtllm import CONFIG_DIR_ENV, PROMETHEUS_PATH, TRTLLMLauncher, TRTLLMStats, positions
 from specmeter.engines.trtllm_iterations import IterationStats, iteration_entries
 from specmeter.engines.vllm import VLLMStats
-from specmeter.errors import InputError
 from specmeter.load.client import OpenAIClient
 from specmeter.metrics.sd_summary import summarize_sd
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.sd import SDCounts, SDSummary
-from specmeter.store import load_summary
 from specmeter.telemetry.feed import FeedPoller, replay
 from specmeter.telemetry.prometheus import counter_delta, parse_exposition
 from specmeter.workflows.recompute import recompute

@@ -7,11 +7,11 @@ from test_recommend import BATCHES, CLEAR, latency, sweep
 
 from specmeter.analysis.recommend import recommend
 from specmeter.analysis.verify import drafted_check
-from specmeter.config import ConcurrencyPoint, EngineSpec, SpecConfig, dynamic_k_at
-from specmeter.config_search import LoadSearch
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
+from specmeter.config.load_search import LoadSearch
+from specmeter.config.models import ConcurrencyPoint, EngineSpec, SpecConfig, dynamic_k_at
+from specmeter.execution.runner import schedule
 from specmeter.plans.verify import VERIFY_ID, best_static, verify_plan
-from specmeter.runner import schedule
 from specmeter.schemas.metrics import RunningBatch
 from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.records import RequestRecord

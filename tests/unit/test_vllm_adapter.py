@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import specmeter.engines.vllm as vllm_mod
-from specmeter.config import EngineSpec, SpecConfig, SpecMethod
+from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import counts_from_steps
 from specmeter.engines.vllm import (
     ACCEPTED,

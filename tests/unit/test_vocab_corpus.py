@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from specmeter.common.errors import InputError
 from specmeter.data.corpus import load_encoder, read_corpus
-from specmeter.errors import InputError
 from specmeter.plans.demo import models_dir
 
 

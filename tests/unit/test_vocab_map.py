@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from specmeter.common.errors import InputError
 from specmeter.data.vocab_map import read_vocab_map, top_n
-from specmeter.errors import InputError
 
 TARGET_VOCAB = 32
 CHOSEN = np.array([0, 1, 5, 6, 7, 20, 31])

@@ -18,8 +18,8 @@ from rich.console import Console
 from safetensors.numpy import save_file
 
 from specmeter.analysis.vocab_drafted import share
+from specmeter.common.errors import InputError
 from specmeter.data.vocab_map import top_n
-from specmeter.errors import InputError
 from specmeter.schemas.progress import Reporter
 from specmeter.schemas.sd import SDCounts
 from specmeter.schemas.vocab import Estimate, VocabCoverage, VocabReport

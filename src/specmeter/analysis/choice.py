@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specmeter.config import SpecMethod
+from specmeter.config.models import SpecMethod
 from specmeter.schemas.analysis import HeadToHead, PointChoice
 from specmeter.schemas.plan import PlannedConfig
 

@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from specmeter.analysis.headtohead import Paired, Side, compare
-from specmeter.config import LoadPoint
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
+from specmeter.config.models import LoadPoint
 from specmeter.metrics.sd import sum_counts
-from specmeter.run_data import RunData
+from specmeter.rundir.run_data import RunData
 from specmeter.schemas.compare import (
     ComparedConfig,
     ComparedPoint,

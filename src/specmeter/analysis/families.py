@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from specmeter.config import SpecConfig
+from specmeter.config.models import SpecConfig
 from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.recommend import KRange
 

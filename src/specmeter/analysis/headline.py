@@ -3,7 +3,7 @@ request rate) and the confidence (95%, or what a sequential design's stopping lo
 
 from __future__ import annotations
 
-from specmeter.config import LoadPoint
+from specmeter.config.models import LoadPoint
 from specmeter.load.kinds import kind_of
 from specmeter.load.kinds.base import HeadlineMetric
 from specmeter.schemas.analysis import Ratio, Speedup

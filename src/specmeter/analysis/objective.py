@@ -17,7 +17,7 @@ from specmeter.analysis.choice import choose, contenders
 from specmeter.analysis.headline import decision_confidence, headline_metric
 from specmeter.analysis.headtohead import Arena, Side, decision_bounds, outcome_of
 from specmeter.analysis.paired import fill_repeats, paired_bootstrap_ci
-from specmeter.config import LoadPoint
+from specmeter.config.models import LoadPoint
 from specmeter.metrics.goodput import meets as meets  # re-exported: goodput's test of a request
 from specmeter.schemas.analysis import HeadToHead, Metric, PointChoice, Ratio
 from specmeter.schemas.plan import PlannedConfig

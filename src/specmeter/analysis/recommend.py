@@ -24,8 +24,8 @@ import numpy as np
 
 from specmeter.analysis.families import deploy_specs, drafter_label, families
 from specmeter.analysis.objective import Scorer
-from specmeter.config import LoadPoint
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
+from specmeter.config.models import LoadPoint
 from specmeter.load.kinds import kind_of
 from specmeter.schemas.analysis import PointChoice
 from specmeter.schemas.plan import PlannedConfig

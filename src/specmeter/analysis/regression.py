@@ -29,9 +29,9 @@ from specmeter.analysis.compare import line_up, match_points, run_names, workloa
 from specmeter.analysis.headline import headline
 from specmeter.analysis.headtohead import MAD_TO_SIGMA, Side
 from specmeter.analysis.paired import expanded, index_matrix, paired_ratio_of_sums, percentile_interval, resamples_for
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 from specmeter.metrics.sd import sum_counts
-from specmeter.run_data import RunData
+from specmeter.rundir.run_data import RunData
 from specmeter.schemas.analysis import Ratio, Speedup
 from specmeter.schemas.check import CheckedMetric, CheckOutcome, RegressionCheck
 from specmeter.schemas.compare import ComparedPoint, ComparedRun, WorkloadDifference

@@ -21,7 +21,7 @@ import numpy as np
 
 from specmeter.analysis.headtohead import Side, decision_bounds
 from specmeter.analysis.paired import expanded, fill_repeats, index_matrix, percentile_interval, resamples_for
-from specmeter.config import LoadPoint, SaturationRule
+from specmeter.config.models import LoadPoint, SaturationRule
 from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.ramp import RampStep, StepReading
 from specmeter.schemas.records import RequestRecord

@@ -21,7 +21,7 @@ from specmeter.analysis.families import families
 from specmeter.analysis.headline import headline_metric
 from specmeter.analysis.headtohead import Arena
 from specmeter.analysis.verify import at_point, drafted_check, table_challenge
-from specmeter.config import LoadSpec
+from specmeter.config.models import LoadSpec
 from specmeter.schemas.analysis import HeadToHead
 from specmeter.schemas.plan import Role
 from specmeter.schemas.records import RequestRecord

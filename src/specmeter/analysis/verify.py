@@ -15,7 +15,7 @@ import numpy as np
 from specmeter.analysis.headline import decision_confidence, headline_metric
 from specmeter.analysis.headtohead import Arena
 from specmeter.analysis.speedup import point_speedup
-from specmeter.dynamic_k import dynamic_k_at
+from specmeter.config.dynamic_k import dynamic_k_at
 from specmeter.schemas.analysis import DraftedCheck, HeadToHead, Speedup, VerifyPoint
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.records import RequestRecord

@@ -14,7 +14,7 @@ from specmeter import __version__
 from specmeter.cli import compare, plan, recommend, run, sweep, vocab
 from specmeter.cli import options as o
 from specmeter.cli.args import console, err_console, note, terminal
-from specmeter.errors import SpecmeterError
+from specmeter.common.errors import SpecmeterError
 
 # The old `plan --hardware ...` (before any run) is `estimate` now; these flags tell it from `plan RUN`.
 ESTIMATE_FLAGS = ("--hardware", "--gpu", "--target-config")

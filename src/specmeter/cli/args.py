@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from specmeter.redact import redact_argv
+from specmeter.common.redact import redact_argv
 from specmeter.report.progress import RichReporter
 from specmeter.workflows.terminal import Terminal
 

@@ -11,7 +11,7 @@ import typer
 from specmeter.cli import options as o
 from specmeter.cli import parse
 from specmeter.cli.args import note, terminal
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 
 MaxAlDrop = Annotated[str | None, typer.Option(help="With --check: the largest drop in acceptance length allowed, a percentage (2%) or a fraction (0.02); default 2%.")]
 MaxSpeedupDrop = Annotated[str | None, typer.Option(help="With --check: the largest drop in speedup over each run's own baseline allowed; default 3%.")]

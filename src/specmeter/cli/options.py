@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from specmeter.cli.args import API_KEY_ENV, VERBOSITY
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 
 # ---- what a run sends and where it goes ----------------------------------------------------------------------
 Model = Annotated[str | None, typer.Option(help="Target model to launch: a model directory or hub id (llamacpp: or a .gguf file).")]

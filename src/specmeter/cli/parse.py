@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 from specmeter.placement.inventory import parse_gpu_ids
 
 # An input length as the sweep file's workload.input_len takes it: lengths (N or N1,N2: prompts shaped to

@@ -12,7 +12,7 @@ import typer
 from specmeter.cli import options as o
 from specmeter.cli import parse
 from specmeter.cli.args import note, terminal
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 
 KS = "1,2,3,4,6,8"
 BATCHES = "1,2,4,8,16,32,64,128,256"

@@ -11,7 +11,7 @@ import typer
 from specmeter.cli import options as o
 from specmeter.cli import parse
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 
 if TYPE_CHECKING:
     from specmeter.schemas.jobs import SlurmOptions

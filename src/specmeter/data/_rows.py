@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from specmeter.common.errors import InputError
 from specmeter.data.model import Conversation
-from specmeter.errors import InputError
 
 ROW_FIX = "fix the row or drop it"
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 
 Encode = Callable[[str], list[int]]
 TEXT_KEYS = ("text", "output_text", "prompt")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specmeter.common.errors import InputError
 from specmeter.data._rows import at, make_conversation, read_parquet_rows, require_columns, require_text
 from specmeter.data.model import Conversation
-from specmeter.errors import InputError
 
 TEST_FILE = Path("main") / "test-00000-of-00001.parquet"
 

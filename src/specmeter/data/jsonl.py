@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from specmeter.common.errors import InputError
 from specmeter.data._rows import (
     at,
     check_unique_ids,
@@ -30,7 +31,6 @@ from specmeter.data._rows import (
     row_error,
 )
 from specmeter.data.model import Conversation
-from specmeter.errors import InputError
 
 PROMPT_KEYS = ("prompt", "turns", "messages")
 KNOWN_KEYS = frozenset({*PROMPT_KEYS, "id", "category", "system", "max_tokens"})

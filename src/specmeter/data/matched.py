@@ -13,8 +13,8 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
+from specmeter.common.errors import InputError
 from specmeter.data.model import Conversation
-from specmeter.errors import InputError
 from specmeter.schemas.plan import MatchedRandom
 from specmeter.schemas.records import RequestRecord
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from specmeter.common.errors import InputError
 from specmeter.data._rows import (
     at,
     check_unique_ids,
@@ -19,7 +20,6 @@ from specmeter.data._rows import (
     row_error,
 )
 from specmeter.data.model import Conversation
-from specmeter.errors import InputError
 
 QuestionSet = Literal["mt-bench", "spec-bench"]
 QUESTION_SETS: tuple[str, ...] = ("mt-bench", "spec-bench")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 from collections.abc import Collection
 
+from specmeter.common.errors import InputError
 from specmeter.data.model import Conversation
-from specmeter.errors import InputError
 
 
 def load_random(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from specmeter.common.errors import InputError
 from specmeter.data.gsm8k import load_gsm8k
 from specmeter.data.jsonl import load_jsonl
 from specmeter.data.model import Conversation
@@ -20,7 +21,6 @@ from specmeter.data.random_tokens import load_random
 from specmeter.data.sample import load_sample
 from specmeter.data.sonnet import load_sonnet
 from specmeter.data.speed_bench import load_speed_bench
-from specmeter.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from specmeter.config import LoadSpec
+from specmeter.common.errors import InputError
+from specmeter.config.models import LoadSpec
 from specmeter.data.model import Conversation
-from specmeter.errors import InputError
 
 TokenCounter = Callable[[str], int]
 

@@ -18,11 +18,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from specmeter.common.errors import InputError
 from specmeter.data.model import Conversation
 from specmeter.data.random_tokens import load_random
 from specmeter.data.sonnet import load_sonnet
 from specmeter.data.speed_bench import CONFIGS, load_speed_bench
-from specmeter.errors import InputError
 
 SHAPED = ("sonnet", "random", "speed-bench")
 TokenCounter = Callable[[str], int]

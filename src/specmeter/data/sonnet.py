@@ -19,9 +19,9 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
+from specmeter.common.errors import InputError
 from specmeter.data._rows import read_text
 from specmeter.data.model import Conversation
-from specmeter.errors import InputError
 
 INSTRUCTION = "Pick as many lines as you can from these poem lines and repeat them:\n"
 _NUDGE = 16  # characters tried around the longest fitting cut, where the tokenizer merges across it

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from specmeter.common.errors import InputError
 from specmeter.data._rows import (
     at,
     check_unique_ids,
@@ -21,7 +22,6 @@ from specmeter.data._rows import (
     row_error,
 )
 from specmeter.data.model import Conversation
-from specmeter.errors import InputError
 
 DATASET = "nvidia/SPEED-Bench"
 DEFAULT_REVISION = "487aa718444e816458d1a0a52bfce7a454285cf4"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from specmeter.common.errors import InputError, RowNotFillable, SourceUnavailable
 from specmeter.data.speed_bench import (
     CONFIGS,
     DATASET,
@@ -38,7 +39,6 @@ from specmeter.data.speed_bench_sources import (
     describe_access_failure,
     find_filler,
 )
-from specmeter.errors import InputError, RowNotFillable, SourceUnavailable
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1

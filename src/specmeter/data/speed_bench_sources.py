@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from specmeter.common.errors import RowNotFillable, SourceUnavailable
 from specmeter.data.speed_bench import PLACEHOLDER_PREFIX
-from specmeter.errors import RowNotFillable, SourceUnavailable
 
 Row = Mapping[str, Any]
 Loader = Callable[..., Any]  # datasets.load_dataset or a stand-in with the same call shape

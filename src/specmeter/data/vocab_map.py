@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 
 MapKind = Literal["d2t", "t2d", "ids", "top"]
 MAP_FORMATS = ("a safetensors file (or a draft model directory) holding d2t or t2d, a .npy or .json list of "

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from specmeter.config import LoadSpec
+from specmeter.common.errors import InputError
+from specmeter.config.models import LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.data.registry import load_workload
 from specmeter.data.selection import bucket_by_input_length, select
 from specmeter.data.shaping import load_tokenizer, request_token_counter, shaped_conversations
-from specmeter.errors import InputError
 from specmeter.schemas.plan import WorkloadSelection
 
 

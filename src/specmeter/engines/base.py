@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specmeter.config import EngineSpec, SpecConfig, SpecMethod
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
+from specmeter.config.synthetic import LengthSchedule
 from specmeter.schemas.offload import GpuOffload
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
-from specmeter.synthetic import LengthSchedule
 from specmeter.telemetry.feed import IterationFeed
 from specmeter.telemetry.prometheus import CounterDelta, Snapshot, position_list
 

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 
 S = TypeVar("S", bound=BaseModel)
 

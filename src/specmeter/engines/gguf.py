@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 
 SETUP_HINT = "run scripts/setup-llamacpp.sh (builds it into .venv/llama.cpp, about 10 minutes once)"
 _DTYPES = {None: "f32", "float32": "f32", "float": "f32", "bfloat16": "bf16", "float16": "f16", "half": "f16"}

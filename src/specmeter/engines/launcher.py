@@ -18,10 +18,10 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from specmeter.config import EngineSpec, SpecConfig
+from specmeter.common.errors import EngineError
+from specmeter.config.models import EngineSpec, SpecConfig
 from specmeter.engines.base import EngineLauncher
 from specmeter.engines.server_log import LAUNCH_HEADER, failure_reason
-from specmeter.errors import EngineError
 from specmeter.schemas.offload import GpuOffload
 
 

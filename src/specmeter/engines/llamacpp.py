@@ -25,12 +25,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from specmeter.config import EngineSpec, SpecConfig, SpecMethod
+from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by, step_counter_counts
 from specmeter.engines.flags import Each, Flag, Row, argv, dashed, fixed, settings
 from specmeter.engines.gguf import SETUP_HINT, server_binary, to_gguf
 from specmeter.engines.llamacpp_offload import gpu_devices, gpu_offload, offload_args
-from specmeter.errors import InputError
 from specmeter.schemas.offload import GpuOffload
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts

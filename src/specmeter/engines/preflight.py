@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from specmeter.config import EngineSpec, SpecConfig, SpecMethod
-from specmeter.errors import InputError
-from specmeter.store import file_sha256
+from specmeter.common.errors import InputError
+from specmeter.common.hashing import file_sha256
+from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 
 
 def _looks_local(ref: str) -> bool:

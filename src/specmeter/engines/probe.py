@@ -10,9 +10,9 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from specmeter.common.errors import InputError
 from specmeter.engines.base import ServerProbe
 from specmeter.engines.registry import detect_engine
-from specmeter.errors import InputError
 from specmeter.schemas.plan import Plan
 from specmeter.telemetry.prometheus import parse_exposition
 

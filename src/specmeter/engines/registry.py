@@ -5,9 +5,9 @@ from __future__ import annotations
 import importlib
 from functools import cache
 
-from specmeter.config import ENGINE_KINDS
+from specmeter.common.errors import InputError
+from specmeter.config.models import ENGINE_KINDS
 from specmeter.engines.base import Engine, EngineLauncher, EngineStats, ServerProbe
-from specmeter.errors import InputError
 from specmeter.schemas.plan import Plan
 
 # kind (one of config.ENGINE_KINDS, every one) -> "module:StatsClass:LauncherClass"

@@ -35,11 +35,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from specmeter.config import EngineSpec, SpecConfig, SpecMethod
+from specmeter.common.errors import InputError
+from specmeter.common.installed import installed_version
+from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
 from specmeter.engines.flags import Each, Flag, Row, Unsupported, argv, dashed, fixed, overridden, settings
-from specmeter.errors import InputError
-from specmeter.installed import installed_version
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
 from specmeter.telemetry.prometheus import CounterDelta, Snapshot

@@ -45,12 +45,12 @@ from typing import Any
 
 import yaml
 
-from specmeter.config import EngineSpec, SpecConfig, SpecMethod
+from specmeter.common.errors import InputError
+from specmeter.common.installed import installed_version
+from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
 from specmeter.engines.flags import Each, Flag, Row, Unsupported, argv, fixed, rows, settings
 from specmeter.engines.trtllm_iterations import ITERATION_STATS_PATH, IterationStats
-from specmeter.errors import InputError
-from specmeter.installed import installed_version
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
 from specmeter.telemetry.prometheus import CounterDelta

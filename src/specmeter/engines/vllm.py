@@ -16,7 +16,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from specmeter.config import EngineSpec, SpecConfig, SpecMethod
+from specmeter.common.errors import InputError
+from specmeter.common.installed import installed_version
+from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import (
     EngineLauncher,
     EngineStats,
@@ -26,8 +28,6 @@ from specmeter.engines.base import (
     step_counter_counts,
 )
 from specmeter.engines.flags import Each, Flag, Row, argv, fixed, rows, settings
-from specmeter.errors import InputError
-from specmeter.installed import installed_version
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
 from specmeter.telemetry.prometheus import CounterDelta

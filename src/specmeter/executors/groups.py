@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 from specmeter.schemas.jobs import Grouping, JobGroup
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
 

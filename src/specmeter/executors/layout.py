@@ -16,10 +16,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
+from specmeter.rundir.store import SUMMARY, atomic_write_text, load_summary
 from specmeter.schemas.jobs import AttemptStatus, SlurmRun
 from specmeter.schemas.plan import Plan
-from specmeter.store import SUMMARY, atomic_write_text, load_summary
 
 STATE = "slurm.json"
 JOBS = "jobs"

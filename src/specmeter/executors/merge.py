@@ -15,9 +15,9 @@ from typing import TypeVar
 
 from specmeter import __version__
 from specmeter.executors.layout import AttemptDir
+from specmeter.rundir.store import CAPTURES, REQUESTS, RunStore, atomic_write_text, load_summary
 from specmeter.schemas.jobs import JobAttempt, RanOn, SlurmRun
 from specmeter.schemas.results import ConfigResult, RunSummary
-from specmeter.store import CAPTURES, REQUESTS, RunStore, atomic_write_text, load_summary
 
 T = TypeVar("T")
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from specmeter.errors import SpecmeterError
+from specmeter.common.errors import SpecmeterError
 
 # squeue/sacct fields, '|'-separated: the array task's id (1234_0), its state, its node(s).
 QUEUE_FORMAT = "%i|%T|%N"

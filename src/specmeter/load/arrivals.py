@@ -13,7 +13,7 @@ from typing import get_args
 
 import numpy as np
 
-from specmeter.config import ArrivalKind
+from specmeter.config.models import ArrivalKind
 
 _KINDS: tuple[str, ...] = get_args(ArrivalKind)
 

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from specmeter.errors import StreamError
+from specmeter.common.errors import StreamError
 from specmeter.load.http_stream import ConnectionPool
 from specmeter.load.sse import ERROR_BODY_CHARS, StreamResult, chunk_tokens, parse_sse_bytes, parse_sse_end
 from specmeter.schemas.records import RequestRecord

@@ -12,7 +12,7 @@ import time
 import traceback
 from typing import Any, cast
 
-from specmeter.config import EventLoop
+from specmeter.config.models import EventLoop
 from specmeter.load import eventloop
 from specmeter.load.kinds import kind_of
 from specmeter.load.pipes import STOP_TIMEOUT_S, WorkerJob, clock_name, frame, read_frame

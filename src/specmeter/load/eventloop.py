@@ -15,9 +15,9 @@ import signal
 from collections.abc import Callable, Coroutine
 from typing import Any, Literal, TypeVar
 
-from specmeter.config import EventLoop
-from specmeter.errors import InputError
-from specmeter.installed import module_available
+from specmeter.common.errors import InputError
+from specmeter.common.installed import module_available
+from specmeter.config.models import EventLoop
 
 T = TypeVar("T")
 

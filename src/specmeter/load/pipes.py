@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from specmeter.config import LoadPoint, LoadSpec
+from specmeter.config.models import LoadPoint, LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.load.replicas import ReplicaSettings
 from specmeter.load.traffic import PointKey

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specmeter.config import REQUESTS_PER_SLOT_FLOOR, LoadPoint, LoadSpec
+from specmeter.config.models import REQUESTS_PER_SLOT_FLOOR, LoadPoint, LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.load.kinds import kind_of
 from specmeter.load.replicas import Replicas

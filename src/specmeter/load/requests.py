@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specmeter.config import LoadSpec
+from specmeter.config.models import LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.data.selection import output_policy
 from specmeter.load.client import RequestSpec

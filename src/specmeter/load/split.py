@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import os
 
-from specmeter.config import LoadPoint, LoadSpec
+from specmeter.config.models import LoadPoint, LoadSpec
 
 # Automatic client processes (LoadSpec.client_processes unset): a point with at least this many slots is
 # split, one process per STREAMS_PER_PROCESS slots, up to the usable cores. One Python process keeps a few

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from specmeter.errors import StreamError
+from specmeter.common.errors import StreamError
 
 ERROR_BODY_CHARS = 200
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from specmeter.errors import EngineDied, ErrorRateExceeded, SpecmeterError
+from specmeter.common.errors import EngineDied, ErrorRateExceeded, SpecmeterError
 from specmeter.schemas.records import RequestRecord
 
 # Errors below this many finished requests never trip the error-rate limit (one early failure

@@ -13,7 +13,7 @@ import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Collection, Iterable, Iterator, Sequence
 
-from specmeter.config import LoadPoint, LoadSpec
+from specmeter.config.models import LoadPoint, LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.load.stops import PointProgress, StopCondition
 from specmeter.load.traffic import Traffic

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from specmeter.config import LoadSpec
+from specmeter.config.models import LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.load.client import OpenAIClient
 from specmeter.load.replicas import Replicas

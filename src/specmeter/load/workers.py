@@ -47,9 +47,9 @@ from pathlib import Path
 from typing import Any
 
 import specmeter
-from specmeter.config import EventLoop, LoadPoint, LoadSpec
+from specmeter.common.errors import SpecmeterError
+from specmeter.config.models import EventLoop, LoadPoint, LoadSpec
 from specmeter.data.model import Conversation
-from specmeter.errors import SpecmeterError
 from specmeter.load.kinds import kind_of
 from specmeter.load.pipes import STOP_TIMEOUT_S, WorkerJob, clock_name, frame, read_frame
 from specmeter.load.replicas import Replicas

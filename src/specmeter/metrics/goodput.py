@@ -11,9 +11,9 @@ import math
 from collections.abc import Sequence
 from statistics import NormalDist
 
+from specmeter.config.slo import SLO
 from specmeter.schemas.metrics import Goodput
 from specmeter.schemas.records import RequestRecord
-from specmeter.slo import SLO
 
 
 def meets(record: RequestRecord, slo: SLO) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
-from specmeter.errors import EngineError
+from specmeter.common.errors import EngineError
 from specmeter.metrics.running import summarize_running
 from specmeter.schemas.capture import GaugeSamples, ReplicaReads, Scrape
 from specmeter.schemas.metrics import ReplicaShare, SteadyState

@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 from specmeter.schemas.placement import Gpu
 
 SMI_QUERY = ("nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits")

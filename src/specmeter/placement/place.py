@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 from specmeter.schemas.placement import Gpu, Mode, Placement, ServerPlacement
 
 GPU_SHARE = 0.9  # what the servers on one GPU may take together (vLLM's default for one server alone)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specmeter.config import EngineSpec
+from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec
 from specmeter.engines.registry import get_engine
-from specmeter.errors import InputError
 from specmeter.placement.place import ServerNeed, place
 from specmeter.placement.weights import weights_bytes
 from specmeter.schemas.placement import Gpu, Placement

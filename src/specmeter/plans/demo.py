@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from specmeter.config import ConcurrencyPoint, EngineSpec, LoadSpec, Precision, SpecMethod
+from specmeter.common.errors import InputError
+from specmeter.config.models import ConcurrencyPoint, EngineSpec, LoadSpec, Precision, SpecMethod
 from specmeter.data.workload import load_conversations
-from specmeter.errors import InputError
+from specmeter.execution.runner import Execution
 from specmeter.plans.sweep import CandidateSpec, SweepSpec
-from specmeter.runner import Execution
 
 TARGET = "demo-target"
 DRAFT = "demo-draft"

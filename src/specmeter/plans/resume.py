@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specmeter.common.errors import InputError
 from specmeter.data.model import Conversation
 from specmeter.data.workload import reload_conversations, reload_lengths
-from specmeter.errors import InputError
-from specmeter.runner import Execution
+from specmeter.execution.runner import Execution
+from specmeter.rundir.store import RunStore, load_summary
 from specmeter.schemas.plan import Plan
-from specmeter.store import RunStore, load_summary
 
 
 def resume_execution(run_dir: Path, api_key: str | None) -> Execution:

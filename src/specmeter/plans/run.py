@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
-from specmeter.endpoints import Endpoint, normalize_endpoint
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
+from specmeter.config.endpoints import Endpoint, normalize_endpoint
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.schemas.plan import MatchedRandom, Plan, PlannedConfig, Role, WorkloadSelection
 
 BASELINE = "baseline"

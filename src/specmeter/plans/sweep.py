@@ -24,7 +24,7 @@ instead of verified (benchmarking only); its id says so, and it is never recomme
 `load: {concurrency: auto}` lets the sweep choose the concurrencies: it measures 1, 8 and 64, then each next point
 inside the widest bracket where speculation stops paying or the best K changes, until every such bracket is
 narrower than 1.5x or 8 points ran (`{concurrency: {auto: {min, max, start, width, max_points}}}` sets them;
-config_search.py). A search implies interleave.
+config/load_search.py). A search implies interleave.
 
 `gpus: [0, 1]` (or `--gpus 0,1`) names the GPUs the sweep may use (default: CUDA_VISIBLE_DEVICES, else every GPU
 nvidia-smi lists); placement/place.py decides which server runs on which, with what memory share.
@@ -50,16 +50,16 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig, SpecMethod, StrictModel
-from specmeter.config_files import build_model, load_yaml
-from specmeter.endpoints import Endpoint, normalize_endpoint
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
+from specmeter.config.endpoints import Endpoint, normalize_endpoint
+from specmeter.config.files import build_model, load_yaml
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig, SpecMethod, StrictModel
+from specmeter.config.synthetic import SyntheticAcceptance
 from specmeter.placement.inventory import parse_gpu_ids
 from specmeter.placement.servers import place_configs, placed
 from specmeter.plans.run import BASELINE, config_id
 from specmeter.schemas.placement import Gpu, Placement
 from specmeter.schemas.plan import Plan, PlannedConfig, Role, WorkloadSelection
-from specmeter.synthetic import SyntheticAcceptance
 
 # Keys of a candidate entry that take a list of values (expanded to every combination).
 EXPANDED = ("num_speculative_tokens", "draft_model", "prompt_lookup_min", "prompt_lookup_max", "tree")

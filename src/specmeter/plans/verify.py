@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specmeter.common.errors import InputError
 from specmeter.data.workload import reload_conversations
 from specmeter.engines.registry import get_engine
-from specmeter.errors import InputError
-from specmeter.runner import Execution
+from specmeter.execution.runner import Execution
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.recommend import DrafterRecommendation, Recommendation
 from specmeter.schemas.results import RunSummary

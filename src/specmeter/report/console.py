@@ -12,8 +12,8 @@ from specmeter.report.grid import Grid, Note
 from specmeter.report.outputs import Output
 from specmeter.report.recommendation import Line, deploy_lines, evidence_table, heading, round_lines
 from specmeter.report.tables import notes, summary_tables
-from specmeter.run_data import RunData
 from specmeter.rundir.answer import Answer, Round
+from specmeter.rundir.run_data import RunData
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
 

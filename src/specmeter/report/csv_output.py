@@ -11,14 +11,14 @@ from pathlib import Path
 
 from specmeter.load.kinds import kind_of
 from specmeter.report.outputs import Output
-from specmeter.run_data import RunData
+from specmeter.rundir.run_data import RunData
+from specmeter.rundir.store import atomic_write_text
 from specmeter.schemas.analysis import Ratio, Speedup
 from specmeter.schemas.metrics import Distribution
 from specmeter.schemas.plan import Plan
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 from specmeter.schemas.sd import SDCounts
-from specmeter.store import atomic_write_text
 
 REQUESTS = "requests.csv"
 POINTS = "points.csv"

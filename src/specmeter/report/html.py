@@ -16,9 +16,9 @@ from specmeter.report.ramp import stop_line
 from specmeter.report.recommendation import deploy_lines, evidence_table, heading, round_lines
 from specmeter.report.search import search_lines
 from specmeter.report.tables import notes, summary_tables
-from specmeter.run_data import RunData
+from specmeter.rundir.run_data import RunData
+from specmeter.rundir.store import atomic_write_text
 from specmeter.schemas.recommend import Recommendation
-from specmeter.store import atomic_write_text
 
 REPORT = "report.html"
 

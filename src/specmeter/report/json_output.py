@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from specmeter.report.outputs import Output
-from specmeter.run_data import RunData
-from specmeter.store import atomic_write_text
+from specmeter.rundir.run_data import RunData
+from specmeter.rundir.store import atomic_write_text
 
 
 class JsonOutput(Output):

@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
-from specmeter.run_data import RunData
+from specmeter.rundir.run_data import RunData
 
 # kind -> "module:class"; a new output is one line here and one class.
 KINDS = {

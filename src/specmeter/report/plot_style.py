@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import NullLocator
 
-from specmeter.config import LoadPoint
+from specmeter.config.models import LoadPoint
 from specmeter.load.kinds import kind_of
 from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.plan import Role

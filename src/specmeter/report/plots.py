@@ -22,7 +22,7 @@ from specmeter.report.plots_acceptance import acceptance_position, al_histogram,
 from specmeter.report.plots_compare import compare_figures
 from specmeter.report.plots_decisions import recommended_k, synthetic_vs_real, verify
 from specmeter.report.plots_load import pareto, speedup, speedup_heatmap, throughput, tpot
-from specmeter.run_data import RunData
+from specmeter.rundir.run_data import RunData
 
 __all__ = ["PLOTS", "PlotsOutput", "compare_figures", "figures", "svg_text"]
 

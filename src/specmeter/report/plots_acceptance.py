@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 from matplotlib.figure import Figure
 
-from specmeter.config import LoadPoint
+from specmeter.config.models import LoadPoint
 from specmeter.report.plot_style import (
     config_colors,
     grid,
@@ -18,7 +18,7 @@ from specmeter.report.plot_style import (
     panels,
 )
 from specmeter.report.pooled import pooled_histogram, pooled_sd
-from specmeter.run_data import RunData
+from specmeter.rundir.run_data import RunData
 from specmeter.schemas.metrics import CategoryBreakdown
 from specmeter.schemas.results import ConfigResult, RunSummary
 

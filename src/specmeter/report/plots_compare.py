@@ -20,7 +20,7 @@ from specmeter.report.plot_style import (
     unity,
 )
 from specmeter.report.plots_load import stored_speedups
-from specmeter.run_data import RunData
+from specmeter.rundir.run_data import RunData
 
 
 def _compare_colors(runs: Sequence[RunData]) -> dict[str, str]:

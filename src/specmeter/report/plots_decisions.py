@@ -24,7 +24,7 @@ from specmeter.report.plot_style import (
 )
 from specmeter.report.plots_load import stored_speedups
 from specmeter.report.tables import pooled_sd
-from specmeter.run_data import RunData
+from specmeter.rundir.run_data import RunData
 from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.results import RunSummary
 

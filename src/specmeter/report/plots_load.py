@@ -12,6 +12,7 @@ from matplotlib import colormaps
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
+from specmeter.config.synthetic import CEILING_NOTE
 from specmeter.report.plot_style import (
     Panel,
     Value,
@@ -29,11 +30,10 @@ from specmeter.report.plot_style import (
     series_over_repeats,
     unity,
 )
-from specmeter.run_data import RunData
+from specmeter.rundir.run_data import RunData
 from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.results import PointResult, RunSummary
-from specmeter.synthetic import CEILING_NOTE
 
 
 # ---- what the figures read --------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from specmeter.config import LoadPoint
+from specmeter.config.models import LoadPoint
 from specmeter.schemas.plan import Plan, PlannedConfig
 from specmeter.schemas.progress import Reporter
 from specmeter.schemas.records import RequestRecord

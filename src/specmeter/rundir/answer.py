@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from specmeter.config_files import build_model
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
+from specmeter.config.files import build_model
+from specmeter.rundir.store import atomic_write_text, write_once
 from specmeter.schemas.recommend import Recommendation
-from specmeter.store import atomic_write_text, write_once
 
 ANSWER_DIR = "answer"
 POINTER = "recommendation.json"

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from specmeter.config import EngineSpec, LoadPoint, LoadSpec, SpecConfig
+from specmeter.config.models import EngineSpec, LoadPoint, LoadSpec, SpecConfig
 from specmeter.schemas.placement import Placement
 
 

@@ -3,7 +3,7 @@ draws them, and neither imports the other."""
 
 from __future__ import annotations
 
-from specmeter.config import LoadPoint
+from specmeter.config.models import LoadPoint
 from specmeter.schemas.plan import Plan, PlannedConfig
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import PointResult

@@ -13,7 +13,7 @@ from collections import defaultdict
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, Field
 
-from specmeter.errors import EngineError
+from specmeter.common.errors import EngineError
 
 # Labels that identify replicas of one logical series (vLLM: one `engine` label per DP rank).
 REPLICA_LABELS = frozenset({"engine", "dp_rank", "rank", "pid"})

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specmeter.analysis.regression import check_runs
-from specmeter.errors import RegressionFound
+from specmeter.common.errors import RegressionFound
 from specmeter.report.check import render_check
-from specmeter.run_data import load_run
+from specmeter.rundir.run_data import load_run
 from specmeter.workflows.terminal import Terminal
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from specmeter.common.errors import InputError
 from specmeter.data.speed_bench import DEFAULT_REVISION
 from specmeter.data.speed_bench_prepare import prepare
-from specmeter.errors import InputError
 from specmeter.workflows.terminal import Terminal
 
 

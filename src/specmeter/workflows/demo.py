@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specmeter.execution.servers import ServerPool
 from specmeter.plans.demo import demo_plan
-from specmeter.servers import ServerPool
-from specmeter.store import new_run_id
+from specmeter.rundir.store import new_run_id
 from specmeter.workflows.execute import measure_one
 from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.recommend import check_min_gain

@@ -1,6 +1,6 @@
 """`specmeter plan --hardware NAME ...` (no run directory): before renting a GPU, a roofline estimate of what
 speculative decoding would do there, from datasheet numbers, the models' config.json and an acceptance
-profile. The flags become the estimate's inputs here; the numbers come from planner/roofline.py."""
+profile. The flags become the estimate's inputs here; the numbers come from predict/roofline.py."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast, get_args
 
-from specmeter.errors import InputError
-from specmeter.planner.acceptance import AcceptanceProfile
-from specmeter.planner.hardware import GB, custom, preset
-from specmeter.planner.model_shape import detect_method, read_shape
-from specmeter.planner.predict import DEFAULT_BATCHES, DEFAULT_KS
-from specmeter.planner.profiles import parse_acceptance
-from specmeter.planner.roofline import estimate
+from specmeter.common.errors import InputError
+from specmeter.predict.acceptance import AcceptanceProfile
+from specmeter.predict.hardware import GB, custom, preset
+from specmeter.predict.model_shape import detect_method, read_shape
+from specmeter.predict.predict import DEFAULT_BATCHES, DEFAULT_KS
+from specmeter.predict.profiles import parse_acceptance
+from specmeter.predict.roofline import estimate
 from specmeter.report.estimate import render_estimate
 from specmeter.schemas.estimate import Dtype, Efficiency, Estimate, EstimateInputs, Method, ModelShape
 from specmeter.workflows.terminal import Terminal

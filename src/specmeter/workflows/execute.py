@@ -7,15 +7,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from specmeter import __version__
+from specmeter.common.errors import RunIncomplete
 from specmeter.engines.probe import resolve_endpoints
-from specmeter.errors import RunIncomplete
+from specmeter.execution.runner import Execution, execute
+from specmeter.execution.servers import ServerPool
 from specmeter.report.console import render
 from specmeter.report.html import HtmlOutput
-from specmeter.run_data import load_run
-from specmeter.runner import Execution, execute
+from specmeter.rundir.run_data import load_run
+from specmeter.rundir.store import RunStore, load_summary
 from specmeter.schemas.results import RunSummary
-from specmeter.servers import ServerPool
-from specmeter.store import RunStore, load_summary
 from specmeter.workflows.terminal import Terminal
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from specmeter.analysis.by_length import at_length, lengths
 from specmeter.analysis.recommend import recommend as decide_table
-from specmeter.errors import InputError
-from specmeter.planner.calibration import calibrate, refit
-from specmeter.planner.observations import drafter_key, request_mix
-from specmeter.planner.predict import (
+from specmeter.common.errors import InputError
+from specmeter.predict.calibration import calibrate, refit
+from specmeter.predict.observations import drafter_key, request_mix
+from specmeter.predict.predict import (
     DEFAULT_BATCHES,
     DEFAULT_KS,
     Predictor,
@@ -22,15 +22,15 @@ from specmeter.planner.predict import (
     mark_measured,
     measured_points,
 )
-from specmeter.planner.profiles import category_profiles, drafter_profiles, parse_acceptance
-from specmeter.planner.tables import fill_unmeasured, predicted_k
+from specmeter.predict.profiles import category_profiles, drafter_profiles, parse_acceptance
+from specmeter.predict.tables import fill_unmeasured, predicted_k
 from specmeter.report.planner import render_calibration, render_plan
-from specmeter.run_data import run_records
 from specmeter.rundir.answer import read_answer
+from specmeter.rundir.run_data import run_records
+from specmeter.rundir.store import RunStore, keep, load_summary, write_once
 from specmeter.schemas.planner import Calibration, Cell, PlanResult
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
-from specmeter.store import RunStore, keep, load_summary, write_once
 from specmeter.workflows.terminal import Terminal
 
 CALIBRATION = "calibration.json"

@@ -15,17 +15,17 @@ from pydantic import BaseModel
 
 from specmeter.analysis.by_length import per_length
 from specmeter.analysis.recommend import recommend as decide_table
-from specmeter.config_files import build_model
+from specmeter.common.errors import InputError
+from specmeter.config.files import build_model
 from specmeter.engines.deploy import render, sweep_engine
-from specmeter.errors import InputError
 from specmeter.report.console import render_recommendation, render_rounds
 from specmeter.report.recommendation import answer_document
-from specmeter.run_data import run_records
 from specmeter.rundir.answer import Answer, Round, next_round, read_answer, write_round
+from specmeter.rundir.run_data import run_records
+from specmeter.rundir.store import RunStore, load_summary
 from specmeter.schemas.recommend import SLO, Objective, Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
-from specmeter.store import RunStore, load_summary
 from specmeter.workflows.execute import write_page
 from specmeter.workflows.terminal import Terminal
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from specmeter.analysis.decide import analyze
 from specmeter.engines.registry import get_engine
-from specmeter.run_data import is_verification, run_records
+from specmeter.results.summarize import summarize_point
+from specmeter.rundir.run_data import is_verification, run_records
+from specmeter.rundir.store import SUMMARY, RunStore, load_summary
 from specmeter.schemas.plan import Role
-from specmeter.store import SUMMARY, RunStore, load_summary
-from specmeter.summarize import summarize_point
 
 
 @dataclass

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specmeter.analysis.compare import compare_runs
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 from specmeter.report.compare import render_comparison
 from specmeter.report.console import ConsoleOutput
 from specmeter.report.outputs import output
 from specmeter.report.recommendation import answer_document
-from specmeter.run_data import load_run
+from specmeter.rundir.run_data import load_run
 from specmeter.workflows.recompute import recompute as recompute_run
 from specmeter.workflows.terminal import Terminal
 

@@ -7,17 +7,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specmeter.config import EngineSpec, LoadSpec, SpecConfig
-from specmeter.config_files import build_model, load_yaml, parse_spec_json
+from specmeter.common.errors import SpecmeterError
+from specmeter.config.endpoints import Endpoint
+from specmeter.config.files import build_model, load_yaml, parse_spec_json
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.data.matched import vocab_from_model
 from specmeter.data.selection import output_policy
 from specmeter.data.workload import load_conversations
-from specmeter.endpoints import Endpoint
 from specmeter.engines.preflight import check_local_models
-from specmeter.errors import SpecmeterError
+from specmeter.execution.runner import Execution
 from specmeter.plans.run import compare_workloads_plan, run_plan
-from specmeter.runner import Execution
-from specmeter.store import new_run_id
+from specmeter.rundir.store import new_run_id
 from specmeter.workflows.execute import measure_one
 from specmeter.workflows.terminal import Terminal
 

@@ -9,16 +9,16 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from specmeter.errors import InputError, RunIncomplete
+from specmeter.common.errors import InputError, RunIncomplete
+from specmeter.execution.runner import Execution
 from specmeter.executors.groups import plan_for_jobs, sub_plan
 from specmeter.executors.layout import AttemptDir, read_state, write_state
 from specmeter.executors.merge import merge
 from specmeter.executors.slurm import Driver
 from specmeter.executors.slurm_cli import Slurm, SlurmCli
 from specmeter.report.console import render
-from specmeter.runner import Execution
+from specmeter.rundir.store import SUMMARY, load_summary
 from specmeter.schemas.jobs import SlurmOptions, SlurmRun
-from specmeter.store import SUMMARY, load_summary
 from specmeter.workflows.execute import write_page
 from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.recompute import recompute

@@ -10,13 +10,13 @@ import shutil
 import socket
 from pathlib import Path
 
-from specmeter.errors import RunIncomplete
+from specmeter.common.errors import RunIncomplete
+from specmeter.execution.runner import Execution
 from specmeter.executors.layout import AttemptDir
 from specmeter.placement.inventory import detect_gpus
 from specmeter.plans.resume import resume_execution, stored_workload
 from specmeter.plans.sweep import placed_on_node
-from specmeter.runner import Execution
-from specmeter.store import CAPTURES, REQUESTS, SUMMARY
+from specmeter.rundir.store import CAPTURES, REQUESTS, SUMMARY
 from specmeter.workflows.execute import measure_one
 from specmeter.workflows.terminal import Terminal
 

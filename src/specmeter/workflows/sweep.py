@@ -9,25 +9,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specmeter.config_files import build_model
+from specmeter.common.errors import InputError
+from specmeter.config.files import build_model
+from specmeter.config.slo import SLO
 from specmeter.data.model import Conversation
 from specmeter.data.selection import output_policy
 from specmeter.data.shaping import check_lengths
 from specmeter.data.workload import load_conversations, load_lengths
 from specmeter.engines.preflight import check_local_models
-from specmeter.errors import InputError
+from specmeter.execution.runner import Execution
+from specmeter.execution.servers import ServerPool
 from specmeter.placement.inventory import detect_gpus
 from specmeter.placement.servers import placed
 from specmeter.plans.sweep import SweepSpec, read_sweep_file
 from specmeter.plans.verify import check_verifiable
 from specmeter.report.console import print_tables
 from specmeter.report.placement import placement_notes, placement_table
-from specmeter.runner import Execution
+from specmeter.rundir.store import new_run_id
 from specmeter.schemas.jobs import SlurmOptions
 from specmeter.schemas.placement import Placement
-from specmeter.servers import ServerPool
-from specmeter.slo import SLO
-from specmeter.store import new_run_id
 from specmeter.workflows.execute import measure_and_keep, measure_one
 from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.recommend import check_min_gain

@@ -18,19 +18,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specmeter.analysis.correction import correct, disagreements, same_table
-from specmeter.config import SpecConfig
+from specmeter.common.errors import InputError
+from specmeter.config.models import SpecConfig
 from specmeter.engines.deploy import render, sweep_engine
-from specmeter.errors import InputError
+from specmeter.execution.runner import Execution
+from specmeter.execution.servers import ServerPool
 from specmeter.plans.verify import verify_execution
 from specmeter.report.console import render_recommendation
-from specmeter.run_data import run_records
 from specmeter.rundir.answer import ANSWER_DIR, Answer, read_answer, write_round
-from specmeter.runner import Execution
+from specmeter.rundir.run_data import run_records
+from specmeter.rundir.store import REQUESTS, RunStore, atomic_write_text, load_summary, new_run_id
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
-from specmeter.servers import ServerPool
-from specmeter.store import REQUESTS, RunStore, atomic_write_text, load_summary, new_run_id
 from specmeter.workflows.execute import measure_and_keep, write_page
 from specmeter.workflows.recommend import Criteria, decide, read_recommendation, refuse_other_criteria
 from specmeter.workflows.terminal import Terminal

@@ -16,14 +16,14 @@ import numpy as np
 
 from specmeter.analysis.vocab import Stream, coverage_by_category, workload_conversation
 from specmeter.analysis.vocab_drafted import compare, drafted_configs
+from specmeter.common.errors import InputError
 from specmeter.data.corpus import Encode, load_encoder, read_corpus
 from specmeter.data.vocab_map import DraftVocab, read_vocab_map, top_n
-from specmeter.errors import InputError
 from specmeter.report.vocab import render_vocab
-from specmeter.run_data import RunData
+from specmeter.rundir.run_data import RunData
+from specmeter.rundir.store import keep, load_summary, write_once
 from specmeter.schemas.plan import PlannedConfig
 from specmeter.schemas.vocab import MapAnalysis, VocabMapInfo, VocabReport
-from specmeter.store import keep, load_summary, write_once
 from specmeter.workflows.terminal import Terminal
 
 VOCAB = "vocab.json"

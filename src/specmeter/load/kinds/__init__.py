@@ -1,7 +1,7 @@
 """Load kinds, registered by the `kind` tag of their points: one object per kind of load point owns its point
 model, strategy, steady window, headline metric and labels (load/kinds/base.py says what each provides).
 
-A new kind (say, trace replay) is a point model in config.py, a module here with its LoadKind and Strategy,
+A new kind (say, trace replay) is a point model in config/models.py, a module here with its LoadKind and Strategy,
 and one entry in KINDS.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specmeter.config import LoadPoint
+from specmeter.config.models import LoadPoint
 from specmeter.load.kinds.base import LoadKind
 from specmeter.load.kinds.closed import ClosedLoopKind
 from specmeter.load.kinds.open import OpenLoopKind

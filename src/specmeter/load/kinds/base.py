@@ -1,6 +1,6 @@
 """The protocol every load kind implements: one object per kind of load point, bound to one point.
 
-A kind owns everything that differs between kinds of load: its point model (parsed from plans in config.py, the
+A kind owns everything that differs between kinds of load: its point model (parsed from plans in config/models.py, the
 bottom layer), the strategy that sends its points, where its steady window lies, the metric its verdicts read,
 and how reports label it. Code above load asks the point's kind (`kind_of`, this package) instead of switching
 on the point's type.
@@ -14,7 +14,7 @@ from typing import ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from specmeter.config import LoadSpec
+from specmeter.config.models import LoadSpec
 from specmeter.load.strategies import Strategy
 from specmeter.metrics.steady import steady_state
 from specmeter.schemas.metrics import SteadyState

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specmeter.config import REQUESTS_PER_SLOT_FLOOR, ConcurrencyPoint, LoadSpec
+from specmeter.config.models import REQUESTS_PER_SLOT_FLOOR, ConcurrencyPoint, LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.load.kinds.base import LoadKind
 from specmeter.load.stops import DurationFloor, PointProgress, StopCondition

@@ -6,7 +6,7 @@ import asyncio
 import math
 from collections.abc import Sequence
 
-from specmeter.config import LoadSpec, RatePoint
+from specmeter.config.models import LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.load.arrivals import arrival_times
 from specmeter.load.kinds.base import LoadKind

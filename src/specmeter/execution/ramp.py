@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from specmeter.analysis.saturation import ramp_step
-from specmeter.config import LoadPoint
+from specmeter.config.models import LoadPoint
 from specmeter.load.stops import Stop
 from specmeter.schemas.ramp import AxisRamp, RampStep
 from specmeter.schemas.records import RequestRecord

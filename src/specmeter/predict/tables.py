@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from specmeter.analysis.recommend import merge_segments
-from specmeter.planner.acceptance import AcceptanceProfile
-from specmeter.planner.predict import Estimate, Predictor
+from specmeter.predict.acceptance import AcceptanceProfile
+from specmeter.predict.predict import Estimate, Predictor
 from specmeter.schemas.recommend import DrafterRecommendation, Segment
 
 Choice = tuple[int, Estimate | None]

@@ -20,22 +20,16 @@ is a silent loss: resume re-sends every request whose record is not in the file.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import platform
 import queue
-import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from specmeter import __version__
-from specmeter.errors import InputError, SpecmeterError
-from specmeter.installed import installed_version
+from specmeter.common.errors import InputError, SpecmeterError
 from specmeter.schemas.capture import PointCapture
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import SCHEMA_VERSION, RunSummary
@@ -351,49 +345,6 @@ def load_summary(run_dir: Path) -> RunSummary:
         return RunSummary.model_validate_json(text)
     except ValueError as exc:
         raise InputError(f"{path}: not a specmeter run summary ({exc.__class__.__name__}); check the path") from exc
-
-
-def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def model_fingerprint(model: str | None) -> dict[str, Any] | None:
-    """Content hashes of a local model directory's weights and config, or of a .gguf file (hub ids: the id)."""
-    if not model:
-        return None
-    p = Path(model)
-    if p.is_file() and p.suffix == ".gguf":
-        return {"path": str(p.resolve()), "sha256": {p.name: file_sha256(p)}}
-    if not p.is_dir():
-        return {"id": model}
-    files = sorted(
-        f for f in p.iterdir() if f.suffix in {".safetensors", ".bin", ".json"} and f.is_file()
-    )
-    return {"path": str(p.resolve()), "sha256": {f.name: file_sha256(f) for f in files}}
-
-
-def environment_info() -> dict[str, Any]:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        "specmeter": __version__,
-        "uvloop": installed_version("uvloop"),  # the client's event loop when load.event_loop is auto
-    }
 
 
 def latest_records(records: Sequence[RequestRecord]) -> list[RequestRecord]:

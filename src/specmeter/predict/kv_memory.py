@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from specmeter.planner.hardware import dtype_bytes
+from specmeter.predict.hardware import dtype_bytes
 from specmeter.schemas.estimate import EstimateInputs, MemoryEstimate, ModelShape
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from specmeter.config import SpecConfig
+from specmeter.config.models import SpecConfig
 from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.planner import Observation
 from specmeter.schemas.results import PointResult, RunSummary

@@ -1,6 +1,6 @@
 """`load: {concurrency: auto}` (or `request_rate: auto`): where a sweep's load points come from when nobody lists
 them. The sweep measures `start`, then places each next point where the crossover or a best-K boundary is least
-sure (planner/search.py), until every such bracket is narrower than `width` (its high load over its low one) or
+sure (execution/load_search.py), until every such bracket is narrower than `width` (its high load over its low one) or
 `max_points` points have run on the axis.
 
     load: {concurrency: auto}                                        # 1 to 64, starting at 1, 8 and 64

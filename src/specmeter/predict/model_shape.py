@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from specmeter.errors import InputError
-from specmeter.planner.checkpoint import checkpoint_params
+from specmeter.common.errors import InputError
+from specmeter.predict.checkpoint import checkpoint_params
 from specmeter.schemas.estimate import Method, ModelShape, Role
 
 # Decoders whose MLP is two matrices (up, down) rather than Llama's gated three.

@@ -1,6 +1,6 @@
 """A per-request service-level objective: the bounds a request must meet to count toward goodput (requests per
 second that met every bound given). Read from `load.slo` (per-point goodput beside throughput) and from `--slo`
-(recommend's goodput objective). Below config.py, so a load spec can carry one."""
+(recommend's goodput objective). Below config/models.py, so a load spec can carry one."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specmeter.config import LoadPoint, LoadSpec, SpecConfig
+from specmeter.config.models import LoadPoint, LoadSpec, SpecConfig
 from specmeter.engines.base import EngineStats
 from specmeter.load.kinds import kind_of
 from specmeter.metrics.categories import category_breakdown
@@ -19,11 +19,11 @@ from specmeter.metrics.requests import with_sd
 from specmeter.metrics.running import summarize_running
 from specmeter.metrics.sd_summary import summarize_sd
 from specmeter.metrics.synthetic import synthetic_check
+from specmeter.rundir.store import latest_records
 from specmeter.schemas.capture import Attempt, PointCapture
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import PointResult
 from specmeter.schemas.sd import SDSummary, SyntheticCheck
-from specmeter.store import latest_records
 from specmeter.telemetry.feed import IterationFeed, replay
 
 RESUMED_SD = ("point finished by --resume on a new server: counter deltas cover only the resumed requests, so "

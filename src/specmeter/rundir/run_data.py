@@ -10,11 +10,11 @@ from pathlib import Path
 from specmeter.engines.registry import plan_stats
 from specmeter.metrics.requests import parse_records
 from specmeter.rundir.answer import Answer, read_answer
+from specmeter.rundir.store import SUMMARY, RunStore, latest_records, load_summary
 from specmeter.schemas.plan import Plan
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
-from specmeter.store import SUMMARY, RunStore, latest_records, load_summary
 
 VERIFY_DIR = "verify"
 

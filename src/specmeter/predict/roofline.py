@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specmeter.errors import InputError
-from specmeter.planner.acceptance import AcceptanceProfile
-from specmeter.planner.hardware import dtype_bytes, peak_flops
-from specmeter.planner.kv_memory import kv_bytes_per_token, memory
+from specmeter.common.errors import InputError
+from specmeter.predict.acceptance import AcceptanceProfile
+from specmeter.predict.hardware import dtype_bytes, peak_flops
+from specmeter.predict.kv_memory import kv_bytes_per_token, memory
 from specmeter.schemas.estimate import (
     BaselineRow,
     BestK,

@@ -20,7 +20,16 @@ from datetime import UTC, datetime
 
 from specmeter import __version__
 from specmeter.analysis.decide import analyze
-from specmeter.config import ConcurrencyPoint, LoadPoint
+from specmeter.common.errors import (
+    EngineDied,
+    EngineError,
+    ErrorRateExceeded,
+    InputError,
+    RunIncomplete,
+    SpecmeterError,
+)
+from specmeter.common.redact import redact_argv
+from specmeter.config.models import ConcurrencyPoint, LoadPoint
 from specmeter.data.matched import matched_random
 from specmeter.data.model import Conversation
 from specmeter.engines.base import Engine
@@ -28,28 +37,27 @@ from specmeter.engines.kv_capacity import kv_capacity_from_log
 from specmeter.engines.launcher import LaunchedServer
 from specmeter.engines.probe import resolve_endpoints
 from specmeter.engines.server_log import failure_reason
-from specmeter.errors import EngineDied, EngineError, ErrorRateExceeded, InputError, RunIncomplete, SpecmeterError
+from specmeter.execution.load_search import Search
+from specmeter.execution.ramp import Ramp
+from specmeter.execution.rounds import Rounds
+from specmeter.execution.schedule import Block, Cell
+from specmeter.execution.schedule import schedule as schedule  # re-exported: its users import it from here
+from specmeter.execution.servers import Server, ServerPool, served_model
 from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
 from specmeter.load.point import count_requests, point_conversations, run_point
 from specmeter.load.replicas import Replicas, accepts_connections
 from specmeter.load.stops import PointProgress, ReplicaDown, ServerAlive, StopCondition
 from specmeter.load.traffic import PointKey
-from specmeter.planner.search import Search
-from specmeter.ramp import Ramp
-from specmeter.redact import redact_argv
-from specmeter.rounds import Rounds
-from specmeter.run_data import run_records
-from specmeter.schedule import Block, Cell
-from specmeter.schedule import schedule as schedule  # re-exported: its users import it from here
+from specmeter.results.summarize import summarize_point
+from specmeter.rundir.provenance import environment_info, model_fingerprint
+from specmeter.rundir.run_data import run_records
+from specmeter.rundir.store import RunStore, latest_records
 from specmeter.schemas.capture import Attempt, PointCapture
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.progress import Reporter
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
-from specmeter.servers import Server, ServerPool, served_model
-from specmeter.store import RunStore, environment_info, latest_records, model_fingerprint
-from specmeter.summarize import summarize_point
 from specmeter.telemetry.point import PointTelemetry
 
 
@@ -183,7 +191,7 @@ class _Run:
     # -- one cell ----------------------------------------------------------------------------------------
     async def measure(self, cell: Cell, server: Server) -> PointResult:
         """Send the cell's requests and capture the engine's telemetry around and through them; the result is
-        summarized from what was captured (summarize.py), merged with earlier attempts at the point (resume)."""
+        summarized from what was captured (results/summarize.py), merged with earlier attempts at the point (resume)."""
         config, point, repeat = cell.config, cell.point, cell.repeat
         load = self.plan.load_for(config)
         stats = server.engine.stats

@@ -1,5 +1,5 @@
 """Load points: where on the load axis a plan measures (closed loop at a concurrency, open loop at a request rate),
-and the strict base every config model is built on. Below config.py, which re-exports them (their users import
+and the strict base every config model is built on. Below config/models.py, which re-exports them (their users import
 them from there)."""
 
 from __future__ import annotations

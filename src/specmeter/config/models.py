@@ -17,25 +17,25 @@ from pydantic import (
     model_validator,
 )
 
-from specmeter.config_points import POINT_KINDS as POINT_KINDS  # re-exported, as the other point names below
-from specmeter.config_points import REQUESTS_PER_SLOT_FLOOR as REQUESTS_PER_SLOT_FLOOR
-from specmeter.config_points import ArrivalKind as ArrivalKind
-from specmeter.config_points import ConcurrencyPoint as ConcurrencyPoint
-from specmeter.config_points import LoadPoint as LoadPoint
-from specmeter.config_points import RatePoint as RatePoint
-from specmeter.config_points import SaturationRule as SaturationRule
-from specmeter.config_points import StrictModel as StrictModel
-from specmeter.config_points import one_user, point_shorthand
-from specmeter.config_search import LoadSearch, parse_auto
-from specmeter.dynamic_k import dynamic_k_at as dynamic_k_at  # re-exported: its users import it from here
-from specmeter.dynamic_k import validate_dynamic_k
-from specmeter.endpoints import Endpoint, endpoint_list, normalize_endpoint
-from specmeter.errors import InputError
-from specmeter.installed import module_available
-from specmeter.redact import redact_argv, redact_env
-from specmeter.slo import SLO
-from specmeter.synthetic import SyntheticAcceptance, synthetic_extra
-from specmeter.tree import TreeDraft, tree_extra
+from specmeter.common.errors import InputError
+from specmeter.common.installed import module_available
+from specmeter.common.redact import redact_argv, redact_env
+from specmeter.config.dynamic_k import dynamic_k_at as dynamic_k_at  # re-exported: its users import it from here
+from specmeter.config.dynamic_k import validate_dynamic_k
+from specmeter.config.endpoints import Endpoint, endpoint_list, normalize_endpoint
+from specmeter.config.load_search import LoadSearch, parse_auto
+from specmeter.config.points import POINT_KINDS as POINT_KINDS  # re-exported, as the other point names below
+from specmeter.config.points import REQUESTS_PER_SLOT_FLOOR as REQUESTS_PER_SLOT_FLOOR
+from specmeter.config.points import ArrivalKind as ArrivalKind
+from specmeter.config.points import ConcurrencyPoint as ConcurrencyPoint
+from specmeter.config.points import LoadPoint as LoadPoint
+from specmeter.config.points import RatePoint as RatePoint
+from specmeter.config.points import SaturationRule as SaturationRule
+from specmeter.config.points import StrictModel as StrictModel
+from specmeter.config.points import one_user, point_shorthand
+from specmeter.config.slo import SLO
+from specmeter.config.synthetic import SyntheticAcceptance, synthetic_extra
+from specmeter.config.tree import TreeDraft, tree_extra
 
 # The names a config may use, owned here; the modules that act on them take them from here.
 ENGINE_KINDS = ("vllm", "llamacpp", "sglang", "trtllm")  # engines/registry.py maps each to its stats and launcher
@@ -238,7 +238,7 @@ class LoadSpec(StrictModel):
     """The load points and how every request is made: identical for every configuration of a plan.
 
     `concurrency: [1, 4]` and `request_rate: [2.0]` are shorthands for `points`; `concurrency: auto` searches that
-    axis (config_search.py): its start loads become the first points, and the sweep adds the ones it chooses.
+    axis (config/load_search.py): its start loads become the first points, and the sweep adds the ones it chooses.
     """
 
     api: Literal["chat", "completions"] = "chat"

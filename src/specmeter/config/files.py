@@ -10,8 +10,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from specmeter.config import POINT_KINDS, SpecConfig
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
+from specmeter.config.models import POINT_KINDS, SpecConfig
 
 
 def parse_spec_json(text: str, where: str = "--spec") -> SpecConfig:

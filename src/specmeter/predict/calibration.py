@@ -12,10 +12,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from specmeter.analysis.families import drafter_label
-from specmeter.endpoints import endpoint_label
-from specmeter.errors import InputError
-from specmeter.planner.observations import drafter_key, observations
-from specmeter.planner.stepcost import N_TARGET, Fit, fit, observation_features
+from specmeter.common.errors import InputError
+from specmeter.config.endpoints import endpoint_label
+from specmeter.predict.observations import drafter_key, observations
+from specmeter.predict.stepcost import N_TARGET, Fit, fit, observation_features
 from specmeter.schemas.planner import TARGET_TERMS, Calibration, DrafterCost, Observation
 from specmeter.schemas.results import RunSummary
 

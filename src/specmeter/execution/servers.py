@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from contextlib import ExitStack
 
-from specmeter.config import EngineSpec
+from specmeter.common.errors import EngineError, InputError
+from specmeter.config.models import EngineSpec
 from specmeter.engines.base import Engine
 from specmeter.engines.launcher import LaunchedServer
 from specmeter.engines.registry import get_engine
-from specmeter.errors import EngineError, InputError
 from specmeter.load.client import OpenAIClient
 from specmeter.schemas.plan import PlannedConfig
 

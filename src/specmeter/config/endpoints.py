@@ -1,7 +1,7 @@
 """Attach mode's endpoint field: one base URL, or a list of data-parallel replicas of one server.
 
 One URL stays a plain string (as every stored plan before replicas has it, and as it serializes back); a list of
-one is that string; two or more stay a list. Below config.py (EngineSpec and the sweep file take their values
+one is that string; two or more stay a list. Below config/models.py (EngineSpec and the sweep file take their values
 from here), so every place that sets an endpoint normalizes it the same way.
 """
 

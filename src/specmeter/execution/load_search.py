@@ -12,9 +12,9 @@ from functools import partial
 
 from specmeter.analysis.decide import analyze
 from specmeter.analysis.headline import headline
-from specmeter.config import ConcurrencyPoint, LoadPoint
-from specmeter.config_search import LoadSearch
-from specmeter.planner.placement import (
+from specmeter.config.load_search import LoadSearch
+from specmeter.config.models import ConcurrencyPoint, LoadPoint
+from specmeter.execution.next_point import (
     Guess,
     Measured,
     Placement,
@@ -24,7 +24,7 @@ from specmeter.planner.placement import (
     decide,
     find_brackets,
 )
-from specmeter.planner.search_model import SearchModel
+from specmeter.execution.search_model import SearchModel
 from specmeter.schemas.plan import Plan, Role
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from specmeter.analysis.sequential import confidence_after, point_decisions, settled
-from specmeter.config import LoadPoint, LoadSpec
+from specmeter.config.models import LoadPoint, LoadSpec
 from specmeter.load.stops import Stop, StopConditions
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import Look, PointSampling, RunSummary

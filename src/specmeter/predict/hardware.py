@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from specmeter.errors import InputError
+from specmeter.common.errors import InputError
 from specmeter.schemas.estimate import Dtype, Hardware
 
 T = 1e12

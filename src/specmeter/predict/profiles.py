@@ -11,14 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from specmeter.analysis.families import drafter_label
-from specmeter.errors import InputError
-from specmeter.planner.acceptance import AcceptanceProfile, accepted_variance
-from specmeter.planner.observations import drafter_key
+from specmeter.common.errors import InputError
+from specmeter.predict.acceptance import AcceptanceProfile, accepted_variance
+from specmeter.predict.observations import drafter_key
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.metrics import CategorySD
 from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.results import RunSummary
 from specmeter.schemas.sd import SDCounts
-from specmeter.store import load_summary
 
 
 def _teaches(c: PlannedConfig, exclude: Sequence[str]) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specmeter.config import LoadPoint
+from specmeter.config.models import LoadPoint
 from specmeter.schemas.plan import Plan, PlannedConfig
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from specmeter.config_search import round_rate
+from specmeter.config.load_search import round_rate
 from specmeter.schemas.search import Bracket, CrossoverBracket
 
 CLAMP = 0.25  # a model's guess is kept between 1/4 and 3/4 of the bracket's width in log-load

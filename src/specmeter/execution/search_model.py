@@ -15,13 +15,13 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from specmeter.errors import InputError
-from specmeter.planner.acceptance import AcceptanceProfile
-from specmeter.planner.calibration import calibrate, refit
-from specmeter.planner.observations import drafter_key, request_mix
-from specmeter.planner.placement import Guess
-from specmeter.planner.predict import Predictor
-from specmeter.planner.profiles import drafter_profiles
+from specmeter.common.errors import InputError
+from specmeter.execution.next_point import Guess
+from specmeter.predict.acceptance import AcceptanceProfile
+from specmeter.predict.calibration import calibrate, refit
+from specmeter.predict.observations import drafter_key, request_mix
+from specmeter.predict.predict import Predictor
+from specmeter.predict.profiles import drafter_profiles
 from specmeter.schemas.plan import PlannedConfig
 from specmeter.schemas.results import RunSummary
 from specmeter.schemas.search import Bracket

@@ -1,0 +1,1 @@
+"""A point's results as a pure function of what measuring it captured."""
