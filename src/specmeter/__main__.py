@@ -1,0 +1,5 @@
+"""`python -m specmeter`: the command line."""
+
+from specmeter.cli import main
+
+main()
