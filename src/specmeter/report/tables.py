@@ -233,8 +233,9 @@ def pays_table(summary: RunSummary) -> Grid | None:
         return None
     reps = " (median ± MAD over repeats)" if summary.plan.repeats > 1 else ""
     synthetic = {c.id for c in summary.plan.configs if c.spec.synthetic}
-    t = grid(f"Where speculation pays: output throughput over the baseline's, same requests (95% paired-bootstrap "
-             f"CI{reps})", ("configuration", "point", "speedup", "verdict"), right={"speedup"})
+    t = grid(f"Where speculation pays: speedup over the baseline in output throughput (TPOT where the verdict says "
+             f"so), same requests (95% paired-bootstrap CI{reps})", ("configuration", "point", "speedup", "verdict"),
+             right={"speedup"})
     for s in speedups:
         ratio = s.tpot if s.decided_on == "tpot" else s.output_throughput
         t.add_row(s.config_id, point_label(summary, s.point_id), ratio_text(ratio), _verdict(summary, s, synthetic))
@@ -390,13 +391,13 @@ def collapse(items: list[Note]) -> list[Note]:
         if n.check is not None and not n.warn:
             here = {f"{m.config} @ {m.point}" for m in same}
             every = checked[n.check]
-            text = f"{n.check}: {n.body} at {len(here)} of {len(every)} points"
+            text = f"{n.check}: {n.body} at {len(here)} of {len(every)} point" + ("s" if len(every) > 1 else "")
             others = [w for w in every if w not in here]
             out.append(Note(text + ("; not at " + ", ".join(others) if others else "")))
         elif len(same) == 1:
             out.append(n)
         else:
-            points = ", ".join(m.point if n.check is None else f"{m.config} @ {m.point}" for m in same)
+            points = ", ".join(f"{m.point}" if n.check is None else f"{m.config} @ {m.point}" for m in same)
             out.append(Note(f"{key[0]} at {len(same)} points" + (f" ({points})" if n.warn else "") + f": {n.body}",
                             n.warn))
     return out

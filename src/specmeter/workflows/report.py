@@ -39,7 +39,7 @@ def report(run_dir: Path, files: ReportFiles, term: Terminal, *, recompute: bool
     if term.json_out:
         term.emit(run.summary.model_dump_json(indent=2))
     elif not written:
-        ConsoleOutput(console=term.out).write(run)
+        ConsoleOutput(console=term.answer, verbosity=term.verbosity).write(run)
     for path in written:
         term.human.print(f"wrote [cyan]{path}[/]")
 
