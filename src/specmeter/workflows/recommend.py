@@ -99,6 +99,6 @@ def recommend(run_dir: Path, criteria: Criteria, term: Terminal) -> Recommendati
     if term.json_out:
         term.emit(rec.model_dump_json(indent=2))
     else:
-        render_recommendation(rec, term.out)
+        render_recommendation(rec, term.answer, verbosity=term.verbosity)
     write_page(run_dir, term)
     return rec

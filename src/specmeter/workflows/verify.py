@@ -19,7 +19,7 @@ from specmeter.analysis.correction import correct, disagreements, same_table
 from specmeter.config import SpecConfig
 from specmeter.engines.deploy import render, sweep_engine
 from specmeter.plans.verify import verify_execution
-from specmeter.report.console import render_recommendation
+from specmeter.report.console import VERBOSE, render_recommendation
 from specmeter.run_data import run_records
 from specmeter.runner import Execution
 from specmeter.schemas.recommend import Recommendation
@@ -27,7 +27,7 @@ from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 from specmeter.servers import ServerPool
 from specmeter.store import RunStore, atomic_write_text, load_summary, new_run_id
-from specmeter.workflows.execute import measure_and_keep, write_page
+from specmeter.workflows.execute import measure_and_keep, showing, write_page
 from specmeter.workflows.recommend import Criteria, decide, read_recommendation
 from specmeter.workflows.terminal import Terminal
 
@@ -165,23 +165,24 @@ def answering(answer: DeployAnswer, term: Terminal) -> Iterator[DeployAnswer]:
 def recommend_and_verify(run_dir: Path, req: VerifyRequest, term: Terminal, pool: ServerPool | None,
                          answer: DeployAnswer) -> None:
     """Recommend (or read a recommendation), run its dynamic config, and correct it where verification
-    disagrees, verifying the correction while `req.rounds` remain; `answer` collects what came of it."""
+    disagrees, verifying the correction while `req.rounds` remain; `answer` collects what came of it. The
+    caller shows the run directory when it ends (`showing`): the answer first."""
     if req.given is None:
         rec = decide(run_dir, req.criteria)
-        if not term.json_out:
-            render_recommendation(rec, term.out)
+        if not term.json_out:  # -v: the table as decided, before verification may correct it
+            render_recommendation(rec, term.detail, verbosity=VERBOSE, title="Decided from the sweep")
     else:
         rec = read_recommendation(req.given)
     answer.recommendation = rec
     if req.off_is_an_answer and (rec.best is None or rec.best.spec is None):
-        term.err.print("[yellow]nothing to verify: no K clearly beats the baseline at any measured point, so the "
+        term.note.print("[yellow]nothing to verify: no K clearly beats the baseline at any measured point, so the "
                        "answer is to serve without speculation; more rounds (load.max_rounds) or longer outputs "
                        "narrow the intervals if the speedups looked close[/]")
         write_page(run_dir, term)  # the sweep's page now shows the recommendation
         return
 
     def verify_round(ex: Execution, target: Path) -> None:
-        measure_and_keep(ex, target, term, answer.verifications.append, pool)
+        measure_and_keep(ex, target, term, answer.verifications.append, pool, show=False)
 
     loop = VerifyLoop(run_dir=run_dir, execute=verify_round,
                       say=lambda line: term.human.print(f"[bold]{line}[/]", highlight=False),
@@ -193,14 +194,12 @@ def recommend_and_verify(run_dir: Path, req: VerifyRequest, term: Terminal, pool
     finally:  # the sweep's page now shows the recommendation and what of the verification finished
         write_page(run_dir, term)
     answer.recommendation = final
-    if not term.json_out:
-        render_recommendation(final, term.out, final=True)
 
 
 def verify(run_dir: Path, req: VerifyRequest, term: Terminal) -> None:
     """The command: recommend -> verify -> correct on a finished sweep; under --json one document with the
     final recommendation and every verification's summary."""
-    with answering(DeployAnswer(), term) as answer:
+    with answering(DeployAnswer(), term) as answer, showing(run_dir, term):
         recommend_and_verify(run_dir, req, term, None, answer)
 
 
