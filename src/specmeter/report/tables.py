@@ -233,9 +233,8 @@ def pays_table(summary: RunSummary) -> Grid | None:
         return None
     reps = " (median ± MAD over repeats)" if summary.plan.repeats > 1 else ""
     synthetic = {c.id for c in summary.plan.configs if c.spec.synthetic}
-    t = grid(f"Where speculation pays: speedup over the baseline in output throughput (TPOT where the verdict says "
-             f"so), same requests (95% paired-bootstrap CI{reps})", ("configuration", "point", "speedup", "verdict"),
-             right={"speedup"})
+    t = grid(f"Where speculation pays: speedup over the baseline, same requests (95% CI{reps})",
+             ("configuration", "point", "speedup", "verdict"), right={"speedup"})
     for s in speedups:
         ratio = s.tpot if s.decided_on == "tpot" else s.output_throughput
         t.add_row(s.config_id, point_label(summary, s.point_id), ratio_text(ratio), _verdict(summary, s, synthetic))
