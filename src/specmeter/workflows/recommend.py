@@ -14,7 +14,7 @@ from specmeter.analysis.recommend import recommend as decide_table
 from specmeter.config_files import build_model
 from specmeter.engines.deploy import render, sweep_engine
 from specmeter.errors import InputError
-from specmeter.report.console import render_recommendation
+from specmeter.report.console import QUIET, VERBOSE, render_recommendation
 from specmeter.run_data import run_records
 from specmeter.schemas.recommend import SLO, Objective, Recommendation
 from specmeter.schemas.records import RequestRecord
@@ -99,6 +99,7 @@ def recommend(run_dir: Path, criteria: Criteria, term: Terminal) -> Recommendati
     if term.json_out:
         term.emit(rec.model_dump_json(indent=2))
     else:
-        render_recommendation(rec, term.answer, verbosity=term.verbosity)
+        # The command is asked for the table and why: its evidence shows unless -q asks for the answer alone.
+        render_recommendation(rec, term.answer, verbosity=QUIET if term.quiet else VERBOSE)
     write_page(run_dir, term)
     return rec
