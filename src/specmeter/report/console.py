@@ -125,6 +125,7 @@ class ConsoleOutput(Output):
         if self.verbosity >= VERBOSE:
             self.console.print(Text(f"Verification run {verification.run_dir.name}", style="bold"))
             self._write(verification, "The table it verified")
-        else:  # its verdict is the answer's status line; what a person must see of it is in its notes
+        elif said := collapse(notes(verification.summary)):  # its verdict is the answer's status line; what a
+            # person must see of it besides is in its notes
             self.console.print(Text(f"Verification run {verification.run_dir.name}:", style="bold"))
-            print_notes(collapse(notes(verification.summary)), self.console)
+            print_notes(said, self.console)
