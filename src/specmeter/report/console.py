@@ -13,11 +13,12 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from specmeter.report.collapse import collapse
 from specmeter.report.decisions import crossover_lines
 from specmeter.report.grid import Grid, Note
 from specmeter.report.outputs import Output
 from specmeter.report.recommendation import deploy_lines, evidence_table, heading
-from specmeter.report.tables import collapse, notes, pays_table, sd_table, summary_tables
+from specmeter.report.tables import notes, pays_table, sd_table, summary_tables
 from specmeter.run_data import RunData
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
