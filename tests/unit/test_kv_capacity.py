@@ -12,7 +12,7 @@ from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.engines.kv_capacity import kv_capacity, kv_capacity_from_log
 from specmeter.engines.server_log import LAUNCH_HEADER
 from specmeter.plans.run import BASELINE, run_plan
-from specmeter.report.console import render
+from specmeter.report.console import VERBOSE, render
 from specmeter.schemas.analysis import Ratio, Speedup
 from specmeter.schemas.metrics import Distribution, LatencySummary
 from specmeter.schemas.plan import WorkloadSelection
@@ -97,7 +97,7 @@ def test_different_capacity_is_flagged_where_the_batches_fill_it() -> None:
     assert "the comparison measures memory too" in gap.note
     s.analysis.capacity = [gap]
     console = Console(record=True, width=250)
-    render(s, console)
+    render(s, console, verbosity=VERBOSE)  # with the plan table
     out = console.export_text()
     assert "(unequal KV capacity!)" in out and "KV capacity: draft_model-k4 held 56,576 KV cache tokens" in out
     assert "58,240" in out  # the plan table's column

@@ -17,7 +17,7 @@ from rich.console import Console
 from fakeengine.drive import RecordingReporter
 from fakeengine.server import FakeEngine
 from specmeter.common.errors import RunIncomplete
-from specmeter.report.console import ConsoleOutput
+from specmeter.report.console import VERBOSE, ConsoleOutput
 from specmeter.rundir.run_data import load_run
 from specmeter.rundir.store import load_summary
 from specmeter.schemas.planner import Calibration
@@ -101,7 +101,7 @@ def test_an_auto_sweep_brackets_the_crossover_and_a_resume_goes_on_searching(tmp
 
     # The report shows the points in the order chosen, and why.
     out = StringIO()
-    ConsoleOutput(console=Console(file=out, width=250)).write(load_run(run_dir))
+    ConsoleOutput(console=Console(file=out, width=250), verbosity=VERBOSE).write(load_run(run_dir))
     text = out.getvalue()
     assert "Load search (concurrency)" in text and "crossover ngram-k4" in text
     for step in search.steps[len(starts):]:

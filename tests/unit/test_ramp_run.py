@@ -16,7 +16,7 @@ from rich.console import Console
 from fakeengine.drive import RecordingReporter
 from fakeengine.server import FakeEngine
 from specmeter.execution.ramp import Ramp
-from specmeter.report.console import ConsoleOutput
+from specmeter.report.console import VERBOSE, ConsoleOutput
 from specmeter.rundir.run_data import load_run
 from specmeter.rundir.store import RunStore, load_summary
 from specmeter.workflows.resume import resume
@@ -77,7 +77,7 @@ def test_a_listed_ramp_stops_past_the_engines_capacity_and_says_why(tmp_path: Pa
                 assert pr.goodput.requests_per_s == pytest.approx(pr.latency.requests_per_s)
 
         out = StringIO()
-        ConsoleOutput(console=Console(file=out, width=250)).write(load_run(run_dir))
+        ConsoleOutput(console=Console(file=out, width=250), verbosity=VERBOSE).write(load_run(run_dir))
         text = out.getvalue()
         assert "Load ramp (concurrency)" in text and "c4 -> c8" in text and "goodput req/s" in text
         assert "the load ramp (concurrency) stopped at concurrency 8" in text

@@ -8,7 +8,7 @@ from rich.console import Console
 from specmeter.analysis.decide import verdict as decide_verdict
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.plans.run import BASELINE, run_plan
-from specmeter.report.console import render
+from specmeter.report.console import VERBOSE, render
 from specmeter.report.tables import (
     decision_table,
     lossless_table,
@@ -76,7 +76,7 @@ def make_summary(speedup: list[Speedup] | None = None, **sd_kw: object) -> RunSu
 
 def rendered(summary: RunSummary) -> str:
     console = Console(record=True, width=200)
-    render(summary, console)
+    render(summary, console, verbosity=VERBOSE)  # every table and per-point note
     return console.export_text()
 
 

@@ -25,13 +25,14 @@ def run_dir(tmp_path: Path) -> Path:
     return Path(shutil.copytree(FIXTURE, tmp_path / FIXTURE.name))
 
 
-def test_tables_then_recommendation_then_verification(run_dir: Path) -> None:
+def test_the_answer_then_where_speculation_pays_then_the_verification(run_dir: Path) -> None:
     res = _report(str(run_dir))
     assert res.returncode == 0, res.stderr[-2000:]
     out = res.stdout
-    speedup, evidence, verified = (out.index("Speedup over the baseline"), out.index("Evidence for draft_model"),
-                                   out.index("The dynamic config, run"))
-    assert speedup < evidence < verified  # the run, what it recommends, then that config run
+    answer, pays, acceptance, verified = (out.index("The answer: "), out.index("Where speculation pays"),
+                                          out.index("Speculative decoding"), out.index("Verification run"))
+    assert answer < pays < acceptance < verified  # what to deploy, why, then the run that checked it
+    assert "Evidence for draft_model" not in out  # the evidence, and every other table, are -v
 
 
 def test_html_csv_and_plots_by_flag(run_dir: Path, tmp_path: Path) -> None:

@@ -1,4 +1,9 @@
-"""Console output: the report's tables and notes drawn with rich, as a person reads them in a terminal."""
+"""Console output: the report's tables and notes drawn with rich, as a person reads them in a terminal.
+
+What is drawn follows a verbosity: -q (QUIET) the answer alone; the default the answer first, then where
+speculation pays and its acceptance, with per-point notes said once for all the points they hold at; -v
+(VERBOSE) the answer with its evidence, then every table and every per-point note. The HTML page and the CSV
+files always hold everything."""
 
 from __future__ import annotations
 
@@ -8,14 +13,18 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from specmeter.report.collapse import collapse
+from specmeter.report.decisions import crossover_lines
 from specmeter.report.grid import Grid, Note
 from specmeter.report.outputs import Output
 from specmeter.report.recommendation import Line, deploy_lines, evidence_table, heading, round_lines
-from specmeter.report.tables import notes, summary_tables
+from specmeter.report.tables import notes, pays_table, sd_table, summary_tables
 from specmeter.rundir.answer import Answer, Round
 from specmeter.rundir.run_data import RunData
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
+
+QUIET, DEFAULT, VERBOSE = -1, 0, 1
 
 
 def to_rich(grid: Grid) -> Table:
@@ -29,36 +38,65 @@ def to_rich(grid: Grid) -> Table:
     return t
 
 
-def print_tables(grids: list[Grid], items: list[Note], console: Console) -> None:
-    """Tables, then the notes under them (warnings in yellow)."""
-    console.print(Group(*[to_rich(t) for t in grids]))
+def print_notes(items: list[Note], console: Console) -> None:
+    """Notes, warnings in yellow."""
     for note in items:
         console.print(Text("• " + note.text, style="yellow" if note.warn else "dim"))
 
 
-def render(summary: RunSummary, console: Console | None = None) -> None:
-    print_tables(summary_tables(summary), notes(summary), console or Console())
+def print_tables(grids: list[Grid], items: list[Note], console: Console) -> None:
+    """Tables, then the notes under them."""
+    console.print(Group(*[to_rich(t) for t in grids]))
+    print_notes(items, console)
 
 
-def render_recommendation(rec: Recommendation, console: Console, *, final: bool = False) -> None:
-    """The evidence tables, then what to deploy; `final`: the answer a verification loop ended on, whose
-    evidence was shown already, so only its heading and what to deploy."""
+def render(summary: RunSummary, console: Console | None = None, *, verbosity: int = DEFAULT) -> None:
+    """One run's tables and notes: -v all of them; the default where speculation pays (with the crossovers)
+    and its acceptance, the notes collapsed; -q the speedups alone (acceptance where there is no baseline)."""
+    console = console or Console()
+    if verbosity >= VERBOSE:
+        print_tables(summary_tables(summary), notes(summary), console)
+        return
+    pays, acceptance = pays_table(summary), sd_table(summary)
+    if verbosity <= QUIET:
+        headline = pays or acceptance
+        if headline is not None:
+            console.print(to_rich(headline))
+        return
+    if pays is not None:
+        console.print(to_rich(pays))
+        for line in crossover_lines(summary):
+            console.print(Text(line), soft_wrap=True)
+    if acceptance is not None:
+        console.print(to_rich(acceptance))
+    print_notes(collapse(notes(summary)), console)
+
+
+def render_recommendation(rec: Recommendation, console: Console, *, verbosity: int = DEFAULT,
+                          title: str = "The answer") -> None:
+    """The answer: what to deploy (the best drafter's table, its round and verification, the configs to copy);
+    -v adds the alternatives, the notes, and the evidence tables behind every range."""
     assert rec.best is not None  # recommend() refuses a run with nothing to recommend
-    if final:
-        console.print(Text(f"The answer: {heading(rec)}", style="bold"))
-    else:
-        for part in rec.per_input_len[1:]:  # an input-length axis: the other lengths' evidence first
-            console.print(Group(Text(f"At {part.input_len} input tokens: {heading(part)}", style="bold"),
-                                *[to_rich(evidence_table(part, d)) for d in part.drafters]))
-        at = "" if rec.input_len is None else f"At {rec.input_len} input tokens: "
-        console.print(Group(Text(at + heading(rec), style="bold"),
-                            *[to_rich(evidence_table(rec, d)) for d in rec.drafters]))
-    _print_lines(deploy_lines(rec), console)
+    verbose = verbosity >= VERBOSE
+    at = "" if rec.input_len is None else f"At {rec.input_len} input tokens: "
+    console.print(Text(f"{title}: {at}{heading(rec)}", style="bold"), soft_wrap=True)
+    _deploy_lines(rec, console, verbose)
+    for part in rec.per_input_len[1:]:  # an input-length axis: each other length's own table
+        console.print(Text(f"At {part.input_len} input tokens: {heading(part)}", style="bold"), soft_wrap=True)
+        _deploy_lines(part, console, verbose)
+        if verbose:
+            console.print(Group(*[to_rich(evidence_table(part, d)) for d in part.drafters]))
+    if verbose:
+        console.print(Group(*[to_rich(evidence_table(rec, d)) for d in rec.drafters]))
 
 
 def render_rounds(answer: Answer, console: Console, shown: Round | None = None) -> None:
     """Which round the shown table is, and the run's other rounds as history."""
     _print_lines(round_lines(answer, shown), console)
+
+
+def _deploy_lines(rec: Recommendation, console: Console, full: bool) -> None:
+    _print_lines(deploy_lines(rec, full=full), console)
 
 
 def _print_lines(lines: list[Line], console: Console) -> None:
@@ -68,19 +106,39 @@ def _print_lines(lines: list[Line], console: Console) -> None:
 
 
 class ConsoleOutput(Output):
-    """The terminal: the run's tables and notes, then its recommendation and verification when stored."""
+    """The terminal: the run's answer (its stored recommendation) first, then its tables and notes, then its
+    verification when stored, as much of each as the verbosity asks for."""
 
     kind = "console"
 
-    def __init__(self, dest: Path | None = None, console: Console | None = None) -> None:
+    def __init__(self, dest: Path | None = None, console: Console | None = None, verbosity: int = DEFAULT) -> None:
         super().__init__(dest)
         self.console = console or Console()
+        self.verbosity = verbosity
 
     def write(self, run: RunData) -> list[Path]:
-        render(run.summary, self.console)
-        if run.answer is not None and run.recommendation is not None and run.recommendation.best is not None:
-            render_recommendation(run.recommendation, self.console)
-            render_rounds(run.answer, self.console)
-        if run.verification is not None:
-            self.write(run.verification)
+        self._write(run, "The answer")
         return []
+
+    def _write(self, run: RunData, title: str) -> None:
+        rec = run.recommendation
+        answered = rec is not None and rec.best is not None
+        if rec is not None and answered:
+            render_recommendation(rec, self.console, verbosity=self.verbosity, title=title)
+            if run.answer is not None and self.verbosity > QUIET:
+                render_rounds(run.answer, self.console)
+        if self.verbosity <= QUIET:
+            if not answered:  # no recommendation: the run's headline speedups are its answer
+                render(run.summary, self.console, verbosity=self.verbosity)
+            return
+        render(run.summary, self.console, verbosity=self.verbosity)
+        verification = run.verification
+        if verification is None:
+            return
+        if self.verbosity >= VERBOSE:
+            self.console.print(Text(f"Verification run {verification.run_dir.name}", style="bold"))
+            self._write(verification, "The table it verified")
+        elif said := collapse(notes(verification.summary)):  # its verdict is the answer's status line; what a
+            # person must see of it besides is in its notes
+            self.console.print(Text(f"Verification run {verification.run_dir.name}:", style="bold"))
+            print_notes(said, self.console)

@@ -25,6 +25,12 @@ def decision_table(summary: RunSummary) -> Grid | None:
     return t
 
 
+def crossover_lines(summary: RunSummary) -> list[str]:
+    """Where each configuration stops paying, one line each (the decision table's first part)."""
+    return [f"crossover ({c.axis}" + ("" if c.input_len is None else f", {c.input_len} input tokens") + f"): {c.note}"
+            for c in summary.analysis.crossovers]
+
+
 def head_to_head_table(summary: RunSummary) -> Grid | None:
     """The comparisons behind each choice: from the cheapest up, each against the choice so far."""
     rows = [(ch, h) for ch in summary.analysis.choices for h in ch.evidence]

@@ -42,10 +42,20 @@ class Grid:
 
 @dataclass(frozen=True)
 class Note:
-    """A line under the tables; `warn` marks what can make a number wrong or incomplete."""
+    """A line under the tables; `warn` marks what can make a number wrong or incomplete. A note about one point
+    names it apart as well (`config`, `point`: the text then reads "config @ point: ..."), so that the console can
+    say once what holds at many points; `check`: the per-point check it reports, counted over its points."""
 
     text: str
     warn: bool = False
+    config: str | None = None
+    point: str | None = None
+    check: str | None = None
+
+    @property
+    def body(self) -> str:
+        """What the note says, without the point it says it of."""
+        return self.text.removeprefix(f"{self.config} @ {self.point}: ")
 
 
 def grid(title: str, names: tuple[str, ...] | list[str], left: set[str] | None = None, right: set[str] | None = None,

@@ -9,7 +9,14 @@ from dataclasses import dataclass
 
 from specmeter.report.grid import Grid, grid
 from specmeter.rundir.answer import ANSWER_DIR, Answer, Round
-from specmeter.schemas.recommend import DeployConfig, DrafterRecommendation, Recommendation, Score, Segment
+from specmeter.schemas.recommend import (
+    DeployConfig,
+    DrafterRecommendation,
+    KRange,
+    Recommendation,
+    Score,
+    Segment,
+)
 
 BASIS = {"measured": "measured", "interpolated": "interpolated", "below_measured": "below the smallest measured",
          "unmeasured": "not measured: no claim", "predicted": "predicted (step-cost model)"}
@@ -38,8 +45,36 @@ def _score(s: Score, goodput: bool) -> str:
     return text
 
 
-def _span(seg: Segment) -> str:
+def _span(seg: Segment | KRange) -> str:
     return str(seg.start) if seg.start == seg.end else f"{seg.start}-{seg.end}"
+
+
+# Where a range's K comes from, said of the batch sizes it covers: "measured at 4", "interpolated at 3, 5-7".
+_FROM = {"measured": "measured at", "interpolated": "interpolated at", "below_measured": "below the smallest "
+         "measured batch at", "predicted": "predicted by the step-cost model at"}
+
+
+def range_text(r: KRange, segments: list[Segment]) -> str:
+    """One entry of the table in words: its batch sizes, its K, and where that K comes from at which of them,
+    e.g. 'batch 17-64: drafting off, K=0 (not measured beyond 16: no claim)'."""
+    inside = [s for s in segments if r.start <= s.start and s.end <= r.end]
+    parts: list[str] = []
+    for basis, what in _FROM.items():
+        spans: list[list[int]] = []
+        for seg in (s for s in inside if s.basis == basis):
+            if spans and spans[-1][1] + 1 == seg.start:  # adjacent stretches read as one
+                spans[-1][1] = seg.end
+            else:
+                spans.append([seg.start, seg.end])
+        if spans:
+            parts.append(f"{what} " + ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans))
+    beyond = next((s for s in inside if s.basis == "unmeasured"), None)
+    if beyond is not None:
+        parts.append("not measured" + (f" beyond {beyond.start - 1}" if beyond.start > 1 else "") + ": no claim")
+    if not parts:  # a range whose segments are not stored (an edited file): its bases alone
+        parts = [BASIS[b] for b in r.bases]
+    k = f"K={r.k}" if r.k else "drafting off, K=0"
+    return f"batch {_span(r)}: {k} ({'; '.join(parts)})"
 
 
 def heading(rec: Recommendation) -> str:
@@ -86,6 +121,8 @@ def status(rec: Recommendation) -> str:
                  + state)
     elif rec.round > 1:
         state = f"round {rec.round} ({'; '.join(rec.changes) or 'decided again'}); " + state
+    else:
+        state = f"round 1, from the sweep; {state}"
     return f"status: {state}"
 
 
@@ -136,12 +173,13 @@ def answer_document(answer: Answer, shown: Round | None = None) -> str:
     return json.dumps(doc, indent=2)
 
 
-def deploy_lines(rec: Recommendation) -> list[Line]:
+def deploy_lines(rec: Recommendation, *, full: bool = True) -> list[Line]:
     """Per drafter, best first: the table, the config to launch on the engine the sweep ran (the table where the
-    engine takes one, else the static K), the static fallback, then the notes."""
+    engine takes one, else the static K), the static fallback, then the notes. Not `full`: the best drafter's
+    table and configs alone (the answer a person copies; why, the alternatives and the notes are the rest)."""
     best = rec.best
     out: list[Line] = [Line(status(rec), emphasis=True)]
-    for d in rec.drafters:
+    for d in rec.drafters if full else rec.drafters[:1]:
         tag = "best" if d is best else "alternative"
         out.append(Line(f"{tag}: {d.drafter}"
                         + (f" (geometric-mean {rec.objective} {d.score:.2f}x of the baseline's)" if d.score else ""),
@@ -149,16 +187,15 @@ def deploy_lines(rec: Recommendation) -> list[Line]:
         if d.spec is None:
             out.append(Line("  dynamic: speculation off at every batch size (no range where a K clearly pays)"))
         else:
-            ranges = ", ".join(f"{r.start}-{r.end}: K={r.k}" + ("" if r.bases == ["measured"] else
-                                                                 f" ({', '.join(BASIS[b] for b in r.bases)})")
-                               for r in d.ranges)
-            out.append(Line(f"  ranges: {ranges}"))
+            out += [Line(f"  {range_text(r, d.segments)}") for r in d.ranges]
         if d.deploy is not None:
             out += _deploy(d.deploy, emphasis=d is best)
         if d.static_deploy is not None:
             out += _deploy(d.static_deploy, what=f"static K={d.static_k} where dynamic SD is unavailable")
         elif d.deploy is None or d.deploy.dynamic:  # (else `deploy` is the static K)
             out.append(Line(f"  static K={d.static_k} where dynamic SD is unavailable: speculation off"))
-        out.append(Line(f"  static choice: {d.static_reason}", dim=True))
-    out.extend(Line("• " + note, dim=True) for note in rec.notes)
+        if full:
+            out.append(Line(f"  static choice: {d.static_reason}", dim=True))
+    if full:
+        out.extend(Line("• " + note, dim=True) for note in rec.notes)
     return out

@@ -205,17 +205,39 @@ def speedup_table(summary: RunSummary) -> Grid | None:
              ("configuration", "point", "output tok/s", "TPOT", "TTFT", "E2E", "sides apart", "verdict"),
              left={"configuration", "point", "verdict"})
     for s in speedups:
-        verdict = VERDICTS.get(s.verdict or "", "-")
-        if s.config_id in synthetic:
-            verdict += " (synthetic acceptance: a measurement, not deployable)"
-        if s.decided_on == "tpot":
-            verdict += " (on TPOT)"
-        if not s.same_work:
-            verdict += " (unequal work!)"
-        if any(g.fills and {g.config_id, g.against} == {s.config_id, s.baseline_id} for g in summary.analysis.capacity):
-            verdict += " (unequal KV capacity!)"
         t.add_row(s.config_id, point_label(summary, s.point_id), ratio_text(s.output_throughput), ratio_text(s.tpot),
-                  ratio_text(s.ttft), ratio_text(s.e2e), _apart(summary, s), verdict)
+                  ratio_text(s.ttft), ratio_text(s.e2e), _apart(summary, s), _verdict(summary, s, synthetic))
+    return t
+
+
+def _verdict(summary: RunSummary, s: Speedup, synthetic: set[str]) -> str:
+    """The stored verdict in words, with what qualifies it."""
+    verdict = VERDICTS.get(s.verdict or "", "-")
+    if s.config_id in synthetic:
+        verdict += " (synthetic acceptance: a measurement, not deployable)"
+    if s.decided_on == "tpot":
+        verdict += " (on TPOT)"
+    if not s.same_work:
+        verdict += " (unequal work!)"
+    if any(g.fills and {g.config_id, g.against} == {s.config_id, s.baseline_id} for g in summary.analysis.capacity):
+        verdict += " (unequal KV capacity!)"
+    return verdict
+
+
+def pays_table(summary: RunSummary) -> Grid | None:
+    """Where speculation pays, in brief: per configuration and point the speedup its verdict was decided on
+    (output throughput, or TPOT where the verdict says so), with its interval; the speedup table holds every
+    metric."""
+    speedups = summary.analysis.speedups
+    if not speedups:
+        return None
+    reps = " (median ± MAD over repeats)" if summary.plan.repeats > 1 else ""
+    synthetic = {c.id for c in summary.plan.configs if c.spec.synthetic}
+    t = grid(f"Where speculation pays: speedup over the baseline, same requests (95% CI{reps})",
+             ("configuration", "point", "speedup", "verdict"), right={"speedup"})
+    for s in speedups:
+        ratio = s.tpot if s.decided_on == "tpot" else s.output_throughput
+        t.add_row(s.config_id, point_label(summary, s.point_id), ratio_text(ratio), _verdict(summary, s, synthetic))
     return t
 
 
@@ -260,10 +282,19 @@ def workload_bias_table(summary: RunSummary) -> Grid | None:
     return t
 
 
+SD_COUNTS = "SD counts"  # the check of per-request SD sums against the engine's counters, at each point
+
+
 def notes(summary: RunSummary) -> list[Note]:
     """Everything the run carries that a reader must know to trust its numbers: failures and disagreements
     are warnings; how a number was produced is information."""
     out: list[Note] = []
+
+    def at(config: ConfigResult, pr: PointResult, body: str, warn: bool = False, check: str | None = None) -> Note:
+        """A note about one point (and repeat) of a configuration."""
+        point = point_label(summary, pr.point_id) + _repeat(summary, pr)
+        return Note(f"{config.config_id} @ {point}: {body}", warn, config.config_id, point, check)
+
     for config in summary.configs:
         if config.server_error:
             out.append(Note(f"{config.config_id}: server failed to start: {config.server_error}", warn=True))
@@ -280,9 +311,8 @@ def notes(summary: RunSummary) -> list[Note]:
         check = pr.sd.synthetic
         if check is not None and (check.note or check.within is False):
             what = "outside sampling error" if check.within is False else "measured against set"
-            out.append(Note(f"{config.config_id} @ {point_label(summary, pr.point_id)}{_repeat(summary, pr)}: "
-                            f"synthetic acceptance {what}" + (f": {check.note}" if check.note else ""),
-                            warn=check.within is False))
+            out.append(at(config, pr, f"synthetic acceptance {what}" + (f": {check.note}" if check.note else ""),
+                          warn=check.within is False))
     missing: dict[str, str] = {}
     first_stall: dict[str, PointResult] = {}  # configuration -> the first point, in run order, where it drafted nothing
     for config, pr in _rows(summary):
@@ -291,35 +321,34 @@ def notes(summary: RunSummary) -> list[Note]:
             first_stall[config.config_id] = pr
     for config, pr in _rows(summary):
         sd = pr.sd
-        where = f"{config.config_id} @ {point_label(summary, pr.point_id)}{_repeat(summary, pr)}"
         if config.role.value != "baseline":
             missing.update(sd.not_available)
         if first_stall.get(config.config_id) is pr:
-            out.append(Note(f"{where}: speculation stopped here (and at every later point without drafts): "
-                            f"{sd.reason}; no acceptance is reported for it", warn=True))
+            out.append(at(config, pr, "speculation stopped here (and at every later point without drafts): "
+                          f"{sd.reason}; no acceptance is reported for it", warn=True))
         elif not sd.available and not sd.stalled:
-            out.append(Note(f"{where}: no SD metrics: {sd.reason}", warn=config.role.value != "baseline"))
+            out.append(at(config, pr, f"no SD metrics: {sd.reason}", warn=config.role.value != "baseline"))
         else:
             if sd.agreement:
-                out.append(Note(f"{where}: {sd.agreement}", warn=sd.agree is False))
+                out.append(at(config, pr, sd.agreement, warn=sd.agree is False, check=SD_COUNTS))
             if sd.counters_invalid_reason:
-                out.append(Note(f"{where}: counter deltas not used: {sd.counters_invalid_reason}", warn=True))
+                out.append(at(config, pr, f"counter deltas not used: {sd.counters_invalid_reason}", warn=True))
             if sd.foreign_traffic:
-                out.append(Note(f"{where}: {sd.foreign_traffic}", warn=True))
+                out.append(at(config, pr, sd.foreign_traffic, warn=True))
         if pr.resumed:
-            out.append(Note(f"{where}: finished by resume on a new server: its wall time and throughput span two "
-                            "servers", warn=True))
+            out.append(at(config, pr, "finished by resume on a new server: its wall time and throughput span two "
+                          "servers", warn=True))
         elif pr.steady is None:
-            out.append(Note(f"{where}: the load never reached steady state (fewer requests than slots?)", warn=True))
+            out.append(at(config, pr, "the load never reached steady state (fewer requests than slots?)", warn=True))
         if pr.latency.errors_by_kind:
             errs = ", ".join(f"{k} {v}" for k, v in sorted(pr.latency.errors_by_kind.items()))
-            out.append(Note(f"{where}: failed requests: {errs}", warn=True))
+            out.append(at(config, pr, f"failed requests: {errs}", warn=True))
     for what, why in missing.items():
         out.append(Note(f"{what}: not available from this engine ({why})"))
     for s in summary.analysis.speedups:
         if s.note:
-            where = point_label(summary, s.point_id)
-            out.append(Note(f"speedup {s.config_id} @ {where}: {s.note}", warn=not s.same_work))
+            what, where = f"speedup {s.config_id}", point_label(summary, s.point_id)
+            out.append(Note(f"{what} @ {where}: {s.note}", not s.same_work, what, where))
     for c in summary.analysis.lossless:
         if c.matched < c.compared:
             out.append(Note(f"lossless check: {c.compared - c.matched} of {c.compared} outputs of {c.config_id} differ "

@@ -9,7 +9,7 @@ from pathlib import Path
 from specmeter.execution.servers import ServerPool
 from specmeter.plans.demo import demo_plan
 from specmeter.rundir.store import new_run_id
-from specmeter.workflows.execute import measure_one
+from specmeter.workflows.execute import measure_one, showing
 from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.recommend import check_min_gain
 from specmeter.workflows.terminal import Terminal
@@ -41,6 +41,6 @@ def demo(req: DemoRequest, term: Terminal) -> None:
     run_dir = req.out / new_run_id("demo")
     verify = VerifyRequest(verify_dir=run_dir / "verify", off_is_an_answer=True, rounds=req.rounds,
                            command=req.command)
-    with ServerPool() as pool:
-        calibrate_sweep(run_dir, measure_one(ex, run_dir, term, pool), term)
+    with ServerPool() as pool, showing(run_dir, term):  # the answer first, once every round has run
+        calibrate_sweep(run_dir, measure_one(ex, run_dir, term, pool, show=False), term)
         recommend_and_verify(run_dir, verify, term, pool, DeployAnswer())

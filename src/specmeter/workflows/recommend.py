@@ -18,7 +18,7 @@ from specmeter.analysis.recommend import recommend as decide_table
 from specmeter.common.errors import InputError
 from specmeter.config.files import build_model
 from specmeter.engines.deploy import render, sweep_engine
-from specmeter.report.console import render_recommendation, render_rounds
+from specmeter.report.console import QUIET, VERBOSE, render_recommendation, render_rounds
 from specmeter.report.recommendation import answer_document
 from specmeter.rundir.answer import Answer, Round, next_round, read_answer, write_round
 from specmeter.rundir.run_data import run_records
@@ -166,5 +166,8 @@ def show_answer(answer: Answer, term: Terminal, shown: Round | None = None) -> N
     if term.json_out:
         term.emit(answer_document(answer, shown))
         return
-    render_recommendation((shown or answer.latest).recommendation, term.out)
-    render_rounds(answer, term.out, shown)
+    # The command is asked for the table and why: its evidence shows unless -q asks for the answer alone.
+    render_recommendation((shown or answer.latest).recommendation, term.answer,
+                          verbosity=QUIET if term.quiet else VERBOSE)
+    if not term.quiet:
+        render_rounds(answer, term.answer, shown)

@@ -43,7 +43,7 @@ def report(run_dir: Path, files: ReportFiles, term: Terminal, *, recompute: bool
         answer = json.loads(answer_document(run.answer)) if run.answer is not None else None
         term.emit(json.dumps({"answer": answer, **json.loads(run.summary.model_dump_json())}, indent=2))
     elif not written:
-        ConsoleOutput(console=term.out).write(run)
+        ConsoleOutput(console=term.answer, verbosity=term.verbosity).write(run)
     for path in written:
         term.human.print(f"wrote [cyan]{path}[/]")
 

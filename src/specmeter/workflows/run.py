@@ -87,7 +87,7 @@ def run(req: RunRequest, term: Terminal) -> None:
                                          options=req.dataset_options, input_len=req.input_len,
                                          tokenizer=req.tokenizer or eng.model)
     if warning := output_policy(ld).warning():
-        term.err.print(f"[yellow]note: {warning}[/]")
+        term.note.print(f"[yellow]note: {warning}[/]")
     if req.compare_random:
         vocab, special = (req.vocab_size, []) if req.vocab_size else vocab_from_model(eng.model)
         plan = compare_workloads_plan(eng, sp, ld, vocab_size=vocab, excluded_token_ids=special,

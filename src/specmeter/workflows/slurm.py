@@ -78,7 +78,7 @@ def finish(run_dir: Path, state: SlurmRun, term: Terminal) -> None:
     if term.json_out:
         term.emit(summary.model_dump_json(indent=2))
     else:
-        render(summary, term.out)
+        render(summary, term.answer, verbosity=term.verbosity)
     write_page(run_dir, term)
     if summary.status != "complete":
         raise RunIncomplete(f"{summary.incomplete_reason}; what finished is in {run_dir}; "

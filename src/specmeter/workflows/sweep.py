@@ -28,7 +28,7 @@ from specmeter.report.placement import placement_notes, placement_table
 from specmeter.rundir.store import new_run_id
 from specmeter.schemas.jobs import SlurmOptions
 from specmeter.schemas.placement import Placement
-from specmeter.workflows.execute import measure_and_keep, measure_one
+from specmeter.workflows.execute import measure_and_keep, measure_one, showing
 from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.recommend import check_min_gain
 from specmeter.workflows.slurm import sweep_on_slurm
@@ -175,9 +175,9 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
         convs, workload = load_conversations(w.dataset, w.path, ld, categories=w.categories, options=w.options,
                                              input_len=w.length_range, tokenizer=tokenizer)
     if warning := output_policy(ld).warning():
-        term.err.print(f"[yellow]note: {warning}[/]")
+        term.note.print(f"[yellow]note: {warning}[/]")
     if placement is not None and placement.warning:
-        term.err.print(f"[yellow]note: {placement.warning}[/]")
+        term.note.print(f"[yellow]note: {placement.warning}[/]")
     ex = Execution(plan=sw.plan(workload, placement), conversations=convs, api_key=req.api_key, command=req.command,
                    by_length=by_length)
     run_dir = req.out / (req.name or new_run_id(f"sweep-{len(ex.plan.configs)}configs"))
@@ -187,8 +187,8 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
     if req.verify is None:
         calibrate_sweep(run_dir, measure_one(ex, run_dir, term), term)
         return
-    with ServerPool() as pool, answering(DeployAnswer(), term) as answer:
-        calibrate_sweep(run_dir, measure_and_keep(ex, run_dir, term, answer.keep_sweep, pool), term)
+    with ServerPool() as pool, answering(DeployAnswer(), term) as answer, showing(run_dir, term):
+        calibrate_sweep(run_dir, measure_and_keep(ex, run_dir, term, answer.keep_sweep, pool, show=False), term)
         recommend_and_verify(run_dir, req.verify, term, pool, answer)
 
 

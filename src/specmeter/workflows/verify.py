@@ -24,14 +24,14 @@ from specmeter.engines.deploy import render, sweep_engine
 from specmeter.execution.runner import Execution
 from specmeter.execution.servers import ServerPool
 from specmeter.plans.verify import verify_execution
-from specmeter.report.console import render_recommendation
+from specmeter.report.console import VERBOSE, render_recommendation
 from specmeter.rundir.answer import ANSWER_DIR, Answer, read_answer, write_round
 from specmeter.rundir.run_data import run_records
 from specmeter.rundir.store import REQUESTS, RunStore, atomic_write_text, load_summary, new_run_id
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
-from specmeter.workflows.execute import measure_and_keep, write_page
+from specmeter.workflows.execute import measure_and_keep, showing, write_page
 from specmeter.workflows.recommend import Criteria, decide, read_recommendation, refuse_other_criteria
 from specmeter.workflows.terminal import Terminal
 
@@ -195,19 +195,19 @@ def recommend_and_verify(run_dir: Path, req: VerifyRequest, term: Terminal, pool
                          answer: DeployAnswer) -> None:
     """Verify the run's answer (deciding round 1 where it has none, or taking the given table as a new round),
     correct it where verification disagrees, verifying the correction while `req.rounds` remain; `answer`
-    collects what came of it."""
+    collects what came of it. The caller shows the run directory when it ends (`showing`): the answer first."""
     rec, number, on_disk = _to_verify(run_dir, req)
     if req.off_is_an_answer and not on_disk:  # the sweep's own answer stands whatever verification does
         write_round(run_dir, rec, "decided", number)
         on_disk = True
-    if not term.json_out:
-        render_recommendation(rec, term.out)
+    if not term.json_out:  # -v: the table about to be verified, before verification may correct it
+        render_recommendation(rec, term.detail, verbosity=VERBOSE, title=f"Round {number}, to verify")
     answer.recommendation = rec
     if rec.best is None or rec.best.spec is None:
         if not req.off_is_an_answer:
             raise InputError(f"{run_dir}: round {number} drafts nothing at any batch size (serve without "
                              "speculation): there is no speculative config to verify")
-        term.err.print("[yellow]nothing to verify: no K clearly beats the baseline at any measured point, so the "
+        term.note.print("[yellow]nothing to verify: no K clearly beats the baseline at any measured point, so the "
                        "answer is to serve without speculation; more rounds (load.max_rounds) or longer outputs "
                        "narrow the intervals if the speedups looked close[/]")
         write_page(run_dir, term)  # the sweep's page now shows the recommendation
@@ -218,7 +218,7 @@ def recommend_and_verify(run_dir: Path, req: VerifyRequest, term: Terminal, pool
                          "own: give a new path, or leave --out out")
 
     def verify_round(ex: Execution, target: Path) -> None:
-        measure_and_keep(ex, target, term, answer.verifications.append, pool)
+        measure_and_keep(ex, target, term, answer.verifications.append, pool, show=False)
 
     loop = VerifyLoop(run_dir=run_dir, execute=verify_round,
                       say=lambda line: term.human.print(f"[bold]{line}[/]", highlight=False),
@@ -228,8 +228,6 @@ def recommend_and_verify(run_dir: Path, req: VerifyRequest, term: Terminal, pool
     final = loop.run(rec, req.rounds, number, on_disk)
     write_page(run_dir, term)  # the run's page now shows the answer and its verification
     answer.recommendation = final
-    if not term.json_out:
-        render_recommendation(final, term.out, final=True)
 
 
 def _to_verify(run_dir: Path, req: VerifyRequest) -> tuple[Recommendation, int, bool]:
@@ -261,7 +259,7 @@ def _unverified(answer: Answer) -> Recommendation:
 def verify(run_dir: Path, req: VerifyRequest, term: Terminal) -> None:
     """The command: recommend -> verify -> correct on a finished sweep; under --json one document with the
     final recommendation and every verification's summary."""
-    with answering(DeployAnswer(), term) as answer:
+    with answering(DeployAnswer(), term) as answer, showing(run_dir, term):
         recommend_and_verify(run_dir, req, term, None, answer)
 
 
