@@ -41,7 +41,7 @@ from pydantic import AliasChoices, Field, ValidationError, field_validator, mode
 from specmeter.config import EngineSpec, LoadSpec, SpecConfig, SpecMethod, StrictModel
 from specmeter.config_files import build_model, load_yaml
 from specmeter.endpoints import Endpoint, normalize_endpoint
-from specmeter.errors import InputError
+from specmeter.errors import InputError, validation_message
 from specmeter.placement.inventory import parse_gpu_ids
 from specmeter.placement.servers import place_configs, placed
 from specmeter.plans.run import BASELINE, config_id
@@ -103,10 +103,7 @@ class CandidateSpec(StrictModel):
             try:
                 out.append(SpecConfig.model_validate(raw))
             except ValidationError as exc:
-                err = exc.errors()[0]
-                loc = ".".join(str(p) for p in err.get("loc", ()))
-                msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-                raise ValueError(f"{loc}={err.get('input')!r}: {msg}" if loc else msg) from exc
+                raise ValueError(validation_message(exc, "", SpecConfig)) from exc
         return out
 
 

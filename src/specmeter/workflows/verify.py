@@ -17,7 +17,9 @@ from pathlib import Path
 
 from specmeter.analysis.correction import correct, disagreements, same_table
 from specmeter.config import SpecConfig
+from specmeter.endpoints import normalize_endpoint
 from specmeter.engines.deploy import render, sweep_engine
+from specmeter.errors import InputError
 from specmeter.plans.verify import verify_execution
 from specmeter.report.console import render_recommendation
 from specmeter.run_data import run_records
@@ -128,6 +130,12 @@ class VerifyRequest:
     # an error; `specmeter verify` asked for a config to run and says there is none.
     off_is_an_answer: bool = False
     command: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:  # a malformed --endpoint is refused before anything is decided or written
+        try:
+            normalize_endpoint(self.endpoint)
+        except ValueError as exc:
+            raise InputError(f"--endpoint: {exc}") from None
 
 
 @dataclass
