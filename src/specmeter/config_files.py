@@ -41,6 +41,12 @@ def load_yaml(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise InputError(f"{path}: config file not found; check the path") from exc
+    except IsADirectoryError as exc:
+        raise InputError(f"{path}: a directory, not a config file; give the YAML file itself") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not a text file (not UTF-8); give the YAML config file") from exc
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({exc.strerror}); check the path and its permissions") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""

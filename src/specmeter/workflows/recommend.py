@@ -40,6 +40,9 @@ class Criteria:
         """--objective, --slo ttft_ms=500,tpot_ms=50, --max-num-seqs and --min-gain, checked."""
         if objective not in ("throughput", "tpot", "goodput"):
             raise InputError(f"--objective {objective!r}: choose throughput, tpot or goodput")
+        if max_num_seqs is not None and max_num_seqs < 1:
+            raise InputError(f"--max-num-seqs {max_num_seqs}: the engine's batch limit is at least 1, e.g. "
+                             "--max-num-seqs 256 (or leave it out to read it from the run)")
         return cls(cast(Objective, objective), parse_slo(slo), max_num_seqs, check_min_gain(min_gain))
 
 

@@ -24,6 +24,20 @@ class ReportFiles:
     csv: Path | None = None
     plots: Path | None = None
 
+    def __post_init__(self) -> None:  # refused before anything is read, recomputed or written
+        if self.html is not None and self.html.is_dir():
+            raise InputError(f"--html {self.html}: that is a directory; give the file to write, e.g. "
+                             f"--html {self.html / 'report.html'}")
+        for flag, dest in (("--csv", self.csv), ("--plots", self.plots)):
+            check_output_dir(flag, dest)
+
+
+def check_output_dir(flag: str, dest: Path | None) -> None:
+    """A directory to write files into must not be a file already."""
+    if dest is not None and dest.exists() and not dest.is_dir():
+        raise InputError(f"{flag} {dest}: that is a file; give a directory to write into, e.g. {flag} "
+                         f"{dest.with_name(dest.stem + '-' + flag.removeprefix('--'))}")
+
 
 def report(run_dir: Path, files: ReportFiles, term: Terminal, *, recompute: bool = False) -> None:
     """Write the files asked for; show the tables when nothing was asked (or the summary JSON under --json).
@@ -49,6 +63,7 @@ def compare(run_dirs: list[Path], term: Terminal, *, allow_different_workloads: 
     """Stored runs side by side at the load points they share, each against the first; overlaid plots on ask."""
     if len(run_dirs) < 2:
         raise InputError("compare: give two or more run directories (the first is the reference)")
+    check_output_dir("--plots", plots)
     runs = [load_run(d) for d in run_dirs]
     comparison = compare_runs(runs, allow_different_workloads=allow_different_workloads)
     if term.json_out:
