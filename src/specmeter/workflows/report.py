@@ -12,6 +12,7 @@ from specmeter.report.compare import render_comparison
 from specmeter.report.console import ConsoleOutput
 from specmeter.report.outputs import output
 from specmeter.run_data import load_run
+from specmeter.workflows.evidence import distinct_runs, require_records
 from specmeter.workflows.recompute import recompute as recompute_run
 from specmeter.workflows.terminal import Terminal
 
@@ -64,7 +65,12 @@ def compare(run_dirs: list[Path], term: Terminal, *, allow_different_workloads: 
     if len(run_dirs) < 2:
         raise InputError("compare: give two or more run directories (the first is the reference)")
     check_output_dir("--plots", plots)
+    for i, d in enumerate(run_dirs):
+        for other in run_dirs[:i]:
+            distinct_runs(other, d, "compare")
     runs = [load_run(d) for d in run_dirs]
+    for d in run_dirs:
+        require_records(d, "compare (it pairs runs by request)")
     comparison = compare_runs(runs, allow_different_workloads=allow_different_workloads)
     if term.json_out:
         term.emit(comparison.model_dump_json(indent=2))
