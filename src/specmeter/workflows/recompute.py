@@ -44,7 +44,7 @@ def recompute(run_dir: Path) -> list[Recomputed]:
         load_summary(d)  # a damaged summary is named before the records are
         require_records(d, "report --recompute")
     derived = [_recompute_one(d) for d in dirs]
-    for done, store, summary in derived:
+    for _, store, summary in derived:
         store.write_summary(summary)
     return [done for done, _, _ in derived]
 
