@@ -51,7 +51,7 @@ def test_gsm8k_original_jsonl_reads_as_the_parquet_layout(tmp_path: Path, place:
 def test_gsm8k_jsonl_errors_name_the_line(tmp_path: Path) -> None:
     broken = tmp_path / "test.jsonl"
     broken.write_text('{"question": "q", "answer": "a"}\n{"question": \n', encoding="utf-8")
-    with pytest.raises(InputError, match="test.jsonl line 2"):
+    with pytest.raises(InputError, match=r"test\.jsonl line 2"):
         load_gsm8k(broken)
     wrong = write_jsonl(tmp_path / "wrong.jsonl", [{"prompt": "x", "answer": "y"}])
     with pytest.raises(InputError, match="question"):

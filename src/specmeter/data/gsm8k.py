@@ -2,7 +2,8 @@
 
 Reads the Hugging Face parquet layout, {path}/main/test-00000-of-00001.parquet, the original release's JSONL
 (one {"question", "answer"} object a line, as grade_school_math/data/test.jsonl), a directory holding either, or
-either file given directly (parquet by its name or its magic bytes). The reference answer is kept in metadata (not sent), for anyone checking output quality.
+either file given directly (parquet by its name or its magic bytes). The reference answer is kept in metadata
+(not sent), for anyone checking output quality.
 """
 
 from __future__ import annotations
