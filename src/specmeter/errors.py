@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 if TYPE_CHECKING:  # pydantic only for the types: this module stays light to import
     from pydantic import BaseModel, ValidationError
@@ -161,3 +161,18 @@ def _model_in(annotation: Any) -> Any:
         if found is not None:
             return found
     return None
+
+
+def stored_file_message(path: object, exc: ValueError, what: str, fix: str,
+                        model: type[BaseModel] | None = None) -> str:
+    """A stored JSON file that does not read: cut short or not JSON (at which line), else which key is wrong
+    (through `validation_message`); `fix` says what to do about it."""
+    errors = exc.errors() if hasattr(exc, "errors") else []
+    if errors and errors[0]["type"] == "json_invalid":
+        detail = str((errors[0].get("ctx") or {}).get("error", errors[0]["msg"]))
+        return f"{path}: cut short or not valid JSON ({detail}); {fix}"
+    if hasattr(exc, "lineno"):  # json.JSONDecodeError
+        return f"{path}: cut short or not valid JSON ({getattr(exc, 'msg', exc)} at line {exc.lineno}); {fix}"
+    if errors:
+        return f"{validation_message(cast('ValidationError', exc), f'{path}: not {what}', model)}; {fix}"
+    return f"{path}: not {what} ({exc}); {fix}"

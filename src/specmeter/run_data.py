@@ -8,7 +8,7 @@ from functools import cached_property
 from pathlib import Path
 
 from specmeter.engines.registry import plan_stats
-from specmeter.errors import InputError
+from specmeter.errors import InputError, stored_file_message
 from specmeter.metrics.requests import parse_records
 from specmeter.schemas.plan import Plan
 from specmeter.schemas.recommend import Recommendation
@@ -73,8 +73,8 @@ def load_run(run_dir: Path) -> RunData:
         try:
             recommendation = Recommendation.model_validate_json(rec_path.read_text(encoding="utf-8"))
         except ValueError as exc:
-            raise InputError(f"{rec_path}: not a recommendation ({exc.__class__.__name__}); delete it or run "
-                             f"`specmeter recommend {run_dir}` again") from exc
+            fix = f"fix it, or run `specmeter recommend {run_dir}` again to decide it anew"
+            raise InputError(stored_file_message(rec_path, exc, "a recommendation", fix, Recommendation)) from exc
     named = recommendation.verified_in if recommendation is not None else None
     return RunData(run_dir, summary, recommendation, _verification(run_dir, named))
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from specmeter import __version__
-from specmeter.errors import InputError, SpecmeterError
+from specmeter.errors import InputError, SpecmeterError, stored_file_message
 from specmeter.installed import installed_version
 from specmeter.schemas.capture import PointCapture
 from specmeter.schemas.records import RequestRecord
@@ -301,6 +301,12 @@ def drop_torn_tail(path: Path, block: int = 1 << 16) -> None:
         fh.truncate(0)
 
 
+# The summary holds the plan and every result: no command can rebuild it, the records and captures beside it
+# are what was measured.
+DAMAGED = ("the run directory is damaged: restore summary.json from a copy (requests.jsonl and captures/ keep what "
+           "was measured)")
+
+
 def load_summary(run_dir: Path) -> RunSummary:
     path = run_dir / SUMMARY
     if not path.exists():
@@ -316,7 +322,7 @@ def load_summary(run_dir: Path) -> RunSummary:
     try:
         return RunSummary.model_validate_json(text)
     except ValueError as exc:
-        raise InputError(f"{path}: not a specmeter run summary ({exc.__class__.__name__}); check the path") from exc
+        raise InputError(stored_file_message(path, exc, "a specmeter run summary", DAMAGED, RunSummary)) from exc
 
 
 def file_sha256(path: Path, chunk: int = 1 << 20) -> str:
