@@ -8,8 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
-import typer
-
+from specmeter.errors import InputError
 from specmeter.redact import redact_argv
 
 API_KEY_ENV = ("SPECMETER_API_KEY", "OPENAI_API_KEY")
@@ -18,13 +17,13 @@ T = TypeVar("T")
 
 
 def flag(parse: Callable[[V], T], value: V | None) -> T | None:
-    """A flag's value parsed (None where it was not given); a malformed one is typer's usage error."""
+    """A flag's value parsed (None where it was not given); a malformed one is the one-line input error."""
     if not value:
         return None
     try:
         return parse(value)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+        raise InputError(str(exc)) from None
 
 
 def command_line() -> list[str]:
