@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specmeter.cli import app
+from specmeter.errors import InputError
 from specmeter.placement import inventory
 
 SMI_4 = "".join(f"{i}, NVIDIA H100 80GB HBM3, 81559\n" for i in range(4))
@@ -55,7 +56,7 @@ def test_gpus_flag_chooses_the_gpus(sweep_file: Path, monkeypatch: pytest.Monkey
     rows = [line for line in out.splitlines() if line.startswith("│ ")]
     assert len(rows) == 3 and all("2,3" in r and "0.30" in r for r in rows)
     res = CliRunner().invoke(app, ["sweep", str(sweep_file), "--gpus", "0,,1", "--dry-run"])
-    assert res.exit_code == 2 and "give GPU ids separated by commas" in res.output
+    assert isinstance(res.exception, InputError) and "give GPU ids separated by commas" in str(res.exception)
 
 
 def test_dry_run_json_is_the_placement(sweep_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
