@@ -51,6 +51,7 @@ def corrected(rec: Recommendation) -> Recommendation:
     assert best.spec is not None and best.spec.num_speculative_tokens_per_batch_size
     best.spec.num_speculative_tokens_per_batch_size[0] = (1, 2, 4)
     best.spec.num_speculative_tokens = 4
+    best.ranges[0].k = 4
     best.segments[0].k = 4
     out.corrects, out.changes = f"{ANSWER_DIR}/r1-verified.json", ["1-2: K 2 -> 4"]
     return out

@@ -182,8 +182,8 @@ def test_the_old_plan_hardware_and_check_and_version_still_work(tmp_path: Path) 
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stderr.splitlines()[0] == ("note: 'specmeter plan --hardware ...' is now "
                                           "'specmeter estimate --hardware ...'")
-    run = shutil.copytree(STORED, tmp_path / "run")
-    res = specmeter("check", run, "--against", run, "--json")
+    run, ref = shutil.copytree(STORED, tmp_path / "run"), shutil.copytree(STORED, tmp_path / "ref")
+    res = specmeter("check", run, "--against", ref, "--json")
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stderr.splitlines()[0] == ("note: 'specmeter check RUN --against REF' is now "
                                           "'specmeter compare REF RUN --check'")

@@ -38,6 +38,26 @@ def test_gsm8k_from_dataset_directory_and_direct_file(tmp_path: Path) -> None:
     assert len({c.id for c in from_dir}) == len(GSM_ROWS)
 
 
+@pytest.mark.parametrize("place", ["test.jsonl", "grade_school_math/data/test.jsonl"])
+def test_gsm8k_original_jsonl_reads_as_the_parquet_layout(tmp_path: Path, place: str) -> None:
+    write_parquet(tmp_path / "hf" / TEST_FILE, GSM_ROWS)
+    (tmp_path / "orig" / place).parent.mkdir(parents=True)
+    write_jsonl(tmp_path / "orig" / place, GSM_ROWS)
+    from_parquet = load_gsm8k(tmp_path / "hf")
+    assert load_gsm8k(tmp_path / "orig") == from_parquet
+    assert load_gsm8k(tmp_path / "orig" / place) == from_parquet
+
+
+def test_gsm8k_jsonl_errors_name_the_line(tmp_path: Path) -> None:
+    broken = tmp_path / "test.jsonl"
+    broken.write_text('{"question": "q", "answer": "a"}\n{"question": \n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"test\.jsonl line 2"):
+        load_gsm8k(broken)
+    wrong = write_jsonl(tmp_path / "wrong.jsonl", [{"prompt": "x", "answer": "y"}])
+    with pytest.raises(InputError, match="question"):
+        load_gsm8k(wrong)
+
+
 def test_gsm8k_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not found"):
         load_gsm8k(tmp_path)

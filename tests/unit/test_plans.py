@@ -264,7 +264,7 @@ def test_sweep_attach_mode_uses_each_endpoint(tmp_path: Path) -> None:
         ({"engine": LAUNCH, "candidates": [{"method": "ngram", "k": 2, "lookahead": 1}]},
          ["unknown key 'candidates.0.lookahead'"]),
         ({"engine": LAUNCH, "candidates": [{"method": "ngram", "k": 2}, {"method": "ngram", "k": [2, 0]}]},
-         ["'candidates.1'", "num_speculative_tokens=0"]),
+         ["'candidates.1.num_speculative_tokens'", "got 0"]),
         ({"engine": LAUNCH, "candidates": [{"method": "ngram", "k": []}]}, ["'candidates.0'", "empty list"]),
         ({"engine": LAUNCH, "candidates": [{"id": "x", "method": "ngram", "k": [1, 2]}]},
          ["'candidates.0'", "id 'x'", "expands to 2"]),

@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # typer bundles its own click
 from typer.core import TyperGroup
+from typer.exceptions import Abort
 
 from specmeter import __version__
 from specmeter.cli import compare, plan, recommend, run, sweep, vocab
@@ -110,7 +112,18 @@ for old, name in ((run.compare_workloads, "compare-workloads"), (plan.calibrate,
 
 def main() -> None:
     try:
-        app()
+        code = app(standalone_mode=False)
     except SpecmeterError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(exc.exit_code) from None
+    except NoArgsIsHelpError:  # `specmeter` (or a group) alone: its help was printed, as asked
+        raise SystemExit(0) from None
+    except ClickException as exc:  # typer's own word on a flag (a type, a bound, an unknown option): one line too
+        where = exc.ctx.command_path if isinstance(exc, UsageError) and exc.ctx is not None else "specmeter"
+        err_console.print(f"[bold red]error:[/] {exc.format_message()}; `{where} --help` lists what it takes",
+                          highlight=False, soft_wrap=True)
+        raise SystemExit(exc.exit_code) from None
+    except Abort:
+        raise SystemExit(130) from None
+    if isinstance(code, int) and code:
+        raise SystemExit(code)

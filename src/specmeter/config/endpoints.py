@@ -8,6 +8,7 @@ from here), so every place that sets an endpoint normalizes it the same way.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 # What a config file, a flag or a stored plan may give: a URL, or a list of the replicas' URLs.
 Endpoint = str | list[str]
@@ -23,13 +24,29 @@ def normalize_endpoint(value: str | Sequence[str] | None) -> Endpoint | None:
         raise ValueError("endpoint: an empty list attaches to nothing; give at least one base URL")
     seen: set[str] = set()
     for url in urls:
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ValueError(f"endpoint {url!r} must start with http:// or https://")
+        check_url(url)
         key = url.rstrip("/")
         if key in seen:
             raise ValueError(f"endpoint {url!r} is given twice; list each replica once")
         seen.add(key)
     return urls[0] if len(urls) == 1 else urls
+
+
+def check_url(url: object) -> None:
+    """One base URL, checked where it is parsed: scheme http or https, a host, a port that is a number."""
+    if not isinstance(url, str):
+        raise ValueError(f"endpoint {url!r}: give a base URL, e.g. http://localhost:8000")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        # urlsplit reads "localhost:8000" as scheme "localhost": the usual slip is a URL without its scheme
+        bare = url.split("://", 1)[-1]
+        raise ValueError(f"endpoint {url!r}: give the URL with its scheme, e.g. http://{bare}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if not parts.hostname or port == -1:
+        raise ValueError(f"endpoint {url!r}: give a host and a numeric port, e.g. http://localhost:8000")
 
 
 def endpoint_list(value: Endpoint | None) -> list[str]:

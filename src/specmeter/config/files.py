@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from specmeter.common.errors import InputError
+from specmeter.common.errors import InputError, validation_message
 from specmeter.config.models import POINT_KINDS, SpecConfig
 
 
@@ -26,33 +26,13 @@ def parse_spec_json(text: str, where: str = "--spec") -> SpecConfig:
 
 
 def build_model(cls: type[BaseModel], raw: Any, where: str) -> Any:
-    """Validate `raw` into `cls`; turn the first pydantic error into one line naming the key."""
+    """Validate `raw` into `cls`; a pydantic error becomes the one line naming the key and the fix."""
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a mapping of keys to values, got {type(raw).__name__}")
     try:
         return cls.model_validate(raw)
     except ValidationError as exc:
-        raise InputError(format_validation_error(exc, where)) from exc
-
-
-def _key_path(loc: tuple[Any, ...]) -> str:
-    """The key path of an error location, without the tag pydantic inserts after a load point's index
-    (('points', 0, 'concurrency', 'concurrency') is the key points.0.concurrency)."""
-    parts = [p for p in loc if p != "__root__"]
-    kept = [p for i, p in enumerate(parts)
-            if not (i >= 2 and parts[i - 2] == "points" and isinstance(parts[i - 1], int) and p in POINT_KINDS)]
-    return ".".join(str(p) for p in kept)
-
-
-def format_validation_error(exc: ValidationError, where: str) -> str:
-    err = exc.errors()[0]
-    loc = _key_path(tuple(err.get("loc", ())))
-    msg = err.get("msg", "invalid value").removeprefix("Value error, ")
-    if err.get("type") == "extra_forbidden":
-        return f"{where}: unknown key {loc!r}; remove it or check the spelling"
-    key = f" key {loc!r}:" if loc else ""
-    more = f" (+{len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return f"{where}:{key} {msg}{more}"
+        raise InputError(validation_message(exc, where, cls, POINT_KINDS)) from exc
 
 
 def load_yaml(path: Path) -> dict[str, Any]:
@@ -61,6 +41,12 @@ def load_yaml(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise InputError(f"{path}: config file not found; check the path") from exc
+    except IsADirectoryError as exc:
+        raise InputError(f"{path}: a directory, not a config file; give the YAML file itself") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not a text file (not UTF-8); give the YAML config file") from exc
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read it ({exc.strerror}); check the path and its permissions") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""

@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from specmeter.common.errors import validation_message
+
 SearchAxis = Literal["concurrency", "rate"]
 AUTO_KEYS = ("min", "max", "start", "width", "max_points")
 CONCURRENCY_RANGE = (1, 64)
@@ -123,7 +125,4 @@ def parse_auto(key: Literal["concurrency", "request_rate"], raw: Any) -> LoadSea
     try:
         return LoadSearch.model_validate({**settings, "axis": axis, "min": lo, "max": hi, "start": start})
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err.get("loc", ()))
-        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-        raise ValueError(f"{key}.auto.{where}: {msg}" if where else msg) from None
+        raise ValueError(validation_message(exc, "", LoadSearch, under=f"{key}.auto")) from None

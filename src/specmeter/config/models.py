@@ -302,6 +302,14 @@ class LoadSpec(StrictModel):
                 conc = [int(v) for v in s.start]
             else:
                 rates = s.start
+        for v in _as_list(conc):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"concurrency: {v!r} is not a whole number; give whole numbers, e.g. "
+                                 "concurrency: [1, 4, 16]")
+        for v in _as_list(rates):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ValueError(f"request_rate: {v!r} is not a number of requests/s; give numbers, e.g. "
+                                 "request_rate: [0.5, 2]")
         if conc is not None or rates is not None:
             if data.get("points"):
                 raise ValueError("give load points either as points or as concurrency/request_rate, not both")

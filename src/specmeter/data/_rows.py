@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from specmeter.common.errors import InputError
+from specmeter.common.errors import InputError, validation_message
 from specmeter.data.model import Conversation
 
 ROW_FIX = "fix the row or drop it"
@@ -154,6 +154,4 @@ def make_conversation(where: str, **fields: Any) -> Conversation:
     try:
         return Conversation(**fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or None
-        raise row_error(where, field, f"is invalid ({first['msg']})") from None
+        raise InputError(f"{validation_message(exc, where, Conversation)}; {ROW_FIX}") from None

@@ -32,6 +32,10 @@ def load_conversations(
 ) -> tuple[list[Conversation], WorkloadSelection]:
     """Load, filter by category and input length, sample (stratified); fail before any server starts.
     `shaped`: build the prompts to exactly that many tokens instead (one length of an input-length axis)."""
+    if dataset == "random" and input_len is not None:  # its prompts are made at one length: no range to keep
+        raise InputError(f"input length {input_len[0]}:{input_len[1]}: random prompts are generated at one length "
+                         f"(128 tokens unless told), not filtered by a range; give --dataset-option input_len=N "
+                         "(a sweep file: workload.options.input_len, or workload.input_len: [N] for an axis)")
     if shaped is not None:
         convs = shaped_conversations(dataset, path, options or {}, shaped, tokenizer)
     elif dataset == "sonnet" and "count_tokens" not in (options or {}):  # sonnet counts with the target's tokenizer

@@ -50,7 +50,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
-from specmeter.common.errors import InputError
+from specmeter.common.errors import InputError, validation_message
 from specmeter.config.endpoints import Endpoint, normalize_endpoint
 from specmeter.config.files import build_model, load_yaml
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig, SpecMethod, StrictModel
@@ -103,10 +103,7 @@ class _Candidate(StrictModel):
             try:
                 out.append(SpecConfig.model_validate(raw))
             except ValidationError as exc:
-                err = exc.errors()[0]
-                loc = ".".join(str(p) for p in err.get("loc", ()))
-                msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-                raise ValueError(f"{loc}={err.get('input')!r}: {msg}" if loc else msg) from exc
+                raise ValueError(validation_message(exc, "", SpecConfig)) from exc
         return out
 
 

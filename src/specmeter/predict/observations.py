@@ -118,13 +118,16 @@ def _observe(point: PointResult, planned: PlannedConfig, summary: RunSummary, ru
                else "no running batch (no gauge, and not a closed loop)")
         notes.append(f"{where}: left out ({why})")
         return None
-    if planned.spec.enabled:
+    # An attached candidate's plan may not name its speculative config: what the engine's counters say it drafted
+    # is what it ran, never the K = 0 of a spec left empty.
+    if planned.spec.enabled or planned.role is Role.candidate:
         per_step = _per_step(point)
         if per_step is None:
             notes.append(f"{where}: left out (no acceptance counted)")
             return None
         tokens, k = per_step
-        drafter: str | None = drafter_key(planned.spec)
+        drafter: str | None = (drafter_key(planned.spec) if planned.spec.enabled
+                               else f"attached server of {planned.id} (its config not given)")
     else:
         tokens, k, drafter = 1.0, 0.0, None
     prompt, output = lat.prompt_tokens / lat.num_ok, lat.output_tokens / lat.num_ok

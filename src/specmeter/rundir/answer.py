@@ -21,14 +21,12 @@ replacing the pointer loses nothing.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
-from specmeter.common.errors import InputError
-from specmeter.config.files import build_model
+from specmeter.common.errors import InputError, stored_file_message
 from specmeter.rundir.store import atomic_write_text, write_once
 from specmeter.schemas.recommend import Recommendation
 
@@ -103,12 +101,12 @@ def read_answer(run_dir: Path) -> Answer | None:
         for path in answer_dir.iterdir():
             m = _ROUND_FILE.match(path.name)
             if m:
-                stage: Stage = "verified" if m.group(2) == "verified" else "decided"
-                states[(int(m.group(1)), stage)] = Round(int(m.group(1)), stage, path, _read(path, int(m.group(1))))
+                number, stage = int(m.group(1)), cast(Stage, m.group(2))
+                states[(number, stage)] = Round(number, stage, path, _read(run_dir, path, number))
     migrated = False
     for number, path in _legacy_rounds(run_dir):
         if not any(n == number for n, _ in states):
-            rec = _read(path, number)
+            rec = _read(run_dir, path, number)
             states[(number, stage_of(rec))] = Round(number, stage_of(rec), path, rec)
             migrated = True
     if not states:
@@ -159,23 +157,19 @@ def _keep_legacy_latest(run_dir: Path) -> None:
     if (run_dir / ANSWER_DIR).is_dir() or not (run_dir / POINTER).is_file():
         return
     number, path = _legacy_rounds(run_dir)[-1]
-    rec = _read(path, number)
+    rec = _read(run_dir, path, number)
     rec.round = number
     write_once(run_dir / ANSWER_DIR / f"r{number}-{stage_of(rec)}.json", rec.model_dump_json(indent=2) + "\n")
 
 
-def _read(path: Path, number: int) -> Recommendation:
+def _read(run_dir: Path, path: Path, number: int) -> Recommendation:
     try:
-        text = path.read_text(encoding="utf-8")
+        rec = Recommendation.model_validate_json(path.read_bytes())
     except OSError as exc:
         raise InputError(f"{path}: cannot read it ({exc.strerror})") from exc
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}): the file is cut or was edited; "
-                         "restore it, or move it away and decide again with `specmeter recommend RUN --again`"
-                         ) from exc
-    rec: Recommendation = build_model(Recommendation, raw, str(path))
+    except ValueError as exc:
+        fix = f"restore it, or move it away and `specmeter recommend {run_dir} --again` decides anew"
+        raise InputError(stored_file_message(path, exc, "a recommendation", fix, Recommendation)) from exc
     rec.round = number  # from the directory: a file's own field may have been edited
     return rec
 

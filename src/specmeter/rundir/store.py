@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from specmeter.common.errors import InputError, SpecmeterError
+from specmeter.common.errors import InputError, SpecmeterError, stored_file_message
 from specmeter.schemas.capture import PointCapture
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import SCHEMA_VERSION, RunSummary
@@ -329,6 +329,12 @@ def drop_torn_tail(path: Path, block: int = 1 << 16) -> None:
         fh.truncate(0)
 
 
+# The summary holds the plan and every result: no command can rebuild it, the records and captures beside it
+# are what was measured.
+DAMAGED = ("the run directory is damaged: restore summary.json from a copy (requests.jsonl and captures/ keep what "
+           "was measured)")
+
+
 def load_summary(run_dir: Path) -> RunSummary:
     path = run_dir / SUMMARY
     if not path.exists():
@@ -344,7 +350,7 @@ def load_summary(run_dir: Path) -> RunSummary:
     try:
         return RunSummary.model_validate_json(text)
     except ValueError as exc:
-        raise InputError(f"{path}: not a specmeter run summary ({exc.__class__.__name__}); check the path") from exc
+        raise InputError(stored_file_message(path, exc, "a specmeter run summary", DAMAGED, RunSummary)) from exc
 
 
 def latest_records(records: Sequence[RequestRecord]) -> list[RequestRecord]:

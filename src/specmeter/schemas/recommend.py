@@ -145,6 +145,28 @@ class Recommendation(BaseModel):
     per_input_len: list[Recommendation] = Field(default_factory=list, description="An input-length axis: the table "
                                                 "of each length, decided over its points alone (the first is this).")
 
+    @model_validator(mode="after")
+    def _tables_hold(self) -> Recommendation:
+        """Each drafter's ranges as the engine reads them (ordered, disjoint, covering 1..max_num_seqs) and the same
+        table as the spec that launches them, so an edited file cannot verify one table and launch another."""
+        for i, d in enumerate(self.drafters):
+            where = f"drafters.{i}.ranges"
+            expected = 1
+            for r in d.ranges:
+                if r.start != expected or r.end < r.start:
+                    raise ValueError(f"{where}: [{r.start}, {r.end}] should start at batch {expected} and not end "
+                                     "before it starts (ranges run in order, without gaps or overlaps, from 1); "
+                                     "fix the ranges or run `specmeter recommend` again")
+                expected = r.end + 1
+            if d.ranges and expected - 1 != self.max_num_seqs:
+                raise ValueError(f"{where}: the last range ends at {expected - 1}, not at max_num_seqs "
+                                 f"{self.max_num_seqs}; end it there")
+            table = d.spec.num_speculative_tokens_per_batch_size if d.spec is not None else None
+            if table is not None and [list(t) for t in table] != [r.entry for r in d.ranges]:
+                raise ValueError(f"drafters.{i}.spec: its num_speculative_tokens_per_batch_size {table} is not the "
+                                 f"table of its ranges {[r.entry for r in d.ranges]}; edit both alike")
+        return self
+
     @property
     def best(self) -> DrafterRecommendation | None:
         return self.drafters[0] if self.drafters else None

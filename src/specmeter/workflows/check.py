@@ -11,6 +11,7 @@ from specmeter.analysis.regression import check_runs
 from specmeter.common.errors import RegressionFound
 from specmeter.report.check import render_check
 from specmeter.rundir.run_data import load_run
+from specmeter.workflows.evidence import distinct_runs, require_records
 from specmeter.workflows.terminal import Terminal
 
 
@@ -24,7 +25,11 @@ class Bounds:
 
 def check(run_dir: Path, against: Path, bounds: Bounds, term: Terminal) -> None:
     """Check `run_dir` against `against`; raise RegressionFound after showing everything when a metric regressed."""
-    result = check_runs(load_run(run_dir), load_run(against), max_al_drop=bounds.max_al_drop,
+    distinct_runs(run_dir, against, "check --against")
+    run, reference = load_run(run_dir), load_run(against)
+    for d in (run_dir, against):
+        require_records(d, "check (its speedups pair requests)")
+    result = check_runs(run, reference, max_al_drop=bounds.max_al_drop,
                         max_speedup_drop=bounds.max_speedup_drop)
     if term.json_out:
         term.emit(result.model_dump_json(indent=2))

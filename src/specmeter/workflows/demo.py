@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specmeter.common.errors import InputError
 from specmeter.execution.servers import ServerPool
 from specmeter.plans.demo import demo_plan
 from specmeter.rundir.store import new_run_id
@@ -31,6 +32,16 @@ class DemoRequest:
     rounds: int = 2  # the most verification rounds
     min_gain: float = 0.01
     command: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:  # each flag named, before anything is planned or started
+        for flag, values, example in (("-k", self.ks, "-k 2,4"), ("--concurrency", self.concurrency, "1,4,16"),
+                                      ("--num-prompts", [self.num_prompts], "12"),
+                                      ("--max-tokens", [self.max_tokens], "96")):
+            if not values or any(v < 1 for v in values):
+                raise InputError(f"{flag} {','.join(map(str, values))}: give whole numbers of at least 1, "
+                                 f"e.g. {example if flag == '-k' else f'{flag} {example}'}")
+        if self.repeats is not None and self.repeats < 1:
+            raise InputError(f"--repeats {self.repeats}: give at least 1 (or leave it out for adaptive rounds)")
 
 
 def demo(req: DemoRequest, term: Terminal) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from specmeter.analysis.by_length import at_length, lengths
 from specmeter.analysis.recommend import recommend as decide_table
-from specmeter.common.errors import InputError
+from specmeter.common.errors import InputError, stored_file_message
 from specmeter.predict.calibration import calibrate, refit
 from specmeter.predict.observations import drafter_key, request_mix
 from specmeter.predict.predict import (
@@ -88,9 +88,12 @@ def _calibration(request: PlanRequest, summary: RunSummary) -> Calibration:
         return calibrate([(str(request.run_dir), summary)], request.exclude)
     try:
         cal = Calibration.model_validate_json(request.calibration.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"--calibration {request.calibration}: not a calibration ({exc.__class__.__name__}); "
+    except OSError as exc:
+        raise InputError(f"--calibration {request.calibration}: cannot read it ({exc.strerror}); check the path, or "
                          "write one with `specmeter calibrate RUN...`") from None
+    except ValueError as exc:
+        raise InputError(stored_file_message(f"--calibration {request.calibration}", exc, "a calibration",
+                                             "write one with `specmeter calibrate RUN...`", Calibration)) from None
     if request.exclude and set(request.exclude) != set(cal.excluded):
         raise InputError(f"--exclude with --calibration {request.calibration}: that calibration left out "
                          f"{cal.excluded or 'nothing'}; calibrate again with the same --exclude")

@@ -47,7 +47,8 @@ class Criteria:
         if objective is not None and objective not in ("throughput", "tpot", "goodput"):
             raise InputError(f"--objective {objective!r}: choose throughput, tpot or goodput")
         if max_num_seqs is not None and max_num_seqs < 1:
-            raise InputError(f"--max-num-seqs {max_num_seqs}: give the engine's max_num_seqs, a whole number >= 1")
+            raise InputError(f"--max-num-seqs {max_num_seqs}: the engine's batch limit is at least 1, e.g. "
+                             "--max-num-seqs 256 (or leave it out to read it from the run)")
         return cls(cast(Objective | None, objective), parse_slo(slo), max_num_seqs, check_min_gain(min_gain))
 
     def differences(self, rec: Recommendation) -> list[tuple[str, str, str]]:
@@ -134,6 +135,7 @@ class Ask:
 def recommend(run_dir: Path, criteria: Criteria, term: Terminal, ask: Ask = Ask()) -> Recommendation:
     """The command: the run's answer (decided as round 1 where there is none, or as a new round with --again),
     with its evidence, what to deploy and the earlier rounds (or the JSON); a new round joins the run's page."""
+    load_summary(run_dir)  # a damaged run is refused by every command, also where only its answer is shown
     current = read_answer(run_dir)
     if ask.round is not None:
         if current is None:

@@ -11,11 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specmeter.analysis.decide import analyze
+from specmeter.common.errors import InputError
 from specmeter.engines.registry import get_engine
 from specmeter.results.summarize import summarize_point
 from specmeter.rundir.run_data import is_verification, run_records
 from specmeter.rundir.store import SUMMARY, RunStore, load_summary
 from specmeter.schemas.plan import Role
+from specmeter.schemas.results import RunSummary
+from specmeter.workflows.evidence import require_records
 
 
 @dataclass
@@ -33,15 +36,20 @@ class Recomputed:
 
 
 def recompute(run_dir: Path) -> list[Recomputed]:
-    """Recompute the run in `run_dir` and the verification runs inside it; one `Recomputed` per run directory."""
-    out = [_recompute_one(run_dir)]
-    for sub in sorted(run_dir.iterdir()):
-        if sub.is_dir() and is_verification(sub.name) and (sub / SUMMARY).exists():
-            out.append(_recompute_one(sub))
-    return out
+    """Recompute the run in `run_dir` and the verification runs inside it; one `Recomputed` per run directory.
+    Every directory is derived before any summary.json is written, so a refusal leaves them all as they were."""
+    dirs = [run_dir, *(sub for sub in sorted(run_dir.iterdir())
+                       if sub.is_dir() and is_verification(sub.name) and (sub / SUMMARY).exists())]
+    for d in dirs:
+        load_summary(d)  # a damaged summary is named before the records are
+        require_records(d, "report --recompute")
+    derived = [_recompute_one(d) for d in dirs]
+    for _, store, summary in derived:
+        store.write_summary(summary)
+    return [done for done, _, _ in derived]
 
 
-def _recompute_one(run_dir: Path) -> Recomputed:
+def _recompute_one(run_dir: Path) -> tuple[Recomputed, RunStore, RunSummary]:
     store = RunStore(run_dir)
     summary = load_summary(run_dir)
     plan = summary.plan
@@ -55,11 +63,16 @@ def _recompute_one(run_dir: Path) -> Recomputed:
             if kind is None or capture is None or not capture.finished:
                 done.kept.append(f"{result.config_id}/{stored.point_id} r{stored.repeat}")
                 continue
-            result.points[i] = summarize_point(capture, records, plan.point(stored.point_id), get_engine(kind).stats,
-                                               expect_sd=config.role is Role.candidate, spec=config.spec,
-                                               load=plan.load_for(config))
+            point = summarize_point(capture, records, plan.point(stored.point_id), get_engine(kind).stats,
+                                    expect_sd=config.role is Role.candidate, spec=config.spec,
+                                    load=plan.load_for(config))
+            if point.latency.num_ok < stored.latency.num_ok:  # never replace a result with less
+                raise InputError(f"{store.requests_path}: holds {point.latency.num_ok} finished requests of "
+                                 f"{result.config_id}/{stored.point_id} r{stored.repeat}, summary.json counted "
+                                 f"{stored.latency.num_ok}; the records are incomplete, so nothing was "
+                                 "recomputed: restore requests.jsonl from a copy of the run")
+            result.points[i] = point
             done.points += 1
     if summary.analysis is not None:
         summary.analysis = analyze(summary, run_records(store, plan))
-    store.write_summary(summary)
-    return done
+    return done, store, summary

@@ -14,6 +14,7 @@ from specmeter.report.console import ConsoleOutput
 from specmeter.report.outputs import output
 from specmeter.report.recommendation import answer_document
 from specmeter.rundir.run_data import load_run
+from specmeter.workflows.evidence import distinct_runs, require_records
 from specmeter.workflows.recompute import recompute as recompute_run
 from specmeter.workflows.terminal import Terminal
 
@@ -25,6 +26,20 @@ class ReportFiles:
     html: Path | None = None
     csv: Path | None = None
     plots: Path | None = None
+
+    def __post_init__(self) -> None:  # refused before anything is read, recomputed or written
+        if self.html is not None and self.html.is_dir():
+            raise InputError(f"--html {self.html}: that is a directory; give the file to write, e.g. "
+                             f"--html {self.html / 'report.html'}")
+        for flag, dest in (("--csv", self.csv), ("--plots", self.plots)):
+            check_output_dir(flag, dest)
+
+
+def check_output_dir(flag: str, dest: Path | None) -> None:
+    """A directory to write files into must not be a file already."""
+    if dest is not None and dest.exists() and not dest.is_dir():
+        raise InputError(f"{flag} {dest}: that is a file; give a directory to write into, e.g. {flag} "
+                         f"{dest.with_name(dest.stem + '-' + flag.removeprefix('--'))}")
 
 
 def report(run_dir: Path, files: ReportFiles, term: Terminal, *, recompute: bool = False) -> None:
@@ -53,7 +68,13 @@ def compare(run_dirs: list[Path], term: Terminal, *, allow_different_workloads: 
     """Stored runs side by side at the load points they share, each against the first; overlaid plots on ask."""
     if len(run_dirs) < 2:
         raise InputError("compare: give two or more run directories (the first is the reference)")
+    check_output_dir("--plots", plots)
+    for i, d in enumerate(run_dirs):
+        for other in run_dirs[:i]:
+            distinct_runs(other, d, "compare")
     runs = [load_run(d) for d in run_dirs]
+    for d in run_dirs:
+        require_records(d, "compare (it pairs runs by request)")
     comparison = compare_runs(runs, allow_different_workloads=allow_different_workloads)
     if term.json_out:
         term.emit(comparison.model_dump_json(indent=2))

@@ -140,13 +140,6 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
                          "own allocation: drop --gpus (ask for them with --gpus-per-job)")
     # On Slurm the GPUs are those of each job's allocation, known only there: each job places its own servers.
     placement = None if req.slurm is not None else sweep_placement(sw, req.gpus)
-    if req.dry_run:
-        if placement is None:
-            term.out.print(f"[bold]sweep --dry-run[/]: {len(configs)} configurations; on Slurm each job places its "
-                           "servers on the GPUs of its allocation when it starts; nothing submitted")
-            return
-        show_placement(sw, placement, term)
-        return
     if req.verify is not None:  # refused before the sweep, not after it
         check_verifiable(sw.engine.kind, "--verify")
         if not configs[0].engine.launch:
@@ -180,6 +173,13 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
         term.note.print(f"[yellow]note: {placement.warning}[/]")
     ex = Execution(plan=sw.plan(workload, placement), conversations=convs, api_key=req.api_key, command=req.command,
                    by_length=by_length)
+    if req.dry_run:  # after every check a real run makes, so a dry run that passes is one a real run starts
+        if placement is None:
+            term.out.print(f"[bold]sweep --dry-run[/]: {len(configs)} configurations; on Slurm each job places its "
+                           "servers on the GPUs of its allocation when it starts; nothing submitted")
+            return
+        show_placement(sw, placement, term)
+        return
     run_dir = req.out / (req.name or new_run_id(f"sweep-{len(ex.plan.configs)}configs"))
     if req.slurm is not None:
         sweep_on_slurm(ex, run_dir, req.slurm, term)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from specmeter.analysis.correction import correct, disagreements, same_table
 from specmeter.common.errors import InputError
+from specmeter.config.endpoints import normalize_endpoint
 from specmeter.config.models import SpecConfig
 from specmeter.engines.deploy import render, sweep_engine
 from specmeter.execution.runner import Execution
@@ -157,6 +158,12 @@ class VerifyRequest:
     # verify` asked for a config to run and says there is none.
     off_is_an_answer: bool = False
     command: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:  # a malformed --endpoint is refused before anything is decided or written
+        try:
+            normalize_endpoint(self.endpoint)
+        except ValueError as exc:
+            raise InputError(f"--endpoint: {exc}") from None
 
 
 @dataclass

@@ -1,0 +1,23 @@
+"""An attached candidate whose plan names no speculative config is fitted on what its counters say it drafted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specmeter.config.models import SpecConfig
+from specmeter.predict.observations import observations
+from specmeter.rundir.store import load_summary
+from specmeter.schemas.plan import Role
+
+DEMO_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "20261123-180233-demo"
+
+
+def test_an_attached_candidate_without_its_spec_keeps_the_k_its_counters_drafted() -> None:
+    summary = load_summary(DEMO_RUN)
+    cand = next(c for c in summary.plan.configs if c.role is Role.candidate)
+    measured = [o.k for o in observations(summary, "run", set(), []) if o.config_id == cand.id]
+    cand.spec = SpecConfig()  # as an attach run's plan holds it when --spec was not given
+    attached = [o for o in observations(summary, "run", set(), []) if o.config_id == cand.id]
+    assert measured and [o.k for o in attached] == measured
+    assert all(o.k > 0 and o.tokens_per_step > 1 for o in attached)
+    assert all(o.drafter is not None and cand.id in o.drafter for o in attached)
