@@ -22,7 +22,7 @@ from specmeter.config.models import (
     SpecMethod,
     validate_dynamic_k,
 )
-from specmeter.config.models import models as config
+from specmeter.config import models as config
 from specmeter.load import eventloop
 
 
