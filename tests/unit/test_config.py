@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from specmeter.common.errors import InputError
+from specmeter.config import models as config
 from specmeter.config.files import build_model, load_yaml, parse_spec_json
 from specmeter.config.models import (
     ConcurrencyPoint,
@@ -22,7 +23,6 @@ from specmeter.config.models import (
     SpecMethod,
     validate_dynamic_k,
 )
-from specmeter.config import models as config
 from specmeter.load import eventloop
 
 
