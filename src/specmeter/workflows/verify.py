@@ -221,8 +221,8 @@ def recommend_and_verify(run_dir: Path, req: VerifyRequest, term: Terminal, pool
         return
     first_dir = req.verify_dir or run_dir / new_run_id("verify")
     if first_dir.exists() and any(first_dir.iterdir()):
-        raise InputError(f"--out {first_dir}: exists and is not empty; a verification writes a directory of its "
-                         "own: give a new path, or leave --out out")
+        raise InputError(f"--verify-dir {first_dir}: exists and is not empty; a verification writes a directory of "
+                         "its own: give a new path, or leave --verify-dir out")
 
     def verify_round(ex: Execution, target: Path) -> None:
         measure_and_keep(ex, target, term, answer.verifications.append, pool, show=False)
