@@ -26,7 +26,7 @@ from specmeter.report.plots_load import speedup
 from specmeter.rundir.run_data import load_run
 from specmeter.rundir.store import RunStore, load_summary
 from specmeter.workflows.plan import PlanRequest, plan_run
-from specmeter.workflows.recommend import Criteria, decide
+from specmeter.workflows.recommend import Criteria, recommend
 from specmeter.workflows.resume import resume
 from specmeter.workflows.sweep import SweepRequest, sweep
 from specmeter.workflows.terminal import Terminal
@@ -161,7 +161,7 @@ def test_a_sweep_runs_every_length_at_every_load_and_decides_per_length(tmp_path
         assert sorted(c.input_len for c in crossings if c.config_id != "baseline") == [16, 48]
         assert all(f"at {c.input_len} input tokens" in c.note for c in crossings)
 
-        rec = decide(run_dir, Criteria())
+        rec = recommend(run_dir, Criteria(), terminal())  # round 1, the run's answer
         assert [r.input_len for r in rec.per_input_len] == [16, 48] and rec.input_len == 16
         assert any("input length" in n for n in rec.notes)
 

@@ -34,7 +34,7 @@ def stored() -> RunData:
 def copy(run: RunData, name: str | None = None) -> RunData:
     """A deep copy to alter (the loaded run stays as stored)."""
     return RunData(run.run_dir.with_name(name) if name else run.run_dir, run.summary.model_copy(deep=True),
-                   run.recommendation.model_copy(deep=True) if run.recommendation else None, run.verification)
+                   run.answer, run.verification)
 
 
 def with_points(run: RunData, new: dict[str, ConcurrencyPoint | RatePoint]) -> RunData:
@@ -113,7 +113,7 @@ def test_plots_output_defaults_to_a_plots_directory(stored: RunData, tmp_path: P
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     run = copy(stored)
-    run.recommendation = None
+    run.answer = None
     run.verification = None
     run.summary.analysis.speedups = []
     paths = PlotsOutput().write(run)
@@ -286,7 +286,7 @@ def test_recommended_k_draws_the_stored_table_and_the_measured_choices(stored: R
 
 def test_recommended_k_needs_a_recommendation(stored: RunData) -> None:
     run = copy(stored)
-    run.recommendation = None
+    run.answer = None
     assert PLOTS["recommended_k"](run) is None
     assert "recommended_k" not in figures(run)
 
