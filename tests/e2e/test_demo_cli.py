@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from specmeter.rundir.store import load_summary
+from specmeter.rundir.answer import read_answer
 from specmeter.schemas.recommend import Recommendation
 
 pytestmark = pytest.mark.e2e
@@ -20,7 +21,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     # and then the verification this test is here to run would be skipped.
     res = subprocess.run(
         [sys.executable, "-m", "specmeter.cli", "demo", "--concurrency", "1", "-k", "2", "--num-prompts", "6",
-         "--max-tokens", "96", "--out", str(tmp_path)],
+         "--max-tokens", "96", "--out", str(tmp_path), "-v"],  # -v: every table, not only the answer's
         capture_output=True, text=True, timeout=1200,
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -46,6 +47,8 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
 
     rec = Recommendation.model_validate_json((run_dir / "recommendation.json").read_text(encoding="utf-8"))
     assert rec.best is not None and rec.best.ranges[0].start == 1
+    answer = read_answer(run_dir)  # the pointer holds the latest round's latest state
+    assert answer is not None and answer.rounds[0].number == 1 and answer.recommendation == rec
     if rec.best.spec is None:  # K = 2 did not clearly beat the baseline: the answer is speculation off
         assert "nothing to verify" in res.stderr and not (run_dir / "verify").exists()
         return
