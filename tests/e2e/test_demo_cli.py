@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from specmeter.rundir.store import load_summary
 from specmeter.rundir.answer import read_answer
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.recommend import Recommendation
 
 pytestmark = pytest.mark.e2e
