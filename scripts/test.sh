@@ -9,7 +9,7 @@ scripts/setup.sh
 scripts/setup-llamacpp.sh
 scripts/setup-browser.sh
 scripts/setup-slurm.sh
-.venv/bin/ruff check src tests tools benchmarks
+.venv/bin/ruff check src tests tools benchmarks docs/hooks
 .venv/bin/mypy
 .venv/bin/lint-imports
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
