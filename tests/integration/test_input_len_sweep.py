@@ -63,7 +63,7 @@ def test_a_sweep_over_two_input_lengths_reports_the_crossover_per_length(
     }
     file = tmp_path / "sweep.yaml"
     file.write_text(yaml.safe_dump(sweep), encoding="utf-8")
-    res = subprocess.run([*SPECMETER, "sweep", str(file), "--out", str(tmp_path), "--name", "lengths"],
+    res = subprocess.run([*SPECMETER, "sweep", str(file), "--out", str(tmp_path), "--name", "lengths", "-v"],
                          capture_output=True, text=True, timeout=1500)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     run_dir = tmp_path / "lengths"

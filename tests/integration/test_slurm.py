@@ -118,5 +118,6 @@ def test_sweep_on_slurm_survives_a_cancelled_job(partition: str, models: Path, t
     for result in summary.configs:
         assert result.ran_on is not None and (result.ran_on.node, result.ran_on.attempt) == (node, 2)
 
-    shown = subprocess.run([*SPECMETER, "report", str(run_dir)], capture_output=True, text=True, check=True).stdout
+    shown = subprocess.run([*SPECMETER, "report", str(run_dir), "-v"], capture_output=True, text=True,
+                           check=True).stdout
     assert "Slurm jobs" in shown and f"{node} (node/attempt-2" in shown

@@ -63,7 +63,7 @@ def _sweep(sweep_file: Path, out: Path, name: str) -> list[str]:
 @pytest.fixture(scope="module")
 def finished(sweep_file: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[RunSummary, Path]:
     out = tmp_path_factory.mktemp("runs")
-    res = subprocess.run(_sweep(sweep_file, out, "whole"), capture_output=True, text=True, timeout=1200)
+    res = subprocess.run([*_sweep(sweep_file, out, "whole"), "-v"], capture_output=True, text=True, timeout=1200)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     for heading in ("Speedup over the baseline", "Where speculation stops paying", "Lossless check"):
         assert heading in res.stdout
