@@ -74,11 +74,6 @@ class Answer:
             last[state.number] = state
         return [last[n] for n in sorted(last)]
 
-    @property
-    def history(self) -> list[Round]:
-        """The rounds before the answer's, newest first."""
-        return self.rounds[:-1][::-1]
-
     def at(self, number: int) -> Round:
         for state in reversed(self.states):
             if state.number == number:
@@ -107,7 +102,7 @@ def read_answer(run_dir: Path) -> Answer | None:
     for number, path in _legacy_rounds(run_dir):
         if not any(n == number for n, _ in states):
             rec = _read(run_dir, path, number)
-            states[(number, stage_of(rec))] = Round(number, stage_of(rec), path, rec)
+            states[(number, _stage_of(rec))] = Round(number, _stage_of(rec), path, rec)
             migrated = True
     if not states:
         return None
@@ -132,7 +127,7 @@ def write_round(run_dir: Path, rec: Recommendation, stage: Stage, number: int) -
     return Round(number, stage, path, rec)
 
 
-def stage_of(rec: Recommendation) -> Stage:
+def _stage_of(rec: Recommendation) -> Stage:
     return "decided" if rec.verification == "not run" else "verified"
 
 
@@ -159,7 +154,7 @@ def _keep_legacy_latest(run_dir: Path) -> None:
     number, path = _legacy_rounds(run_dir)[-1]
     rec = _read(run_dir, path, number)
     rec.round = number
-    write_once(run_dir / ANSWER_DIR / f"r{number}-{stage_of(rec)}.json", rec.model_dump_json(indent=2) + "\n")
+    write_once(run_dir / ANSWER_DIR / f"r{number}-{_stage_of(rec)}.json", rec.model_dump_json(indent=2) + "\n")
 
 
 def _read(run_dir: Path, path: Path, number: int) -> Recommendation:
