@@ -20,7 +20,7 @@ from vllm_helpers import ServerPool
 from specmeter.config.models import SpecConfig, SpecMethod, dynamic_k_at
 from specmeter.rundir.store import load_summary
 from specmeter.schemas.plan import Role
-from specmeter.schemas.recommend import Recommendation
+from specmeter.schemas.recommend import KRange, Recommendation
 
 pytestmark = pytest.mark.integration
 SPECMETER = [sys.executable, "-m", "specmeter.cli"]
@@ -87,7 +87,8 @@ def test_verify_shows_the_engine_drafting_the_tables_k(pool: ServerPool, models:
     spec = _draft(models, 4).model_copy(update={"num_speculative_tokens_per_batch_size": TABLE})
     best = recommendation.best
     assert best is not None
-    edited = best.model_copy(update={"spec": spec, "speculative_config": None})
+    ranges = [KRange(start=a, end=b, k=k, bases=["measured"]) for a, b, k in TABLE]  # the table, edited alike
+    edited = best.model_copy(update={"spec": spec, "ranges": ranges, "speculative_config": None})
     rec_file = tmp_path / "edited.json"
     rec_file.write_text(recommendation.model_copy(update={"drafters": [edited]}).model_dump_json(), encoding="utf-8")
     res = _run(["verify", str(sweep_dir), "--recommendation", str(rec_file), "--endpoint", pool.get(spec).base_url,

@@ -22,7 +22,7 @@ from specmeter.engines.deploy import render
 from specmeter.execution.runner import Execution, execute
 from specmeter.rundir.answer import read_answer
 from specmeter.rundir.store import RunStore, latest_records, load_summary
-from specmeter.schemas.recommend import Recommendation
+from specmeter.schemas.recommend import KRange, Recommendation
 from specmeter.workflows.verify import VerifyLoop
 
 pytestmark = pytest.mark.integration
@@ -72,7 +72,8 @@ def test_verify_corrects_a_wrong_table_and_the_correction_holds(pool: ServerPool
     best = rec.best
     assert best is not None
     wrong_spec = _draft(models, 8).model_copy(update={"num_speculative_tokens_per_batch_size": WRONG})
-    wrong = rec.model_copy(update={"drafters": [best.model_copy(update={"spec": wrong_spec})]})
+    ranges = [KRange(start=a, end=b, k=k, bases=["measured"]) for a, b, k in WRONG]  # the table, edited alike
+    wrong = rec.model_copy(update={"drafters": [best.model_copy(update={"spec": wrong_spec, "ranges": ranges})]})
 
     tables: list[SpecConfig] = []
 

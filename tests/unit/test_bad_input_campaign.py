@@ -39,8 +39,9 @@ def test_bad_input_is_one_line_and_changes_nothing(case: Case, tmp_path: Path, m
     capsys.readouterr()
     with pytest.raises(SystemExit) as stop:
         main()
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert stop.value.code == InputError.exit_code, err
+    assert not out.strip(), f"a refused command prints its one line and nothing else: {out[:500]}"
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:"), err
     for word in case.words:

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
 
-from specmeter.common.errors import InputError, stored_file_message
+from pydantic import ValidationError
+
+from specmeter.common.errors import InputError, stored_file_message, validation_message
 from specmeter.rundir.store import atomic_write_text, write_once
 from specmeter.schemas.recommend import Recommendation
 
@@ -119,8 +121,12 @@ def next_round(run_dir: Path) -> int:
 def write_round(run_dir: Path, rec: Recommendation, stage: Stage, number: int) -> Round:
     """Write one state of round `number` under its own name (refused if that file exists: nothing is replaced),
     then point recommendation.json at it. `rec.round` is set from `number`."""
-    _keep_legacy_latest(run_dir)
     rec.round = number
+    try:  # what is written must read back: a table whose ranges and config disagree is refused here, not later
+        Recommendation.model_validate(rec.model_dump())
+    except ValidationError as exc:
+        raise InputError(validation_message(exc, f"round {number} of {run_dir}", Recommendation)) from exc
+    _keep_legacy_latest(run_dir)
     path = run_dir / ANSWER_DIR / f"r{number}-{stage}.json"
     write_once(path, rec.model_dump_json(indent=2) + "\n")
     _point(run_dir, rec)

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from specmeter import __version__
-from specmeter.common.errors import RunIncomplete
+from specmeter.common.errors import InputError, RunIncomplete
 from specmeter.engines.probe import resolve_endpoints
 from specmeter.execution.runner import Execution, execute
 from specmeter.execution.servers import ServerPool
@@ -56,11 +56,18 @@ def measure(ex: Execution, run_dir: Path, term: Terminal, pool: ServerPool | Non
 def showing(run_dir: Path, term: Terminal) -> Iterator[None]:
     """When the workflow ends, also early (what finished), its run directory on the console as `specmeter report`
     shows it: the answer first, then what carries it."""
-    try:
-        yield
-    finally:
+    def show() -> None:
         if not term.json_out and (run_dir / SUMMARY).exists():
             ConsoleOutput(console=term.answer, verbosity=term.verbosity).write(load_run(run_dir))
+
+    try:
+        yield
+    except InputError:  # refused before anything ran: its one line is the whole answer
+        raise
+    except BaseException:
+        show()
+        raise
+    show()
 
 
 def measure_and_keep(ex: Execution, run_dir: Path, term: Terminal, keep: Callable[[RunSummary], None],
