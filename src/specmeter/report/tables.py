@@ -195,12 +195,20 @@ def _apart(summary: RunSummary, s: Speedup) -> str:
     return f"{abs(a.started_s - b.started_s) / 60:.1f} min"
 
 
-def speedup_table(summary: RunSummary) -> Grid | None:
-    speedups = summary.analysis.speedups
-    if not speedups:
+def _speedups(summary: RunSummary) -> tuple[list[Speedup], str, set[str]] | None:
+    """What both speedup tables read: the stored speedups, the repeats' note for the title, and the configurations
+    with synthetic acceptance (their verdicts say so); None where there is no speedup."""
+    if not summary.analysis.speedups:
         return None
     reps = " (median ± MAD over repeats)" if summary.plan.repeats > 1 else ""
-    synthetic = {c.id for c in summary.plan.configs if c.spec.synthetic}
+    return summary.analysis.speedups, reps, {c.id for c in summary.plan.configs if c.spec.synthetic}
+
+
+def speedup_table(summary: RunSummary) -> Grid | None:
+    found = _speedups(summary)
+    if found is None:
+        return None
+    speedups, reps, synthetic = found
     t = grid(f"Speedup over the baseline, same requests (95% paired-bootstrap CI{reps})",
              ("configuration", "point", "output tok/s", "TPOT", "TTFT", "E2E", "sides apart", "verdict"),
              left={"configuration", "point", "verdict"})
@@ -228,11 +236,10 @@ def pays_table(summary: RunSummary) -> Grid | None:
     """Where speculation pays, in brief: per configuration and point the speedup its verdict was decided on
     (output throughput, or TPOT where the verdict says so), with its interval; the speedup table holds every
     metric."""
-    speedups = summary.analysis.speedups
-    if not speedups:
+    found = _speedups(summary)
+    if found is None:
         return None
-    reps = " (median ± MAD over repeats)" if summary.plan.repeats > 1 else ""
-    synthetic = {c.id for c in summary.plan.configs if c.spec.synthetic}
+    speedups, reps, synthetic = found
     t = grid(f"Where speculation pays: speedup over the baseline, same requests (95% CI{reps})",
              ("configuration", "point", "speedup", "verdict"), right={"speedup"})
     for s in speedups:
