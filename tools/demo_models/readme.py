@@ -93,10 +93,82 @@ machine; `--target-steps`, `--draft-steps` and `--gen-prompts` give a fixed-step
 
 Measure per-token costs and acceptance with `tools/measure_demo_models.py`.
 """
-    (out / "README.md").write_text(text)
+    path = out / "README.md"
+    old = path.read_text() if path.exists() else ""
+    head = old.find(EAGLE3_HEADING)
+    if head >= 0:  # the EAGLE-3 head's section (tools/train_demo_eagle3.py) stays, after the pair's
+        text += "\n" + old[head:]
+    path.write_text(text)
 
 
 def _shape(args: argparse.Namespace, model: str) -> argparse.Namespace:
     """The layers, hidden size, heads and MLP width given for the target or the draft."""
     return argparse.Namespace(**{key: getattr(args, f"{model}_{key}")
                                  for key in ("layers", "hidden", "heads", "intermediate")})
+
+
+EAGLE3_HEADING = "## EAGLE-3 head: `demo-eagle3`"
+
+
+def write_eagle3_section(out: Path, r: dict[str, Any]) -> None:
+    """Put the EAGLE-3 head's section (from its training report) at the end of ``models/README.md``, replacing the
+    one an earlier run wrote but keeping what was written by hand from its ``### Served`` subsection on."""
+    h, v, dist, f = r["head"], r["vocab"], r["distill"], r["features"]
+    acc = r.get("acceptance", {})
+    ks = sorted({key for row in acc.values() for key in row if key.startswith("k")})
+    acc_rows = "\n".join(
+        f"| {name} ({row['prompts']} prompts) | " + " | ".join(
+            f"{row[k]['eagle3']} / {row[k]['demo_draft']}" for k in ks) + " |" for name, row in acc.items())
+    acc_table = (f"| prompts | {' | '.join(f'K={k[1:]}' for k in ks)} |\n| --- |{' --- |' * len(ks)}\n{acc_rows}"
+                 if acc else "Not checked in this run (`--eval-prompts 0`).")
+    section = f"""{EAGLE3_HEADING}
+
+An EAGLE-3 head for demo-target, made with `tools/train_demo_eagle3.py`, served by vLLM with
+`{{"method": "eagle3", "model": "models/demo-eagle3", "num_speculative_tokens": K}}`. Architecture
+`LlamaForCausalLMEagle3`: `fc` over the target's residual stream after layers {', '.join(map(str, r['aux_layers']))}
+(3 x 576 in), one decoder layer (`midlayer`) whose attention reads the token embedding and the hidden state
+concatenated (2 x 576 in), its own `norm` and `lm_head` over a draft vocabulary of {v['draft_vocab_size']} of
+the target's {v['target_vocab_size']} tokens (`d2t` offsets, `t2d` mask); the embedding table is the target's
+(not in the file). {h['params'] / 1e6:.2f}M parameters, {r['size_bytes'] / 1e6:.1f} MB on disk (bfloat16, one
+safetensors file). Same license as the pair: trained by the project on the same stdlib text (PSF License).
+
+Command (seed {r['seed']}, torch {r['torch']}, 2 CPU threads; the target is read, never changed):
+
+```
+{r['command']}
+```
+
+1. Distillation data: the target's greedy continuations (batched, KV cache, {dist['seconds'] / 60:.1f} min) of
+   {dist['samples']} prompts ({dist['chat_samples']} of them chat prompts, the rest corpus excerpts):
+   {dist['continuation_tokens']} tokens.
+2. Draft vocabulary: the special tokens and the most frequent target ids in the training corpus and those
+   continuations; they cover {v['train_token_coverage']:.1%} of the training tokens and
+   {v['heldout_corpus_coverage']:.1%} of the held-out corpus.
+3. Target features: the frozen target ran once over those continuations, {f['corpus_windows']} corpus windows and
+   {f['chat_examples']} chat conversations made from the corpus's docstrings (as the target was trained on)
+   ({f['tokens']} tokens, {f['seconds'] / 60:.1f} min): its hidden states after layers
+   {', '.join(map(str, r['aux_layers']))} and its next-token distribution at every position, kept in memory.
+4. Training: {h['steps']} AdamW steps of {r['batch']} sequences ({h['seconds'] / 60:.1f} min, the target's embedding
+   frozen, `lm_head` and `norm` started from the target's). The head is unrolled for {len(h['final_loss_ema'])} steps
+   per position as vLLM runs it (steps after the first read the head's own pre-norm output and attend to the first
+   step's entries and their own) and learns the target's distribution renormalized over the draft vocabulary
+   (soft cross-entropy, step s weighted {r['decay']}^(s - 1)). Final loss per step (EMA)
+   {', '.join(map(str, h['final_loss_ema']))}; top-1 agreement with the target per step
+   {', '.join(map(str, h['final_top1_ema']))}.
+
+Total wall time: {r['total_minutes']} min. Report: `models/eagle3_training_report.json`.
+
+### Greedy acceptance right after training (eager PyTorch, head / demo-draft)
+
+{acc_table}
+"""
+    path = out / "README.md"
+    text = path.read_text() if path.exists() else ""
+    start = text.find(EAGLE3_HEADING)
+    if start >= 0:
+        served = text.find("### Served", start)
+        tail = text[served:] if served >= 0 else ""
+        text = text[:start].rstrip() + "\n\n" + section + ("\n" + tail if tail else "")
+    else:
+        text = text.rstrip() + "\n\n" + section
+    path.write_text(text)

@@ -1,0 +1,175 @@
+"""Training and checking the EAGLE-3 head: the target's features and soft labels for a batch, the unrolled loss,
+the training loop, and greedy acceptance simulated the way vLLM drafts with the head."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from demo_models.acceptance import AcceptanceResult
+from demo_models.common import Budget, log
+from demo_models.eagle3 import AUX_LAYERS, Eagle3Head
+from demo_models.train import lr_at
+
+
+@torch.no_grad()
+def target_features(target: Any, ids: torch.Tensor, mask: torch.Tensor | None, draft_ids: torch.Tensor,
+                    autocast: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The target's aux hidden states (B, T, 3H), its log-probs renormalized over the draft vocabulary (B, T, Vd)
+    and its greedy next token (B, T), for a batch of token sequences."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        out = target(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+    # hidden_states[i] is the residual stream after i layers, which is what vLLM hands the head for layer id i.
+    aux = torch.cat([out.hidden_states[i] for i in AUX_LAYERS], dim=-1).float()
+    logits = out.logits.float()
+    return aux, logits[..., draft_ids].log_softmax(-1), logits.argmax(-1)
+
+
+def unrolled_loss(head: Eagle3Head, embed: torch.nn.Embedding, ids: torch.Tensor, valid: torch.Tensor,
+                  aux: torch.Tensor, target_logp: torch.Tensor, target_top: torch.Tensor, steps: int,
+                  decay: float, autocast: bool) -> tuple[torch.Tensor, list[float], list[float]]:
+    """Soft cross-entropy of each unrolled step against the target's distribution at the position it predicts,
+    weighted ``decay ** (step - 1)``; also each step's top-1 agreement with the target's greedy token.
+
+    ``valid`` (B, T) marks the positions whose next-token distribution is a label (padding excluded)."""
+    n = ids.size(1) - 1
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        per_step = head.unrolled(embed, ids, aux.to(torch.bfloat16) if autocast else aux, steps)
+    total = torch.zeros((), dtype=torch.float32)
+    losses, accs = [], []
+    for s, logits in enumerate(per_step, start=1):
+        # anchor p at step s predicts the token after position p + s: the target's distribution at p + s
+        m = torch.zeros_like(valid[:, :n])
+        m[:, : n - s + 1] = valid[:, s : n + 1]
+        lab = target_logp[:, s : s + n]
+        top = target_top[:, s : s + n]
+        if lab.size(1) < n:  # the last s - 1 anchors have no label: pad (masked out)
+            lab = torch.cat([lab, lab.new_zeros(lab.size(0), n - lab.size(1), lab.size(2))], dim=1)
+            top = torch.cat([top, top.new_zeros(top.size(0), n - top.size(1))], dim=1)
+        logp = logits.float().log_softmax(-1)
+        ce = -(lab.exp() * logp).sum(-1)
+        loss = ce[m].mean()
+        total = total + decay ** (s - 1) * loss
+        losses.append(loss.item())
+        drafted = head.draft_ids[logits.argmax(-1)]
+        accs.append((drafted == top)[m].float().mean().item())
+    return total, losses, accs
+
+
+@dataclass
+class Cached:
+    """One training sequence with what the frozen target gives for it, computed once: the aux hidden states and
+    the log-probs over the draft vocabulary (bfloat16, to keep thousands in memory) and the greedy next token."""
+
+    ids: torch.Tensor  # (T,)
+    aux: torch.Tensor  # (T, 3H) bf16
+    logp: torch.Tensor  # (T, Vd) bf16
+    top: torch.Tensor  # (T,)
+
+
+@torch.no_grad()
+def precompute(target: Any, seqs: Sequence[list[int]], draft_ids: torch.Tensor, batch: int, pad_id: int,
+               autocast: bool) -> list[Cached]:
+    """Run the target once over every sequence (batched by length, right-padded)."""
+    out: list[Cached] = []
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    t0 = time.monotonic()
+    for b in range(0, len(order), batch):
+        group = [seqs[i] for i in order[b : b + batch]]
+        t = max(len(x) for x in group)
+        ids = torch.full((len(group), t), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(group), t), dtype=torch.long)
+        for r, x in enumerate(group):
+            ids[r, : len(x)] = torch.tensor(x)
+            mask[r, : len(x)] = 1
+        aux, logp, top = target_features(target, ids, mask, draft_ids, autocast)
+        for r, x in enumerate(group):
+            n = len(x)
+            out.append(Cached(ids[r, :n].clone(), aux[r, :n].to(torch.bfloat16), logp[r, :n].to(torch.bfloat16),
+                                 top[r, :n].clone()))
+        if (b // batch) % 10 == 0:
+            log(f"target features: {len(out)}/{len(seqs)} sequences, {time.monotonic() - t0:.0f}s")
+    return out
+
+
+def cached_batches(data: Sequence[Cached], batch: int, gen: torch.Generator, pad_id: int
+                   ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Endless shuffled batches of cached sequences, right-padded: (ids, valid, aux, logp, top)."""
+    if not data:
+        raise ValueError("no sequences to train on")
+    batch = min(batch, len(data))
+    while True:
+        perm = torch.randperm(len(data), generator=gen).tolist()
+        for s in range(0, len(perm) - batch + 1, batch):
+            group = [data[i] for i in perm[s : s + batch]]
+            t = max(x.ids.numel() for x in group)
+            ids = torch.full((batch, t), pad_id, dtype=torch.long)
+            valid = torch.zeros((batch, t), dtype=torch.bool)
+            aux = torch.zeros((batch, t, group[0].aux.size(-1)))
+            logp = torch.zeros((batch, t, group[0].logp.size(-1)))
+            top = torch.zeros((batch, t), dtype=torch.long)
+            for r, x in enumerate(group):
+                n = x.ids.numel()
+                ids[r, :n], valid[r, :n], aux[r, :n], logp[r, :n], top[r, :n] = x.ids, True, x.aux, x.logp, x.top
+            yield ids, valid, aux, logp, top
+
+
+def train_head(head: Eagle3Head, embed: torch.nn.Embedding, data: Sequence[Cached], budget: Budget, batch: int,
+               peak_lr: float, steps: int, decay: float, gen: torch.Generator, pad_id: int, autocast: bool
+               ) -> dict[str, Any]:
+    """AdamW on the unrolled loss over shuffled batches of the cached sequences (the target's continuations and
+    corpus windows); the target's embedding stays frozen."""
+    opt = torch.optim.AdamW(head.parameters(), lr=peak_lr, betas=(0.9, 0.95), weight_decay=0.01)
+    batches = cached_batches(data, batch, gen, pad_id)
+    step, ema_loss, ema_acc = 0, None, None
+    history: list[dict[str, Any]] = []
+    while not budget.done(step):
+        lr = lr_at(budget.progress(step), step, 20, peak_lr)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        ids, valid, aux, logp, top = next(batches)
+        loss, losses, accs = unrolled_loss(head, embed, ids, valid, aux, logp, top, steps, decay, autocast)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+        opt.step()
+        step += 1
+        ema_loss = losses if ema_loss is None else [0.95 * e + 0.05 * v for e, v in zip(ema_loss, losses)]
+        ema_acc = accs if ema_acc is None else [0.95 * e + 0.05 * v for e, v in zip(ema_acc, accs)]
+        if step % 10 == 0 or step == 1:
+            history.append({"step": step, "loss": [round(v, 4) for v in ema_loss],
+                            "top1": [round(v, 4) for v in ema_acc]})
+            log(f"head step {step} loss/step {' '.join(f'{v:.3f}' for v in ema_loss)} "
+                f"top1/step {' '.join(f'{v:.3f}' for v in ema_acc)} lr {lr:.2e} "
+                f"elapsed {time.monotonic() - budget.start:.0f}s")
+    return {"steps": step, "seconds": round(time.monotonic() - budget.start, 1),
+            "final_loss_ema": [round(v, 4) for v in ema_loss or []],
+            "final_top1_ema": [round(v, 4) for v in ema_acc or []], "history": history}
+
+
+@torch.no_grad()
+def simulate_eagle3(head: Eagle3Head, target: Any, prompt: Sequence[int], target_tokens: Sequence[int], k: int
+                    ) -> AcceptanceResult:
+    """Greedy speculative decoding of ``target_tokens`` (the target's own greedy continuation of ``prompt``) with
+    the head drafting ``k``, as vLLM runs it: after the prefill the anchor is the prompt's last position; each step
+    drafts k tokens from the anchor, accepts the longest prefix equal to the target's tokens, and moves the anchor
+    past the accepted tokens and the bonus token. The unrolled forward gives every anchor's k drafts at once (its
+    teacher forcing changes no accepted count, see ``Eagle3Head.unrolled``)."""
+    seq = torch.tensor([[*prompt, *target_tokens]])
+    aux, _, _ = target_features(target, seq, None, head.draft_ids, autocast=False)
+    per_step = head.unrolled(target.get_input_embeddings(), seq, aux, k)
+    drafts = torch.stack([head.draft_ids[lg[0].argmax(-1)] for lg in per_step], dim=-1)  # (T - 1, k)
+    res = AcceptanceResult(generated_tokens=len(target_tokens))
+    full = seq[0].tolist()
+    p, end = len(prompt) - 1, len(full) - 1
+    while p + 1 < end:  # the target's token at p + 1 is out; the step verifies the drafts after it
+        acc = 0
+        while acc < k and p + 2 + acc <= end and int(drafts[p, acc]) == full[p + 2 + acc]:
+            acc += 1
+        res.accepted.append(acc)
+        p += acc + 1
+    return res
