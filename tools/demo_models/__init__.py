@@ -2,4 +2,5 @@
 
 common (vocabulary, chat format, budgets) < corpus < examples; tokenizer; model; distill < train;
 acceptance (shared with tools/measure_demo_models.py); readme; pipeline runs them all in order.
+The EAGLE-3 head for the pair's target (tools/train_demo_eagle3.py): eagle3 (the head) < eagle3_train.
 """
