@@ -60,7 +60,11 @@ def check_local_models(engine: EngineSpec, spec: SpecConfig) -> None:
         if path is not None:
             _check_exists(role, path)
     # A GGUF file carries its vocabulary inside; llama-server compares the pair's itself when it loads them.
-    if target is None or draft is None or spec.method is not SpecMethod.draft_model or _gguf(target) or _gguf(draft):
+    if target is None or draft is None or _gguf(target) or _gguf(draft):
+        return
+    if spec.method is SpecMethod.eagle3:
+        _check_eagle3_head(target, draft)
+    if spec.method is not SpecMethod.draft_model:
         return
     t_cfg, d_cfg = _read_config(target), _read_config(draft)
     t_vocab, d_vocab = t_cfg.get("vocab_size"), d_cfg.get("vocab_size")
@@ -71,3 +75,24 @@ def check_local_models(engine: EngineSpec, spec: SpecConfig) -> None:
             f"draft model {draft} uses a different tokenizer than target {target} ({what}); "
             "draft_model speculation needs a draft trained on the target's tokenizer"
         )
+
+
+def _check_eagle3_head(target: Path, head: Path) -> None:
+    """An EAGLE-3 head reads the target's hidden states and embeddings and maps its drafts into the target's
+    vocabulary: a head trained for another target loads, then fails on a shape mismatch mid-start (or drafts
+    wrong ids), so its config is checked against the target's first."""
+    t_cfg, h_cfg = _read_config(target), _read_config(head)
+    problems = []
+    t_vocab, h_vocab = t_cfg.get("vocab_size"), h_cfg.get("vocab_size")
+    if t_vocab is not None and h_vocab is not None and t_vocab != h_vocab:
+        problems.append(f"vocab_size {h_vocab} vs the target's {t_vocab}")
+    t_hidden = t_cfg.get("hidden_size")
+    h_hidden = h_cfg.get("target_hidden_size") or h_cfg.get("hidden_size")
+    if t_hidden is not None and h_hidden is not None and t_hidden != h_hidden:
+        problems.append(f"it reads hidden states of size {h_hidden}, the target's are {t_hidden}")
+    draft_vocab = h_cfg.get("draft_vocab_size")
+    if isinstance(draft_vocab, int) and isinstance(h_vocab, int) and not 0 < draft_vocab <= h_vocab:
+        problems.append(f"draft_vocab_size {draft_vocab} is not within its vocab_size {h_vocab}")
+    if problems:
+        raise InputError(f"EAGLE-3 head {head} does not fit target {target} ({'; '.join(problems)}); "
+                         "an EAGLE-3 head is trained for one target: give that target, or its head")

@@ -31,9 +31,14 @@ def _header(path: Path) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
+# An EAGLE-3 head's draft-vocabulary maps (offsets and a mask over the target's ids): stored beside the weights,
+# multiplied by nothing.
+VOCAB_MAPS = ("d2t", "t2d")
+
+
 def _count(header: dict[str, Any]) -> int:
     return sum(math.prod(int(d) for d in entry.get("shape", [])) for name, entry in header.items()
-               if name != "__metadata__" and isinstance(entry, dict))
+               if name != "__metadata__" and isinstance(entry, dict) and name.rsplit(".", 1)[-1] not in VOCAB_MAPS)
 
 
 def checkpoint_params(model_dir: Path, bytes_per_param: float | None) -> tuple[int | None, str | None]:
