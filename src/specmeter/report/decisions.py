@@ -51,7 +51,7 @@ def head_to_head_table(summary: RunSummary) -> Grid | None:
 
 def verification_table(summary: RunSummary) -> Grid | None:
     rows = summary.analysis.verification
-    if not rows:
+    if not rows and not summary.plan.carried:
         return None
     t = grid("The dynamic config, run: against the baseline and the sweep's best static config at each point "
              "(same requests, interleaved)",
@@ -68,6 +68,8 @@ def verification_table(summary: RunSummary) -> Grid | None:
                   followed, ratio_text(base.output_throughput) if base else "-", ratio_text(base.tpot) if base else "-",
                   v.static_id or "-", ratio_text(static.output_throughput) if static else "-",
                   ratio_text(static.tpot) if static else "-", _judgement(v))
+    for point_id, why in summary.plan.carried.items():  # not run again: the sweep's evidence stands there
+        t.add_row(point_label(summary, point_id), *["-"] * 9, f"holds: not run again, {why}")
     return t
 
 

@@ -106,6 +106,9 @@ class Plan(BaseModel):
     best_static: dict[str, str] = Field(default_factory=dict, description="verify: per point id, the static "
                                         "configuration the sweep found best there, which the dynamic one is judged "
                                         "against.")
+    carried: dict[str, str] = Field(default_factory=dict, description="verify: the sweep's points not run again, "
+                                    "each with why: every decision behind the table's K there was settled, so the "
+                                    "sweep's paired evidence stands for it.")
     placement: Placement | None = Field(default=None, description="Where the launched servers run on this node: "
                                         "GPUs and memory share per server (None: not placed; plans other than a "
                                         "sweep's, and runs before placement existed).")

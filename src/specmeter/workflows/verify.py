@@ -52,6 +52,7 @@ class VerifyLoop:
     serve: Callable[[SpecConfig], str | None] | None = None
     repeats: int | None = None
     api_key: str | None = None
+    every_point: bool = False
     command: list[str] | None = None
 
     def run(self, rec: Recommendation, rounds: int, number: int, on_disk: bool) -> Recommendation:
@@ -70,7 +71,10 @@ class VerifyLoop:
                 return rec
             # Every check of the plan (endpoints, configs) before anything is written.
             ex = verify_execution(self.run_dir, sweep, rec, endpoint=endpoint, repeats=self.repeats,
-                                  api_key=self.api_key, command=self.command)
+                                  api_key=self.api_key, every_point=self.every_point, command=self.command)
+            if ex.plan.carried:
+                self.say(f"verifying round {number} at {', '.join(p.id for p in ex.plan.points)}; the sweep's "
+                         f"settled evidence stands at {', '.join(ex.plan.carried)} (--every-point runs those too)")
             self._execute(ex, target, rec)
             verify = load_summary(target)
             verified.append((verify, _records(target)))
@@ -150,6 +154,7 @@ class VerifyRequest:
     given: Path | None = None
     rounds: int = 1
     repeats: int | None = None
+    every_point: bool = False  # also the points whose decisions the sweep settled
     endpoint: str | None = None
     api_key: str | None = None
     verify_dir: Path | None = None  # default: a new verify-<timestamp> directory inside the run directory
@@ -231,7 +236,7 @@ def recommend_and_verify(run_dir: Path, req: VerifyRequest, term: Terminal, pool
                       say=lambda line: term.human.print(f"[bold]{line}[/]", highlight=False),
                       first_dir=first_dir, pool=pool,
                       serve=None if req.endpoint is None else _attached(req.endpoint, rec), repeats=req.repeats,
-                      api_key=req.api_key, command=req.command)
+                      api_key=req.api_key, every_point=req.every_point, command=req.command)
     final = loop.run(rec, req.rounds, number, on_disk)
     write_page(run_dir, term)  # the run's page now shows the answer and its verification
     answer.recommendation = final
