@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specmeter.analysis.drafter_choice import choose_drafter
 from specmeter.analysis.families import deploy_specs, drafter_label, families
 from specmeter.analysis.objective import Scorer
 from specmeter.common.errors import InputError
@@ -117,13 +118,17 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
         raise InputError(f"{source_run or 'this run'}: no speculative configuration has a measured point against "
                          f"the baseline{only_synthetic}, so there is nothing to recommend; run a sweep first")
     drafters.sort(key=lambda d: -(d.score or 0.0))
+    # Head to head only where every drafter ran beside the one baseline (one node); else ranked by score.
+    choice = choose_drafter(drafters, plan.configs, scorer) if len(groups) == 1 else None
+    if choice is not None:
+        drafters.sort(key=lambda d: d.drafter != choice.chosen)  # stable: the others stay by score
     best = drafters[0]
     if best.spec is not None and any(r.k == 0 for r in best.ranges):
         notes.append(K0_COST_NOTE)
     notes.append(STATIC_NOTE)
     return Recommendation(source_run=source_run, objective=objective, slo=slo, min_gain=scorer.min_gain,
                           max_num_seqs=limit,
-                          max_num_seqs_source=limit_source, drafters=drafters, notes=notes)
+                          max_num_seqs_source=limit_source, drafters=drafters, drafter_choice=choice, notes=notes)
 
 
 # -- inputs ------------------------------------------------------------------------------------------------

@@ -179,6 +179,8 @@ def deploy_lines(rec: Recommendation, *, full: bool = True) -> list[Line]:
     table and configs alone (the answer a person copies; why, the alternatives and the notes are the rest)."""
     best = rec.best
     out: list[Line] = [Line(status(rec), emphasis=True)]
+    if rec.drafter_choice is not None:  # one drafter per server: which, head to head
+        out.append(Line(f"drafter: {rec.drafter_choice.reason}"))
     for d in rec.drafters if full else rec.drafters[:1]:
         tag = "best" if d is best else "alternative"
         out.append(Line(f"{tag}: {d.drafter}"

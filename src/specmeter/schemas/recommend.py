@@ -120,6 +120,18 @@ class DrafterRecommendation(BaseModel):
         return self
 
 
+class DrafterChoice(BaseModel):
+    """Which drafter the answer names, decided head to head (analysis.drafter_choice): each duel pools, over the
+    measured points where two drafters' tables run different configurations, the paired comparison of those."""
+
+    chosen: str = Field(description="The drafter deployed (its table first in `drafters`).")
+    runner_up: str | None = Field(description="The best of the others.")
+    margin: HeadToHead | None = Field(description="The chosen drafter's table against the runner-up's, head to head.")
+    evidence: list[HeadToHead] = Field(default_factory=list, description="The duels the walk from the cheapest "
+                                       "drafter read.")
+    reason: str
+
+
 class Recommendation(BaseModel):
     """Every drafter's table, the best first."""
 
@@ -130,6 +142,8 @@ class Recommendation(BaseModel):
     max_num_seqs: int = Field(ge=1)
     max_num_seqs_source: str
     drafters: list[DrafterRecommendation]
+    drafter_choice: DrafterChoice | None = Field(default=None, description="Two or more drafters on one node: "
+                                                 "which one the answer names, head to head, and by how much it won.")
     notes: list[str] = Field(default_factory=list)
     round: int = Field(default=1, ge=1, description="1: from the sweep; n > 1: corrected after n - 1 verifications.")
     verification: Literal["not run", "held", "disagreed", "kept"] = Field(
