@@ -72,10 +72,11 @@ class VerifyLoop:
             # Every check of the plan (endpoints, configs) before anything is written.
             ex = verify_execution(self.run_dir, sweep, rec, endpoint=endpoint, repeats=self.repeats,
                                   api_key=self.api_key, every_point=self.every_point, command=self.command)
-            if ex.plan.carried:
-                self.say(f"verifying round {number} at {', '.join(p.id for p in ex.plan.points)}; the sweep's "
-                         f"settled evidence stands at {', '.join(ex.plan.carried)} (--every-point runs those too)")
             self._execute(ex, target, rec)
+            if ex.plan.carried:  # said once it ran: a refused verification prints its one line and nothing else
+                self.say(f"verification of round {number} ran at {', '.join(p.id for p in ex.plan.points)}; the "
+                         f"sweep's settled evidence stands at {', '.join(ex.plan.carried)} (--every-point runs those "
+                         "too)")
             verify = load_summary(target)
             verified.append((verify, _records(target)))
             done = rec.model_copy(deep=True)
