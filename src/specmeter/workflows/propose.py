@@ -30,8 +30,9 @@ from specmeter.workflows.execute import measure_and_keep
 from specmeter.workflows.recommend import Criteria, decide
 from specmeter.workflows.terminal import Terminal
 
-# One proposed K: on the demo (K 2 and 4 at three loads) that is one more server start and the rounds of the
-# points it could win, about a tenth of the run; each further K costs as much again.
+# One proposed K: the model's best bet, measured. On the demo (K 2 and 4 at three loads) it is one more server
+# start and, at the points it could win, the sweep's rounds again with one configuration more; each further K
+# costs about as much again, for a smaller predicted edge.
 DEFAULT_BUDGET = 1
 
 
