@@ -60,9 +60,9 @@ def proposal(k: int, point: str, rec: Recommendation) -> Proposal:
 
 
 def proposal_run(values: dict[str, Interval], plan_from: tuple[RunSummary, Recommendation, list[Proposal]] | None
-                 = None) -> tuple[RunSummary, list[RequestRecord]]:
-    """A proposal run at c1 that measured `values` (with the plan that ran it, where given)."""
-    summary, records = sweep({cid: {"c1": v} for cid, v in values.items()}, {"c1": BATCHES["c1"]})
+                 = None, point: str = "c1") -> tuple[RunSummary, list[RequestRecord]]:
+    """A proposal run at `point` that measured `values` (with the plan that ran it, where given)."""
+    summary, records = sweep({cid: {point: v} for cid, v in values.items()}, {point: BATCHES[point]})
     if plan_from is not None:
         summary.plan = propose_plan(plan_from[0], plan_from[1], plan_from[2], "run")
     return summary, records
@@ -251,6 +251,29 @@ def test_the_tune_loops_proposal_step_measures_the_best_proposal_and_says_what_i
         in said
     assert pool.stopped == ([] if outcome == "won" else [K3])
     assert measured_k(decide(run_dir, Criteria()), "c1") == (3 if outcome == "won" else 4)
+
+
+def test_a_later_proposal_run_takes_the_next_free_directory_and_pools_with_the_earlier(
+        run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    term, _ = terminal()
+    cal = cast(Calibration, Calibration.model_construct())
+    for k, point, measured in ((3, "c1", WINS), (1, "c16", {"draft_model-k1": (1.20, 1.15, 1.25)})):
+        found = [proposal(k, point, decide(run_dir, Criteria()))]
+        monkeypatch.setattr(workflow, "found_proposals", lambda *_, found=found: (found, ""))
+
+        def measure(ex: Execution, target: Path, _term: Terminal, keep: Any, _pool: Any, *, show: bool,
+                    measured: dict[str, Interval] = measured, point: str = point) -> RunSummary:
+            summary, records = proposal_run(measured, point=point)
+            summary.plan = ex.plan
+            store(target, summary, records)
+            return summary
+
+        monkeypatch.setattr(workflow, "measure_and_keep", measure)
+        workflow.propose(run_dir, cal, workflow.ProposeRequest(), term, None)
+    assert (run_dir / "propose-2" / "summary.json").exists()
+    rec = decide(run_dir, Criteria())
+    assert [(p.k, p.run) for p in rec.proposed] == [(3, "propose"), (1, "propose-2")]
+    assert measured_k(rec, "c1") == 3 and measured_k(rec, "c16") == 1
 
 
 def test_no_budget_or_no_calibration_measures_nothing(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,10 +22,11 @@ from specmeter.predict.profiles import drafter_profiles
 from specmeter.predict.proposals import Proposal, proposals, ranked
 from specmeter.report.recommendation import predicted_text, proposal_lines
 from specmeter.rundir.run_data import PROPOSE_DIR
-from specmeter.rundir.store import free_name, load_summary
+from specmeter.rundir.store import free_name
 from specmeter.schemas.planner import Calibration
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
+from specmeter.workflows.evidence import answer_evidence
 from specmeter.workflows.execute import measure_and_keep
 from specmeter.workflows.recommend import Criteria, decide
 from specmeter.workflows.terminal import Terminal
@@ -86,7 +87,7 @@ def propose(run_dir: Path, cal: Calibration | None, req: ProposeRequest, term: T
     next propose directory; `keep` receives that run's summary. Nothing is measured without a calibration."""
     if req.budget == 0 or cal is None:
         return
-    summary = load_summary(run_dir)
+    summary = answer_evidence(run_dir).summary  # the sweep, with any K measured before as one of its own
     rec = decide(run_dir, req.criteria)
     found, why = found_proposals(summary, str(run_dir), cal, rec, req.k_range)
     if not found:
