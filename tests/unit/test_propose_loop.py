@@ -50,11 +50,13 @@ def the_sweep() -> tuple[RunSummary, list[RequestRecord], Recommendation]:
     return summary, records, recommend(summary, records)
 
 
-def proposal(k: int, point: str, rec: Recommendation) -> Proposal:
-    """K proposed at one measured point, with a prediction that clears the chosen K there."""
-    seg = next(s for s in rec.drafters[0].segments if s.basis == "measured" and s.point_ids == [point])
+def proposal(k: int, point: str, rec: Recommendation, drafter: str | None = None) -> Proposal:
+    """K proposed at one measured point (of the best drafter, or the one named), with a prediction that clears the
+    chosen K there."""
+    of = next(d for d in rec.drafters if drafter is None or d.drafter == drafter)
+    seg = next(s for s in of.segments if s.basis == "measured" and s.point_ids == [point])
     assert seg.chosen is not None
-    return Proposal(drafter=rec.drafters[0].drafter, k=k, contests=(Contest(
+    return Proposal(drafter=of.drafter, k=k, contests=(Contest(
         point_ids=[point], batch=seg.engine_batch[0], incumbent=seg.chosen, incumbent_k=seg.k, predicted=1.7,
         predicted_incumbent=1.6),))
 
@@ -108,6 +110,19 @@ def test_two_proposals_run_each_where_it_could_win() -> None:
     assert [p.id for p in plan.points] == ["c1", "c16"]
     assert plan.runs_at[K3] == ["c1"] and plan.runs_at["draft_model-k1"] == ["c16"]
     assert all(plan.runs(plan.config(BASELINE), p.id) for p in plan.points)
+
+
+def test_each_other_drafters_pick_runs_beside_a_proposal_so_drafters_stay_compared_on_the_same_requests() -> None:
+    ngram = SpecConfig.model_validate({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3})
+    rows = {**CLEAR, "ngram-k3": {"c1": (1.20, 1.15, 1.25), "c4": (1.10, 1.05, 1.15), "c16": (1.00, 0.95, 1.05)}}
+    summary, records = sweep(rows, BATCHES, ks={K2: 2, K4: 4, "ngram-k3": 3}, extra_specs={"ngram-k3": ngram})
+    rec = recommend(summary, records)
+    draft = next(d.drafter for d in rec.drafters if d.drafter.startswith("draft_model"))
+    ngram_at_c1 = next(s.chosen for d in rec.drafters if d.drafter != draft for s in d.segments
+                       if s.basis == "measured" and s.point_ids == ["c1"])
+    assert ngram_at_c1 == "ngram-k3"
+    plan = propose_plan(summary, rec, [proposal(3, "c1", rec, draft)], "run")
+    assert plan.runs_at["ngram-k3"] == ["c1"] and {K2, K3, K4} <= set(plan.runs_at)
 
 
 # -- pooling and the decision -------------------------------------------------------------------------------------

@@ -6,7 +6,9 @@ The walk that decides a point (analysis.choice) compares each K with the one it 
 cheapest up. So at each point the proposed K runs beside the baseline, the incumbent (the K the sweep chose there)
 and, where it differs, the configuration the sweep's walk held when it reached the proposed K's place: on the
 sweep and this run pooled, the walk then meets the proposed K with paired evidence on both of its sides, as if
-the sweep had run it. Nothing else runs again: the sweep's other configurations are judged where they were.
+the sweep had run it. Each other drafter's pick there runs too, since drafters are chosen by their tables on the
+same requests (analysis.drafter_choice). Nothing else runs again: the sweep's other configurations are judged
+where they were.
 """
 
 from __future__ import annotations
@@ -64,7 +66,9 @@ def propose_plan(source: RunSummary, rec: Recommendation, found: Sequence[Propos
         proposed.append(ProposedK(config_id=config.id, drafter=p.drafter, k=p.k, contests=list(p.contests)))
         for contest in p.contests:
             seg = next(s for s in drafter.segments if s.basis == "measured" and s.point_ids == contest.point_ids)
-            for cid in (config.id, held_before(seg, p.k), contest.incumbent):
+            others = [s.chosen for d in rec.drafters if d is not drafter for s in d.segments
+                      if s.basis == "measured" and set(s.point_ids) & set(contest.point_ids)]
+            for cid in (config.id, held_before(seg, p.k), contest.incumbent, *others):
                 if cid is not None and cid != base.id:
                     at = runs_at.setdefault(cid, [])
                     at += [pid for pid in contest.point_ids if pid not in at]
