@@ -4,8 +4,8 @@ The cost of an answer is what a user pays for specmeter: every server start and 
 (GPU time, on a real model). This runs `specmeter demo` from a fresh clone of each revision, `--repeats` times,
 alternating which design goes first (so drift on a shared machine falls on both alike), and reports per run:
 - wall time, split into setup (only with --setup: `scripts/setup.sh` in the clone, a fresh environment),
-  server starts, the sweep's measuring, the verification rounds' measuring, and the rest (process start,
-  recommend, calibration, reports);
+  server starts, the sweep's measuring, the measuring of the Ks the step-cost model proposed, the verification
+  rounds' measuring, and the rest (process start, recommend, calibration, reports);
 - requests sent (warm-ups apart) and servers started;
 - the final table (the answer's round and its verification) and whether it matches the first run of the
   `--before` design.
@@ -46,6 +46,7 @@ class Timing:
     setup_s: float
     starts_s: float
     sweep_s: float
+    propose_s: float
     verify_s: float
     other_s: float
     requests: int
@@ -64,6 +65,12 @@ def verify_dirs(run_dir: Path) -> list[Path]:
     found = [d for d in run_dir.iterdir() if d.is_dir() and d.name.startswith("verify")
              and (d / "summary.json").exists()]
     return sorted(found, key=lambda d: int(d.name.rsplit("-r", 1)[1]) if "-r" in d.name else 1)
+
+
+def propose_dirs(run_dir: Path) -> list[Path]:
+    """The run's measurements of proposed Ks: propose/, propose-2/, ... (none before the tune loop proposed)."""
+    return sorted((d for d in run_dir.iterdir() if d.is_dir() and d.name.split("-")[0] == "propose"
+                   and (d / "summary.json").exists()), key=lambda d: d.name)
 
 
 def _summary(d: Path) -> dict[str, Any]:
@@ -86,26 +93,29 @@ def read_run(run_dir: Path, *, design: str, rev: str, repeat: int, wall_s: float
     """Split a finished demo's wall time into its phases from the run directory's own records: each summary's
     wall time, and each launched server's start (a server reused from the pool started in 0 s)."""
     sweep = _summary(run_dir)
+    proposals = [_summary(d) for d in propose_dirs(run_dir)]
     verifies = [_summary(d) for d in verify_dirs(run_dir)]
 
     def starts(s: dict[str, Any]) -> list[float]:
         return [float(c["startup_s"]) for c in s["configs"] if c.get("startup_s")]
 
     sweep_starts = starts(sweep)
+    propose_starts = [x for p in proposals for x in starts(p)]
     verify_starts = [x for v in verifies for x in starts(v)]
     sweep_s = float(sweep["wall_s"] or 0.0) - sum(sweep_starts)
+    propose_s = sum(float(p["wall_s"] or 0.0) for p in proposals) - sum(propose_starts)
     verify_s = sum(float(v["wall_s"] or 0.0) for v in verifies) - sum(verify_starts)
-    counts = [_requests(run_dir), *(_requests(d) for d in verify_dirs(run_dir))]
+    counts = [_requests(d) for d in (run_dir, *propose_dirs(run_dir), *verify_dirs(run_dir))]
     rec = json.loads((run_dir / "recommendation.json").read_text(encoding="utf-8"))
     best = rec["drafters"][0] if rec.get("drafters") else {}
     spec = best.get("spec") or {}
-    starts_s = sum(sweep_starts) + sum(verify_starts)
+    starts_s = sum(sweep_starts) + sum(propose_starts) + sum(verify_starts)
     return Timing(
         design=design, rev=rev, repeat=repeat, run_dir=str(run_dir), wall_s=wall_s, setup_s=setup_s,
-        starts_s=starts_s, sweep_s=sweep_s, verify_s=verify_s,
-        other_s=wall_s - setup_s - starts_s - sweep_s - verify_s,
+        starts_s=starts_s, sweep_s=sweep_s, propose_s=propose_s, verify_s=verify_s,
+        other_s=wall_s - setup_s - starts_s - sweep_s - propose_s - verify_s,
         requests=sum(c[0] for c in counts), warmup_requests=sum(c[1] for c in counts),
-        servers_started=len(sweep_starts) + len(verify_starts), verify_rounds=len(verifies),
+        servers_started=len(sweep_starts) + len(propose_starts) + len(verify_starts), verify_rounds=len(verifies),
         table=spec.get("num_speculative_tokens_per_batch_size"), static_k=best.get("static_k"),
         answer=f"round {rec.get('round')}, {rec.get('verification')}",
         points={p["point_id"]: int(p["rounds"]) for p in sweep.get("sampling") or []},
@@ -144,13 +154,14 @@ def report(timings: Sequence[Timing]) -> str:
     reference = next(t for t in timings if t.design == "before")
     for t in timings:
         t.matches = (t.table, t.static_k) == (reference.table, reference.static_k)
-    lines = ["| design | repeat | wall min | setup | starts | sweep | verify | other | requests | servers | "
+    lines = ["| design | repeat | wall min | setup | starts | sweep | propose | verify | other | requests | servers | "
              "verify rounds | rounds per point | final table | answer | matches |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for t in timings:
         lines.append(
             f"| {t.design} ({t.rev}) | {t.repeat} | {t.wall_s / 60:.1f} | {t.setup_s:.0f} s | {t.starts_s:.0f} s | "
-            f"{t.sweep_s:.0f} s | {t.verify_s:.0f} s | {t.other_s:.0f} s | {t.requests} | {t.servers_started} | "
+            f"{t.sweep_s:.0f} s | {t.propose_s:.0f} s | {t.verify_s:.0f} s | {t.other_s:.0f} s | {t.requests} | "
+            f"{t.servers_started} | "
             f"{t.verify_rounds} | {', '.join(f'{p} {r}' for p, r in t.points.items())} | {t.table} | {t.answer} | "
             f"{'yes' if t.matches else 'no'} |")
     by = {d: [t for t in timings if t.design == d] for d in ("before", "after")}

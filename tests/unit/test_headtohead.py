@@ -124,3 +124,18 @@ def test_one_function_pairs_every_metric_and_keeps_the_direction() -> None:
         compare(fast, slow, "goodput")
     h2h = head_to_head(fast, slow, "c1", "output_throughput", min_gain=0.01)
     assert h2h.outcome == "beats" and h2h.paired_requests == 4 and h2h.threshold == pytest.approx(1.01)
+
+
+
+def _later(side: Side) -> Side:
+    """The same side as a later run pooled in measured it: its repeat numbered 1000."""
+    return Side(side.config_id, {(1000, c, t): r for (_, c, t), r in side.requests.items()}, {1000: side.totals[0]})
+
+
+def test_throughput_compares_only_the_repeats_both_ran() -> None:
+    """Pooled evidence: `b` also ran in an earlier run, on a machine twice as fast then; `a` ran only in the later
+    one. Their throughput ratio is the later run's alone, never one run's against another's."""
+    a, b = _later(_side("a", [2.0] * 3)), _later(_side("b", [1.0] * 3))
+    earlier = _side("b", [0.5] * 3)
+    pooled = compare(a, earlier.merged(b), "output_throughput")
+    assert pooled.value == pytest.approx(compare(a, b, "output_throughput").value or 0.0)

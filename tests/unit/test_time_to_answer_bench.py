@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -28,7 +29,8 @@ def tta() -> ModuleType:
 
 def test_the_phases_add_up_to_the_wall_time_and_come_from_the_run(tta: ModuleType) -> None:
     t = tta.read_run(RUN, design="before", rev="abc", repeat=1, wall_s=900.0, setup_s=60.0)
-    assert t.setup_s + t.starts_s + t.sweep_s + t.verify_s + t.other_s == pytest.approx(900.0)
+    assert t.setup_s + t.starts_s + t.sweep_s + t.propose_s + t.verify_s + t.other_s == pytest.approx(900.0)
+    assert t.propose_s == 0  # a run from before the tune loop proposed
     sweep = json.loads((RUN / "summary.json").read_text())
     verify = json.loads((RUN / "verify/summary.json").read_text())
     launched = [c for s in (sweep, verify) for c in s["configs"] if c.get("startup_s")]
@@ -49,3 +51,13 @@ def test_the_report_marks_a_table_that_differs_from_the_first_before_run(tta: Mo
     rows = [line for line in text.splitlines() if line.startswith("| after")]
     assert rows[0].endswith("| yes |") and rows[1].endswith("| no |")
     assert "after / before (medians): wall 0.35" in text
+
+
+def test_the_measuring_of_proposed_ks_is_a_phase_of_its_own(tta: ModuleType, tmp_path: Path) -> None:
+    run = shutil.copytree(RUN, tmp_path / "run")
+    shutil.copytree(run / "verify", run / "propose")  # a proposal run's files, as the tune loop writes them
+    before = tta.read_run(RUN, design="before", rev="abc", repeat=1, wall_s=900.0, setup_s=0.0)
+    t = tta.read_run(run, design="after", rev="def", repeat=1, wall_s=900.0, setup_s=0.0)
+    assert t.propose_s == pytest.approx(before.verify_s) and t.verify_s == pytest.approx(before.verify_s)
+    assert t.requests > before.requests and t.servers_started > before.servers_started
+    assert t.setup_s + t.starts_s + t.sweep_s + t.propose_s + t.verify_s + t.other_s == pytest.approx(900.0)

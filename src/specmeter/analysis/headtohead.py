@@ -145,10 +145,11 @@ def decision_bounds(ratio: Ratio) -> tuple[float | None, float | None]:
 def _rate_ratio(a: Side, b: Side, pairs: Paired, amount: Callable[[RequestRecord], float], confidence: float,
                 counted: Good | None = None) -> Ratio:
     """(Σ amount / wall of a) / (the same of b): throughput (amount = tokens) or goodput (amount = 1 per request
-    meeting the SLO). Point totals give the value; the paired per-request rates give the interval's width."""
+    meeting the SLO). Point totals of the repeats both ran give the value (pooled runs: never one run's against
+    another's); the paired per-request rates give the interval's width."""
 
     def total(side: Side, repeat: int | None) -> tuple[float, float]:
-        reps = [r for r in side.totals if repeat is None or r == repeat]
+        reps = [r for r in side.totals if (r in pairs.repeats if repeat is None else r == repeat)]
         wall = sum(side.totals[r][1] for r in reps)
         if counted is None:
             return sum(side.totals[r][0] for r in reps), wall

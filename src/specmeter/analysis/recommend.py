@@ -199,7 +199,10 @@ def _drafter(family: list[PlannedConfig], scorer: Scorer, batches: dict[str, _Ba
     segments = _segments(points, limit)
     ranges = merge_segments(segments)
     label = drafter_label(family[-1].spec)
-    static_k, static_cfg, static_reason, _ = scorer.static(family, [p for _, p, _, _ in measured])
+    # A static K runs at every batch size, so it is judged over every point its drafter was measured at: a
+    # configuration measured at fewer (a proposed K, run only where it could win) is judged per point alone.
+    everywhere = [c for c in family if all(c.id in scorer.arena(p).sides for _, p, _, _ in measured)]
+    static_k, static_cfg, static_reason, _ = scorer.static(everywhere, [p for _, p, _, _ in measured])
     # Engine-neutral: the caller renders them for the engine the sweep ran (engines.deploy).
     spec, static_spec = deploy_specs(family, ranges, static_cfg, label, DEAD_FLAGS, notes)
     return DrafterRecommendation(

@@ -43,6 +43,8 @@ Slo = Annotated[str | None, typer.Option(help="Per-request bounds, e.g. ttft_ms=
 MaxNumSeqs = Annotated[int | None, typer.Option(help="The engine's max_num_seqs, where the last batch-size range ends (default: from the run).")]
 MinGain = Annotated[float | None, typer.Option(help="A larger K (or costlier drafter) must beat a smaller one head to head by more than this fraction (default: the sweep's, 0.01).")]
 Rounds = Annotated[int, typer.Option(min=1, help="The most verification rounds: a table verification contradicts is corrected and verified again.")]
+Propose = Annotated[int | None, typer.Option(min=0, help="Before the answer is decided: measure at most N draft lengths K the sweep did not run, where the step-cost model calibrated on it predicts one beats the K chosen at a measured point; each runs head to head against that K and enters the table only where it beats it (default: 1; 0: none).")]
+ProposeK = Annotated[str | None, typer.Option(help="The Ks a proposal may take, LOW-HIGH, e.g. 1-6 (default: the swept Ks' span widened by one on each side).")]
 
 # ---- predictions --------------------------------------------------------------------------------------------
 Batch = Annotated[str, typer.Option(help="Engine batch sizes to predict, e.g. 1,8,64.")]

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from specmeter.config.models import EngineSpec, LoadPoint, LoadSpec, SpecConfig
 from specmeter.schemas.placement import Placement
+from specmeter.schemas.proposal import ProposedK
 
 
 class Role(str, Enum):
@@ -93,7 +94,7 @@ class Plan(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["run", "sweep", "compare-workloads", "demo", "verify"]
+    kind: Literal["run", "sweep", "compare-workloads", "demo", "verify", "propose"]
     configs: list[PlannedConfig]
     load: LoadSpec
     repeats: int = Field(default=1, ge=1, description="Each point runs this many times per configuration.")
@@ -109,6 +110,11 @@ class Plan(BaseModel):
     carried: dict[str, str] = Field(default_factory=dict, description="verify: the sweep's points not run again, "
                                     "each with why: every decision behind the table's K there was settled, so the "
                                     "sweep's paired evidence stands for it.")
+    runs_at: dict[str, list[str]] = Field(default_factory=dict, description="propose: per configuration id, the "
+                                          "points it runs at (a configuration not named runs at every point).")
+    proposed: list[ProposedK] = Field(default_factory=list, description="propose: the Ks the step-cost model "
+                                      "proposed, each with the stretches it could win and what the model predicted "
+                                      "there.")
     placement: Placement | None = Field(default=None, description="Where the launched servers run on this node: "
                                         "GPUs and memory share per server (None: not placed; plans other than a "
                                         "sweep's, and runs before placement existed).")
@@ -129,6 +135,9 @@ class Plan(BaseModel):
         for point_id, config_id in self.best_static.items():
             if config_id not in ids:
                 raise ValueError(f"best_static names {config_id} at {point_id}, which is not in the plan")
+        for config_id in self.runs_at:
+            if config_id not in ids:
+                raise ValueError(f"runs_at names {config_id}, which is not in the plan")
         return self
 
     @property
@@ -142,7 +151,10 @@ class Plan(BaseModel):
 
     def runs(self, config: PlannedConfig, point_id: str) -> bool:
         """Whether the configuration runs at the point. A verify plan runs a static configuration only where
-        it is the best static (the only place it is judged against); everything else runs everywhere."""
+        it is the best static (the only place it is judged against); a proposal plan runs each configuration
+        where its runs_at says; everything else runs everywhere."""
+        if config.id in self.runs_at:
+            return point_id in self.runs_at[config.id]
         judged = set(self.best_static.values())
         return config.id not in judged or self.best_static.get(point_id) == config.id
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, model_validator
 from specmeter.config.models import SpecConfig
 from specmeter.config.slo import SLO as SLO  # re-exported: recommendation.json carries it
 from specmeter.schemas.analysis import HeadToHead
+from specmeter.schemas.proposal import ProposedK
 
 Objective = Literal["throughput", "tpot", "goodput"]
 Basis = Literal["measured", "interpolated", "below_measured", "unmeasured", "predicted"]
@@ -158,6 +159,9 @@ class Recommendation(BaseModel):
                                   "table was decided over (None: no such axis).")
     per_input_len: list[Recommendation] = Field(default_factory=list, description="An input-length axis: the table "
                                                 "of each length, decided over its points alone (the first is this).")
+    proposed: list[ProposedK] = Field(default_factory=list, description="The Ks the sweep did not run that the "
+                                      "step-cost model proposed and the tune loop measured head to head, each with "
+                                      "what its measurement said where it could win.")
 
     @model_validator(mode="after")
     def _tables_hold(self) -> Recommendation:

@@ -14,6 +14,7 @@ from typing import Any, cast
 from pydantic import BaseModel
 
 from specmeter.analysis.by_length import per_length
+from specmeter.analysis.proposed import judged
 from specmeter.analysis.recommend import recommend as decide_table
 from specmeter.common.errors import InputError
 from specmeter.config.files import build_model
@@ -21,11 +22,11 @@ from specmeter.engines.deploy import render, sweep_engine
 from specmeter.report.console import QUIET, VERBOSE, render_recommendation, render_rounds
 from specmeter.report.recommendation import answer_document
 from specmeter.rundir.answer import Answer, Round, next_round, read_answer, write_round
-from specmeter.rundir.run_data import run_records
-from specmeter.rundir.store import RunStore, load_summary
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.recommend import SLO, Objective, Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
+from specmeter.workflows.evidence import answer_evidence
 from specmeter.workflows.execute import write_page
 from specmeter.workflows.terminal import Terminal
 
@@ -98,16 +99,18 @@ def parse_slo(text: str | None) -> SLO | None:
 
 
 def decide(run_dir: Path, criteria: Criteria) -> Recommendation:
-    """Recommend from a run directory and render it for the engine the sweep ran (nothing is written)."""
-    summary = load_summary(run_dir)
-    records = run_records(RunStore(run_dir), summary.plan)
-    engine = sweep_engine(summary.plan)
+    """Recommend from a run directory, on the sweep with the Ks the step-cost model proposed pooled in, and render
+    it for the engine the sweep ran (nothing is written)."""
+    evidence = answer_evidence(run_dir)
+    engine = sweep_engine(evidence.summary.plan)
 
     def one(part: RunSummary, recs: Sequence[RequestRecord]) -> Recommendation:
         return render(decide_table(part, recs, objective=criteria.objective or "throughput", slo=criteria.slo,
                                    max_num_seqs=criteria.max_num_seqs, source_run=str(run_dir),
                                    min_gain=criteria.min_gain), engine)
-    return per_length(summary, records, one)  # an input-length axis: a table per length
+    rec = per_length(evidence.summary, evidence.records, one)  # an input-length axis: a table per length
+    rec.proposed = [judged(p, rec) for p in evidence.proposed]
+    return rec
 
 
 def read_recommendation(path: Path) -> Recommendation:

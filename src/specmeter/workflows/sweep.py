@@ -1,5 +1,6 @@
 """`specmeter sweep`: every speculative configuration at every load point against the baseline, from a sweep
-file or the shorthand flags; with --verify, then recommend -> verify -> correct on the sweep's servers."""
+file or the shorthand flags; with --verify, then the Ks the step-cost model proposes measured head to head and
+recommend -> verify -> correct, on the sweep's servers."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from specmeter.schemas.jobs import SlurmOptions
 from specmeter.schemas.placement import Placement
 from specmeter.workflows.execute import measure_and_keep, measure_one, showing
 from specmeter.workflows.plan import calibrate_sweep
+from specmeter.workflows.propose import ProposeRequest, propose
 from specmeter.workflows.recommend import check_min_gain
 from specmeter.workflows.slurm import sweep_on_slurm
 from specmeter.workflows.terminal import Terminal
@@ -73,6 +75,7 @@ class SweepRequest:
     api_key: str | None = None
     command: list[str] = field(default_factory=list)
     verify: VerifyRequest | None = None
+    propose: ProposeRequest | None = None  # with `verify`: the proposed Ks measured before round 1 (None: none)
     slo: SLO | None = None  # --slo: load.slo, over the file's
     stop_at_saturation: bool | None = None  # over the file's load.stop_at_saturation
     slurm: SlurmOptions | None = None  # --executor slurm: run the plan as Slurm jobs (None: here)
@@ -128,7 +131,11 @@ def sweep_spec(req: SweepRequest) -> SweepSpec:
 
 def sweep(req: SweepRequest, term: Terminal) -> None:
     """Validate everything before a server starts, measure the sweep into a new run directory, and with
-    `req.verify` recommend and verify on the same servers (one JSON document for all of it under --json)."""
+    `req.verify` measure the Ks the step-cost model proposes (`req.propose`), recommend and verify on the same
+    servers (one JSON document for all of it under --json)."""
+    if req.propose is not None and req.verify is None:
+        raise InputError("--propose measures the Ks the step-cost model proposes in the tune loop that --verify runs "
+                         "on the sweep's servers: add --verify (or drop --propose)")
     sw = sweep_spec(req)
     configs = sw.configs()  # the baseline first
     if req.verify is not None and req.slurm is not None:
@@ -188,7 +195,9 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
         calibrate_sweep(run_dir, measure_one(ex, run_dir, term), term)
         return
     with ServerPool() as pool, answering(DeployAnswer(), term) as answer, showing(run_dir, term):
-        calibrate_sweep(run_dir, measure_and_keep(ex, run_dir, term, answer.keep_sweep, pool, show=False), term)
+        cal = calibrate_sweep(run_dir, measure_and_keep(ex, run_dir, term, answer.keep_sweep, pool, show=False), term)
+        if req.propose is not None:
+            propose(run_dir, cal, req.propose, term, pool, answer.proposals.append)
         recommend_and_verify(run_dir, req.verify, term, pool, answer)
 
 

@@ -32,6 +32,7 @@ from specmeter.rundir.store import REQUESTS, RunStore, atomic_write_text, load_s
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
+from specmeter.workflows.evidence import answer_evidence
 from specmeter.workflows.execute import measure_and_keep, showing, write_page
 from specmeter.workflows.recommend import Criteria, decide, read_recommendation, refuse_other_criteria
 from specmeter.workflows.terminal import Terminal
@@ -58,8 +59,9 @@ class VerifyLoop:
     def run(self, rec: Recommendation, rounds: int, number: int, on_disk: bool) -> Recommendation:
         """Verify `rec` as round `number` (`on_disk`: its decided state is written already), correct it where
         verification disagrees, and verify the correction, at most `rounds` times; returns the final answer."""
-        sweep = load_summary(self.run_dir)
-        evidence = (sweep, _records(self.run_dir))
+        pooled = answer_evidence(self.run_dir)  # the sweep, with the Ks the model proposed measured into it
+        sweep = pooled.summary
+        evidence = (sweep, pooled.records)
         verified: list[tuple[RunSummary, list[RequestRecord]]] = []
         for i in range(1, rounds + 1):
             target = self.first_dir if i == 1 else _free(self.first_dir.with_name(f"{self.first_dir.name}-r{i}"))
@@ -179,6 +181,7 @@ class DeployAnswer:
     sweep: RunSummary | None = None
     recommendation: Recommendation | None = None
     verifications: list[RunSummary] = field(default_factory=list)
+    proposals: list[RunSummary] = field(default_factory=list)  # the runs that measured proposed Ks
 
     def keep_sweep(self, summary: RunSummary) -> None:
         self.sweep = summary
@@ -191,6 +194,8 @@ class DeployAnswer:
         if self.recommendation is not None:
             parts["recommendation"] = json.loads(self.recommendation.model_dump_json())
         parts["verifications"] = [json.loads(v.model_dump_json()) for v in self.verifications]
+        if self.proposals:
+            parts["proposals"] = [json.loads(p.model_dump_json()) for p in self.proposals]
         return json.dumps(parts, indent=2)
 
 
