@@ -85,6 +85,23 @@ def test_a_point_that_cannot_settle_runs_to_its_budget_and_says_what_is_open() -
     assert capped.start(C1, 2) is False and "max_requests" in capped.summary.sampling[0].why
 
 
+def test_a_near_tie_stops_as_a_tie_and_says_how_close() -> None:
+    """K = 4 within 1% of K = 2 on every request: no 1% win, none ruled out, so without a zone the point runs to
+    its budget; within ±3% the two are a tie after min_rounds, and the summary says so and by how much."""
+    near = {K2: {"c1": [(1.30, 1.29, 1.31)] * 4}, K4: {"c1": [(1.31, 1.30, 1.32)] * 4}}
+    rounds = adaptive(near)
+    assert rounds.start(C1, 0) and rounds.start(C1, 1) and not rounds.start(C1, 2)
+    entry = rounds.summary.sampled("c1")
+    assert entry is not None and entry.stopped == "settled" and entry.rounds == 2 and entry.looks[-1].open == []
+    assert "1 of 2 as a tie" in entry.why and f"{K4} ties with {K2}" in entry.why and "within ±3%" in entry.why
+    without = adaptive(near)
+    without.summary.plan.indifference = without.summary.plan.min_gain  # equal to min gain: no ties
+    assert all(without.start(C1, r) for r in range(4))
+    without.finish(C1)
+    left = without.summary.sampled("c1")
+    assert left is not None and left.stopped == "budget" and K4 in left.why
+
+
 def _side(cid: str, rounds: list[np.ndarray], tokens: int = 100) -> Side:
     recs = [RequestRecord(config_id=cid, point_id="c1", repeat=r, conversation_id=f"q{i}", ok=True,
                           ttft_s=0.01, e2e_s=float(x), output_tokens=tokens)
@@ -155,11 +172,11 @@ def test_the_runner_stops_a_clear_point_after_min_rounds(tmp_path: Path) -> None
 
 def test_the_runner_runs_an_undecided_point_to_its_budget(tmp_path: Path) -> None:
     summary = _adaptive_pair(tmp_path, 0.01, 0.01)  # the same speed: 1% either way is never settled... or settles
-    (entry,) = summary.sampling                      # as "does not beat" once the interval is under 1.01
+    (entry,) = summary.sampling                      # as a tie, or "does not beat" once the interval is under 1.01
     assert entry.stopped in ("settled", "budget") and 2 <= entry.rounds <= 3
     if entry.stopped == "budget":
         assert entry.rounds == 3 and "max_rounds" in entry.why and entry.looks[-1].open
     else:
         (choice,) = summary.analysis.choices
-        assert choice.best_config_id == BASELINE  # settled only as "speculation does not beat the baseline"
+        assert choice.best_config_id == BASELINE  # settled only as "does not beat" or a tie: the baseline stays
     assert [lk.rounds for lk in entry.looks] == list(range(2, entry.rounds + 1))
