@@ -318,3 +318,15 @@ def test_the_recommendation_records_the_zone_its_ties_were_named_in() -> None:
     assert off.indifference == 0.01 and duel(off) == "unsettled"
     assert [r.entry for r in tied.best.ranges] == [r.entry for r in off.best.ranges]  # type: ignore[union-attr]
 
+
+def test_indifference_flags_are_checked_and_count_as_criteria() -> None:
+    from specmeter.workflows.recommend import Criteria
+
+    with pytest.raises(InputError, match=r"--indifference 0.02 is below the minimum gain 0.05"):
+        Criteria.from_flags(None, None, min_gain=0.05, indifference=0.02)
+    with pytest.raises(InputError, match=r"--indifference 1.5: give a fraction in \[0, 1\)"):
+        Criteria.from_flags(None, None, indifference=1.5)
+    rec = recommend(*sweep(CLEAR, BATCHES))
+    assert Criteria.from_flags(None, None, indifference=rec.indifference).differences(rec) == []
+    assert Criteria.from_flags(None, None, indifference=0.05).differences(rec) == [
+        ("--indifference", "0.05", str(rec.indifference))]
