@@ -176,6 +176,20 @@ def test_a_proposal_the_walk_could_not_tell_from_the_incumbent_is_unsettled_and_
     assert measured_k(after, "c1") == 4
 
 
+def test_a_proposal_within_the_zone_of_the_incumbent_is_tied_and_stays_out() -> None:
+    """K = 5 about 1% ahead of K = 4 on every request, within ±3%: a tie, so the cheaper K = 4 is kept; the proposal
+    run decides in the recommendation's zone."""
+    summary, records, before = the_sweep()
+    found = [proposal(5, "c1", before)]
+    close = {K4: (1.60, 1.59, 1.61), K5: (1.615, 1.605, 1.625)}
+    run = proposal_run(close, (summary, before, found))
+    assert run[0].plan.indifference == before.indifference
+    after = recommend(*pooled((summary, records), [run], []))
+    (contest,) = judged(run[0].plan.proposed[0], after).contests
+    assert contest.outcome == "tied" and contest.evidence[-1].outcome == "tie"
+    assert measured_k(after, "c1") == 4
+
+
 # -- the run directory: one pooled reading for every command ------------------------------------------------------
 def store(run_dir: Path, summary: RunSummary, records: list[RequestRecord]) -> None:
     st = RunStore(run_dir)

@@ -133,6 +133,20 @@ def test_verify_runs_where_the_table_can_be_wrong_and_carries_the_sweeps_settled
     assert everything.points == summary.plan.points and not everything.carried
 
 
+def test_a_tie_settles_a_point_for_verification_too() -> None:
+    """K = 4 within ±3% of K = 2 at c4 (a tie: the cheaper K = 2 kept) rests on settled evidence, so c4 is carried
+    like the points where a K won or lost outright; the verify plan reads ties in the recommendation's zone."""
+    tied = {"draft_model-k2": {**SETTLED["draft_model-k2"], "c4": (1.25, 1.24, 1.26)},
+            "draft_model-k4": {**SETTLED["draft_model-k4"], "c4": (1.26, 1.25, 1.27)}}
+    summary, records = sweep(tied, BATCHES)
+    recommendation = recommend(summary, records)
+    c4 = next(s for s in recommendation.drafters[0].segments if s.point_ids == ["c4"])
+    assert [h.outcome for h in c4.evidence if h.config_id == "draft_model-k4"] == ["tie"] and c4.k == 2
+    plan = verify_plan(summary, recommendation, "run")
+    assert "c4" in plan.carried and "ties with" in plan.carried["c4"]
+    assert plan.indifference == recommendation.indifference == summary.plan.indifference
+
+
 def test_a_table_settled_everywhere_still_runs_once_where_it_drafts() -> None:
     summary, records = sweep(SETTLED, BATCHES)
     recommendation = recommend(summary, records)

@@ -81,7 +81,7 @@ def correct(sweep: Evidence, verifications: Sequence[Evidence], previous: Recomm
     summary, records = pooled(sweep, verifications, candidates)
     given = previous.max_num_seqs if previous.max_num_seqs_source.startswith("given") else None
     rec = recommend(summary, records, objective=previous.objective, slo=previous.slo, max_num_seqs=given,
-                    source_run=previous.source_run, min_gain=previous.min_gain)
+                    source_run=previous.source_run, min_gain=previous.min_gain, indifference=previous.indifference)
     rec.round, rec.corrects = previous.round + 1, previous_file
     rec.proposed = [judged(p, rec) for p in previous.proposed]  # the proposals' outcomes, read again
     reasons = [line for v, _ in verifications[-1:] for line in disagreements(v)]

@@ -48,7 +48,7 @@ def choose_drafter(drafters: Sequence[DrafterRecommendation], configs: Sequence[
         per_point = [scorer.arena(points[pid]).duel(a[pid], b[pid]) for pid in points
                      if pid in a and pid in b and a[pid] != b[pid]]
         metric = scorer.metric(next(iter(points.values())))
-        h = pooled(per_point, challenger, incumbent, metric, scorer.min_gain)
+        h = pooled(per_point, challenger, incumbent, metric, scorer.min_gain, scorer.indifference)
         return h.model_copy(update={"point_id": ACROSS})
 
     def method(d: DrafterRecommendation) -> SpecMethod:

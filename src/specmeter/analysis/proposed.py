@@ -3,8 +3,9 @@
 A proposed K is one more contender of its drafter's walk at the points it ran (analysis.choice): it enters the
 table only where that walk chose it, which needs it to beat what the walk held before it and the costlier
 configurations after it not to beat it, head to head on the same requests. So its outcome at a stretch is read
-from that stretch's decision, never decided anew: won where it was chosen; else lost where the comparison that
-ended it settled, unsettled where that comparison could not tell.
+from that stretch's decision, never decided anew: won where it was chosen; else tied where the comparison that
+ended it was a tie (within the indifference zone: the cheaper kept), lost where it settled otherwise, unsettled
+where it could not tell.
 """
 
 from __future__ import annotations
@@ -34,4 +35,6 @@ def judged(proposed: ProposedK, rec: Recommendation) -> ProposedK:
 def _outcome(config_id: str, chosen: str | None, mine: list[HeadToHead]) -> ProposalOutcome:
     if chosen == config_id:
         return "won"
-    return "unsettled" if not mine or mine[-1].outcome == "unsettled" else "lost"
+    if not mine or mine[-1].outcome == "unsettled":
+        return "unsettled"
+    return "tied" if mine[-1].outcome == "tie" else "lost"

@@ -79,9 +79,11 @@ class _Measured:
 
 def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objective: Objective = "throughput",
               slo: SLO | None = None, max_num_seqs: int | None = None, source_run: str = "",
-              min_gain: float | None = None) -> Recommendation:
+              min_gain: float | None = None, indifference: float | None = None) -> Recommendation:
     """The K-per-batch table of every drafter the sweep measured, the best drafter first. `min_gain`: what a
-    costlier configuration must win by head to head (default: the run's plan, 1%)."""
+    costlier configuration must win by head to head; `indifference`: within how much two configurations are a
+    tie (defaults: the run's plan, the zone widened to `min_gain` where that is larger). The zone only names
+    ties (the cheaper is kept either way), so it changes the evidence, never the table."""
     if objective == "goodput" and slo is None:
         slo = summary.plan.load.slo  # the SLO the sweep reported goodput against
     if objective == "goodput" and slo is None:
@@ -98,7 +100,10 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
     limit, limit_source = _max_num_seqs(summary, base, max_num_seqs)
     if limit_source.startswith("unknown"):
         notes.append(f"max_num_seqs: {limit_source}")
-    scorer = Scorer(summary, records, objective, slo, base, plan.min_gain if min_gain is None else min_gain)
+    gain = plan.min_gain if min_gain is None else min_gain
+    # Not given: the run's zone, widened to a larger minimum gain as the plan's default is.
+    zone = max(plan.indifference, gain) if indifference is None else indifference
+    scorer = Scorer(summary, records, objective, slo, base, gain, zone)
     batches = _engine_batches(summary, notes)
     drafters = []
     groups = {c.node_group for c in plan.configs}
@@ -109,7 +114,8 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
     for family in families(plan.configs, notes):
         own = plan.baseline_for(family[0]) or base  # a drafter's baseline on its own node
         rec = _drafter(family, scorer if own.id == base.id else Scorer(summary, records, objective, slo, own,
-                                                                       scorer.min_gain), batches, limit, notes)
+                                                                       scorer.min_gain, scorer.indifference),
+                       batches, limit, notes)
         if rec is not None:
             drafters.append(rec)
     if not drafters:
@@ -127,7 +133,7 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
         notes.append(K0_COST_NOTE)
     notes.append(STATIC_NOTE)
     return Recommendation(source_run=source_run, objective=objective, slo=slo, min_gain=scorer.min_gain,
-                          max_num_seqs=limit,
+                          indifference=scorer.indifference, max_num_seqs=limit,
                           max_num_seqs_source=limit_source, drafters=drafters, drafter_choice=choice, notes=notes)
 
 

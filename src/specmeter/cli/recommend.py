@@ -21,6 +21,7 @@ def recommend(
     slo: o.Slo = None,
     max_num_seqs: o.MaxNumSeqs = None,
     min_gain: o.MinGain = None,
+    indifference: o.Indifference = None,
     again: Annotated[bool, typer.Option("--again", help="Decide again (e.g. with another --objective): a new round; the earlier ones stay as history.")] = False,
     round_: Annotated[int | None, typer.Option("--round", min=1, help="Show this round of the run's answer instead of the latest.")] = None,
     json_out: o.Json = False,
@@ -33,8 +34,8 @@ def recommend(
     latest round (verified, corrected or kept) and the earlier ones as history; --again decides a new round."""
     from specmeter.workflows import recommend as workflow
 
-    workflow.recommend(run_dir, workflow.Criteria.from_flags(objective, slo, max_num_seqs, min_gain), terminal(json_out),
-                       workflow.Ask(again=again, round=round_))
+    workflow.recommend(run_dir, workflow.Criteria.from_flags(objective, slo, max_num_seqs, min_gain, indifference),
+                       terminal(json_out), workflow.Ask(again=again, round=round_))
 
 
 def verify(
@@ -43,6 +44,7 @@ def verify(
     slo: o.Slo = None,
     max_num_seqs: o.MaxNumSeqs = None,
     min_gain: o.MinGain = None,
+    indifference: o.Indifference = None,
     repeats: o.Repeats = None,
     rounds: o.Rounds = 2,
     endpoint: o.Endpoint = None,
@@ -72,7 +74,7 @@ def verify(
         note("specmeter verify --out DIR", "specmeter verify --verify-dir DIR")
         verify_dir = verify_dir or out
     attach = parse.once(endpoint, "--endpoint", "verify attaches to one server already running the table")
-    criteria = Criteria.from_flags(objective, slo, max_num_seqs, min_gain)
+    criteria = Criteria.from_flags(objective, slo, max_num_seqs, min_gain, indifference)
     workflow.verify(run_dir, workflow.VerifyRequest(criteria=criteria, given=recommendation, rounds=rounds,
                                                     repeats=repeats, endpoint=attach, api_key=find_api_key(api_key),
                                                     verify_dir=verify_dir, every_point=every_point,

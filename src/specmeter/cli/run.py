@@ -23,6 +23,7 @@ def demo(
     max_rounds: Annotated[int, typer.Option(min=2, help="Adaptive: the most rounds of a point.")] = 4,
     rounds: o.Rounds = 2,
     min_gain: o.MinGain = 0.01,
+    indifference: o.Indifference = None,
     propose: o.Propose = None,
     propose_k: o.ProposeK = None,
     out: o.Out = Path("runs"),
@@ -47,7 +48,8 @@ def demo(
         num_prompts=12 if num_prompts is None else num_prompts, max_tokens=96 if max_tokens is None else max_tokens,
         repeats=repeats, max_rounds=max_rounds, rounds=rounds, min_gain=0.01 if min_gain is None else min_gain,
         propose=DEFAULT_BUDGET if propose is None else propose,
-        propose_k=parse.k_range(propose_k) if propose_k else None, command=command_line()), terminal())
+        propose_k=parse.k_range(propose_k) if propose_k else None, indifference=indifference,
+        command=command_line()), terminal())
 
 
 def run(

@@ -59,6 +59,7 @@ def sweep(
     slo: o.Slo = None,
     rounds: o.Rounds = 2,
     min_gain: o.MinGain = None,
+    indifference: o.Indifference = None,
     propose: o.Propose = None,
     propose_k: o.ProposeK = None,
     stop_at_saturation: o.StopAtSaturation = None,
@@ -112,7 +113,7 @@ def sweep(
                                    criteria=checks.criteria if checks is not None else Criteria(), repeats=repeats,
                                    api_key=key, command=command_line())
     workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, repeats=repeats,
-                                         interleave=interleave, min_gain=min_gain,
+                                         interleave=interleave, min_gain=min_gain, indifference=indifference,
                                          ceiling=True if ceiling else None, name=name, slo=parse_slo(slo),
                                          stop_at_saturation=stop_at_saturation, api_key=key,
                                          gpus=parse.gpu_ids(gpus) if gpus else None, dry_run=dry_run, command=command_line(),

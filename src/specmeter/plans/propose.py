@@ -22,6 +22,7 @@ from specmeter.data.workload import reload_conversations
 from specmeter.execution.runner import Execution
 from specmeter.plans.run import config_id
 from specmeter.predict.proposals import Proposal
+from specmeter.schemas.analysis import indifference_for
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.proposal import ProposedK
 from specmeter.schemas.recommend import DrafterRecommendation, Recommendation, Segment
@@ -80,7 +81,8 @@ def propose_plan(source: RunSummary, rec: Recommendation, found: Sequence[Propos
     load = load.with_precision(interleave=True, repeats=reps, default="adaptive")
     configs = [base, *(c for c in plan.configs if c.id in runs_at), *added]
     return Plan(kind="propose", configs=configs, load=load, repeats=reps, interleave=True, workload=plan.workload,
-                min_gain=rec.min_gain, runs_at=runs_at, proposed=proposed)
+                min_gain=rec.min_gain, indifference=indifference_for(rec.min_gain, rec.indifference), runs_at=runs_at,
+                proposed=proposed)
 
 
 def _drafter(rec: Recommendation, label: str, where: str) -> DrafterRecommendation:

@@ -18,6 +18,7 @@ from specmeter.config.dynamic_k import dynamic_k_at
 from specmeter.data.workload import reload_conversations
 from specmeter.engines.registry import get_engine
 from specmeter.execution.runner import Execution
+from specmeter.schemas.analysis import indifference_for
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.recommend import DrafterRecommendation, Recommendation
 from specmeter.schemas.results import RunSummary
@@ -107,8 +108,8 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
                                         "points": [p for p in measured if p.id in run]})
     load = load.with_precision(interleave=True, repeats=reps, default="adaptive")
     return Plan(kind="verify", configs=[base, *statics, dynamic], load=load, repeats=reps, interleave=True,
-                workload=plan.workload, best_static=against, carried=carried,
-                min_gain=rec.min_gain)
+                workload=plan.workload, best_static=against, carried=carried, min_gain=rec.min_gain,
+                indifference=indifference_for(rec.min_gain, rec.indifference))
 
 
 def verify_execution(source_dir: Path, source: RunSummary, rec: Recommendation, *, endpoint: str | None = None,

@@ -99,7 +99,7 @@ def predicted_text(p: ProposedK) -> str:
 
 def proposal_lines(rec: Recommendation, *, full: bool = True) -> list[Line]:
     """Each K the step-cost model proposed: what it predicted and what its measurement said where it could win
-    (won: in the table; lost; unsettled); `full` adds the head-to-head comparisons behind each outcome."""
+    (won: in the table; lost; tied; unsettled); `full` adds the head-to-head comparisons behind each outcome."""
     out: list[Line] = []
     for p in rec.proposed:
         where = f", measured in {p.run}" if p.run else ""

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from specmeter.config.models import EngineSpec, LoadPoint, LoadSpec, SpecConfig
+from specmeter.schemas.analysis import DEFAULT_INDIFFERENCE, indifference_for
 from specmeter.schemas.placement import Placement
 from specmeter.schemas.proposal import ProposedK
 
@@ -104,6 +105,12 @@ class Plan(BaseModel):
     min_gain: float = Field(default=0.01, ge=0.0, description="A costlier configuration replaces a cheaper one only "
                             "when it beats it head to head by more than this fraction (the whole interval above "
                             "1 + min_gain).")
+    indifference: float = Field(default=DEFAULT_INDIFFERENCE, ge=0.0, lt=1.0, description="Two configurations "
+                                "settled within this fraction of each other (the head-to-head interval straddles "
+                                "1 + min_gain but lies inside [1 / (1 + indifference), 1 + indifference]) are a "
+                                "tie: either is right, the cheaper is kept, and the decision counts as settled. At "
+                                "least min_gain; equal to it, there are no ties. Absent (plans before ties): 3%, "
+                                "or min_gain where that is larger.")
     best_static: dict[str, str] = Field(default_factory=dict, description="verify: per point id, the static "
                                         "configuration the sweep found best there, which the dynamic one is judged "
                                         "against.")
@@ -119,8 +126,21 @@ class Plan(BaseModel):
                                         "GPUs and memory share per server (None: not placed; plans other than a "
                                         "sweep's, and runs before placement existed).")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_zone(cls, data: Any) -> Any:
+        """Absent (plans before ties): the default zone for the plan's min_gain."""
+        if isinstance(data, dict) and data.get("indifference") is None:
+            gain = data.get("min_gain", cls.model_fields["min_gain"].default)
+            data = {**data, "indifference": indifference_for(gain, None)}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> Plan:
+        if self.indifference < self.min_gain:
+            raise ValueError(f"indifference {self.indifference:g} is below min_gain {self.min_gain:g}: a tie "
+                             "straddles 1 + min_gain, so a narrower zone never holds one; set indifference to "
+                             f"{self.min_gain:g} or more (equal: no ties)")
         ids = [c.id for c in self.configs]
         if len(set(ids)) != len(ids):
             raise ValueError(f"configuration ids must be unique: {ids}")

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from specmeter.schemas.analysis import HeadToHead
 
-ProposalOutcome = Literal["won", "lost", "unsettled"]
+ProposalOutcome = Literal["won", "lost", "tied", "unsettled"]
 
 
 class Contest(BaseModel):
@@ -31,8 +31,9 @@ class Contest(BaseModel):
     anchor: str | None = Field(default=None, description="Where speculation off was chosen: the drafter's measured K "
                                "that puts it on the model's scale (its predicted speedup over what it measured).")
     outcome: ProposalOutcome | None = Field(default=None, description="won: the walk on the pooled evidence chose "
-                                            "it there; lost: a comparison settled against it; unsettled: the one "
-                                            "that ended it could not tell (None: not decided yet).")
+                                            "it there; lost: a comparison settled against it; tied: the one that "
+                                            "ended it was a tie (within the indifference zone), so the cheaper was "
+                                            "kept; unsettled: it could not tell (None: not decided yet).")
     evidence: list[HeadToHead] = Field(default_factory=list, description="The head-to-head comparisons of the "
                                        "proposed K that the decision there read.")
 

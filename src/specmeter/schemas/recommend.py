@@ -140,6 +140,8 @@ class Recommendation(BaseModel):
     objective: Objective
     slo: SLO | None = None
     min_gain: float = Field(default=0.01, description="What a costlier configuration had to win by, head to head.")
+    indifference: float | None = Field(default=None, description="Within how much two configurations were a tie "
+                                       "(the cheaper kept); None: decided before ties existed.")
     max_num_seqs: int = Field(ge=1)
     max_num_seqs_source: str
     drafters: list[DrafterRecommendation]

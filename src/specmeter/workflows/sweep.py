@@ -32,7 +32,7 @@ from specmeter.schemas.placement import Placement
 from specmeter.workflows.execute import measure_and_keep, measure_one, showing
 from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.propose import ProposeRequest, propose
-from specmeter.workflows.recommend import check_min_gain
+from specmeter.workflows.recommend import check_indifference, check_min_gain
 from specmeter.workflows.slurm import sweep_on_slurm
 from specmeter.workflows.terminal import Terminal
 from specmeter.workflows.verify import DeployAnswer, VerifyRequest, answering, recommend_and_verify
@@ -70,6 +70,7 @@ class SweepRequest:
     repeats: int | None = None
     interleave: bool | None = None
     min_gain: float | None = None
+    indifference: float | None = None
     ceiling: bool | None = None
     name: str | None = None
     api_key: str | None = None
@@ -113,15 +114,20 @@ def sweep_from_flags(flags: SweepFlags) -> SweepSpec:
 
 
 def sweep_spec(req: SweepRequest) -> SweepSpec:
-    """The sweep as asked: the file or the flags, with --repeats, --interleave, --min-gain and --ceiling over them."""
+    """The sweep as asked: the file or the flags, with --repeats, --interleave, --min-gain, --indifference and
+    --ceiling over them."""
     if req.file is not None:
         if req.flags.given():
             raise InputError(f"{req.file}: give the sweep either as a file or as --model/--spec/--k flags, not both")
         sw = read_sweep_file(req.file)
     else:
         sw = sweep_from_flags(req.flags)
-    updates = {key: v for key, v in (("repeats", req.repeats), ("interleave", req.interleave),
-                                     ("min_gain", check_min_gain(req.min_gain)), ("ceiling", req.ceiling))
+    gain = check_min_gain(req.min_gain)
+    # The file's zone counts too: a --min-gain above it needs a wider --indifference.
+    check_indifference(sw.indifference if req.indifference is None else req.indifference,
+                       sw.min_gain if gain is None else gain)
+    updates = {key: v for key, v in (("repeats", req.repeats), ("interleave", req.interleave), ("min_gain", gain),
+                                     ("indifference", req.indifference), ("ceiling", req.ceiling))
                if v is not None}
     load = {key: v for key, v in (("slo", req.slo), ("stop_at_saturation", req.stop_at_saturation)) if v is not None}
     if load:
