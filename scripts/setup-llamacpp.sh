@@ -18,7 +18,7 @@
 # file: the pinned sdist itself (its sha256 checked) or the copy benchmarks/gpu/bundle.sh cut from it (the same tree
 # without docs, models, tests and examples, which the llama-server target never reads; its SOURCE.txt names the
 # sdist and the sha256 it was checked against). SPECMETER_LLAMACPP_HOME builds somewhere else than .venv/llama.cpp
-# (specmeter looks there too).
+# (specmeter looks there too). A build stopped part way (killed at a time limit) goes on from where it stopped.
 set -euo pipefail
 
 VERSION=11434.0.0
