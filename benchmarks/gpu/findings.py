@@ -162,46 +162,45 @@ def _errors(rows: Sequence[dict[str, Any]], key: str) -> dict[str, float | None]
             "worst_abs_error": max(errors) if errors else None}
 
 
+def best_knee(obs: Sequence[Observation], drafters: Sequence[str]) -> tuple[float, float, float, np.ndarray]:
+    """The linear fit's residual sd, then the best of KNEES: its residual sd, the knee and its coefficients."""
+    _, linear_sd = fit_step_cost(obs, drafters, None)
+    tried = [(*fit_step_cost(obs, drafters, knee), knee) for knee in KNEES]
+    beta, sd, knee = min(tried, key=lambda t: t[1])
+    return linear_sd, sd, knee, beta
+
+
 def knee_refit(cal: Calibration, rows: list[dict[str, Any]], mix: Mix, drafter: str) -> dict[str, Any]:
-    """The linear step cost against the same fit with a knee: per candidate knee (tokens per step), the fit on the
-    calibration's points; the knee that fits them best predicts the left-out points again (rows gain
-    'predicted_knee' and 'error_knee'). A knee the calibration's points cannot place (none better than linear)
-    says the linear form held where the calibration looked."""
+    """The linear step cost against the same fit with a knee: the knee that fits the calibration's points best
+    predicts the left-out points again (rows gain 'predicted_knee' and 'error_knee'). A knee that fits them no
+    better than the linear form (or with no cost beyond it) says the linear form held where the calibration looked."""
     used = [o for o in cal.observations if o.used]
     drafters = [d.drafter for d in cal.drafters]
-    _, linear_sd = fit_step_cost(used, drafters, None)
-    tried = []
-    for knee in KNEES:
-        beta, sd = fit_step_cost(used, drafters, knee)
-        tried.append((sd, knee, beta))
-    best_sd, best_knee, beta = min(tried, key=lambda t: t[0])
-    slope = float(beta[-1])
-    helps = slope > 0 and best_sd < linear_sd * 0.95
+    linear_sd, knee_sd, knee, beta = best_knee(used, drafters)
+    helps = beta[-1] > 0 and knee_sd < linear_sd * 0.95
     for r in rows:
         if not helps or r["al"] is None:
             continue
-        on = _step(beta, drafters, mix, best_knee, drafter, r["k"], r["batch"], r["al"])
-        off = _step(beta, drafters, mix, best_knee, None, 0.0, r["base_batch"], 1.0)
+        on = _step(beta, drafters, mix, knee, drafter, r["k"], r["batch"], r["al"])
+        off = _step(beta, drafters, mix, knee, None, 0.0, r["base_batch"], 1.0)
         if on > 0 and off > 0:
             r["predicted_knee"] = r["al"] * off / on
             r["error_knee"] = (r["predicted_knee"] - r["measured"]) / r["measured"]
-    return {"linear_residual_sd": linear_sd, "knee_tokens": best_knee if helps else None,
-            "knee_residual_sd": best_sd if helps else None, "knee_slope_s_per_token": slope if helps else None,
+    return {"linear_residual_sd": linear_sd, "knee_tokens": knee if helps else None,
+            "knee_residual_sd": knee_sd if helps else None,
+            "knee_slope_s_per_token": float(beta[-1]) if helps else None,
             "per_token_s": float(beta[2]) if helps else None, **_errors(rows, "error_knee")}
 
 
 def in_sample(summary: RunSummary, run: str) -> dict[str, Any]:
-    """Every measured point (K = 4 included) fitted at once, linear and with each knee: whether the GPU's steps
-    have a knee at all, wherever the calibration looked."""
+    """Every measured point (K = 4 included) fitted at once, linear and with the best knee: whether the GPU's steps
+    have a knee at all, wherever the calibration looked; and the linear fit's residual at each point."""
     cal = calibrate([(run, summary)])
-    used = [o for o in cal.observations if o.used]
-    drafters = [d.drafter for d in cal.drafters]
-    _, linear_sd = fit_step_cost(used, drafters, None)
-    best = min(((fit_step_cost(used, drafters, knee)[1], knee) for knee in KNEES), key=lambda t: t[0])
+    linear_sd, knee_sd, knee, _ = best_knee([o for o in cal.observations if o.used], [d.drafter for d in cal.drafters])
     by_tokens = sorted(({"config": o.config_id, "point": o.point_id,
                          "tokens_per_step": round(o.batch * (1 + o.k), 1), "residual": o.residual}
                         for o in cal.observations if o.residual is not None), key=lambda r: r["tokens_per_step"])
-    return {"linear_residual_sd": linear_sd, "best_knee_tokens": best[1], "knee_residual_sd": best[0],
+    return {"linear_residual_sd": linear_sd, "best_knee_tokens": knee, "knee_residual_sd": knee_sd,
             "residuals_by_tokens": by_tokens}
 
 

@@ -115,11 +115,8 @@ def test_a_knee_fits_a_gpu_like_step_and_adds_nothing_to_a_linear_one() -> None:
 
     _, sd_linear = findings.fit_step_cost(_observations(linear), ["d"], None)
     assert sd_linear < 1e-6
-    _, sd_linear_on_knee = findings.fit_step_cost(_observations(knee), ["d"], None)
-    fits = {k: findings.fit_step_cost(_observations(knee), ["d"], k) for k in findings.KNEES}
-    best = min(fits, key=lambda k: fits[k][1])
-    assert best == 64 and fits[best][1] < 1e-6 < sd_linear_on_knee
-    beta = fits[best][0]
+    linear_sd, knee_sd, knee_at, beta = findings.best_knee(_observations(knee), ["d"])
+    assert knee_at == 64 and knee_sd < 1e-6 < linear_sd
     assert beta[-1] == pytest.approx(2e-5, rel=1e-3) and np.all(beta >= 0)
 
 
