@@ -137,14 +137,21 @@ cublas_flags() {
 }
 
 # driver_flags: the link needs the driver library as libcuda.so, which a toolkit has as a stub and a GPU box has only
-# where its driver installed the development link; where the loader knows only libcuda.so.1 (the driver's own), link
-# that one: the binary loads it at start anyway.
+# where its driver installed the development link (CMake then finds it); elsewhere link the driver's own
+# libcuda.so.1, as the loader knows it (ldconfig, LD_LIBRARY_PATH or the driver's usual directory): the binary loads
+# it at start anyway. Where there is none, CMake looks for the toolkit's stub.
 driver_flags() {
-  local cache
-  cache=$(ldconfig -p 2>/dev/null) || return 0
+  local cache="" dir found=""
+  cache=$(ldconfig -p 2>/dev/null) || true
   grep -q 'libcuda\.so ' <<<"$cache" && return 0
-  local found
   found=$(grep -m1 -o '=> .*/libcuda\.so\.1$' <<<"$cache" | sed 's/^=> //') || true
+  if [ -z "$found" ]; then
+    local dirs
+    IFS=: read -r -a dirs <<<"${LD_LIBRARY_PATH:-}"
+    for dir in "${dirs[@]}" /usr/local/nvidia/lib64; do
+      [ -n "$dir" ] && [ -e "$dir/libcuda.so.1" ] && { found=$dir/libcuda.so.1; break; }
+    done
+  fi
   [ -z "$found" ] || printf '%s\n' "-DCUDA_cuda_driver_LIBRARY=$found"
 }
 

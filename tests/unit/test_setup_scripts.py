@@ -170,6 +170,12 @@ def test_the_driver_library_is_linked_as_the_loader_knows_it(tmp_path: Path) -> 
     dev_link = only_so1 + "\\tlibcuda.so (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so\\n"
     found = _cmake_flags(tmp_path / "dev", nvcc=True, compute_caps="9.0\\n", ldconfig=dev_link)
     assert found.stdout.split() == ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90"]  # CMake finds it itself
+    driver = tmp_path / "driver"
+    driver.mkdir()
+    (driver / "libcuda.so.1").write_text("")
+    on_path = _cmake_flags(tmp_path / "path", nvcc=True, compute_caps="9.0\\n", ldconfig="",
+                           env={"LD_LIBRARY_PATH": f"/nowhere:{driver}"})
+    assert on_path.stdout.split()[-1] == f"-DCUDA_cuda_driver_LIBRARY={driver}/libcuda.so.1"
 
 
 def test_a_build_stopped_part_way_goes_on_where_it_stopped(tmp_path: Path) -> None:
