@@ -60,7 +60,7 @@ class Profile:
 PROFILES = {
     "gpu": Profile("gpu", target=Shape(layers=22, hidden=2048, kv_heads=4, intermediate=5632),
                    draft=Shape(layers=4, hidden=1024, kv_heads=4, intermediate=2816), dtype="float16",
-                   concurrency=(1, 2, 4, 8, 16, 32, 64), num_prompts=32, max_tokens=128, max_model_len=1024),
+                   concurrency=(1, 2, 4, 8, 16, 32, 64), num_prompts=24, max_tokens=128, max_model_len=1024),
     # Two shared cores serve five servers: three loads and a handful of short requests keep it near a minute.
     "cpu": Profile("cpu", target=Shape(layers=4, hidden=128, kv_heads=2, intermediate=352),
                    draft=Shape(layers=2, hidden=64, kv_heads=1, intermediate=176), dtype="float32",
