@@ -22,7 +22,7 @@ from specmeter.predict.predict import (
     mark_measured,
     measured_points,
 )
-from specmeter.predict.profiles import category_profiles, drafter_profiles, parse_acceptance
+from specmeter.predict.profiles import category_profiles, drafter_profiles, parse_acceptance, set_profiles
 from specmeter.predict.tables import fill_unmeasured, predicted_k
 from specmeter.report.planner import render_calibration, render_plan
 from specmeter.rundir.answer import read_answer
@@ -147,7 +147,8 @@ def plan_run(request: PlanRequest, terminal: Terminal) -> PlanResult:
                         prompt_tokens=mix.prompt_tokens, output_tokens=mix.output_tokens, ks=list(request.ks),
                         batches=list(request.batches),
                         baseline_tpot_s={b: predictor.baseline_tpot(float(b)) for b in request.batches},
-                        cells=cells, categories=categories, checks=checks(predictor, measured, profiles),
+                        cells=cells, categories=categories,
+                        checks=checks(predictor, measured, profiles, set_profiles(summary)),
                         tables=tables, notes=notes, answer_round=start[1] if start is not None else None,
                         answer_verification=start[0].verification if start is not None else None)
     if request.calibration is None and not request.exclude:  # the run's own fit, kept beside it as a sweep does
