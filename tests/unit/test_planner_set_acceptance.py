@@ -3,6 +3,10 @@ the engine was set to, never at its drafter's measured acceptance, blind or not.
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +17,7 @@ from specmeter.predict.observations import drafter_key, request_mix
 from specmeter.predict.predict import Estimate, Predictor, checks, measured_points
 from specmeter.predict.profiles import drafter_profiles, set_profiles
 from specmeter.rundir.store import load_summary
+from specmeter.schemas.planner import PlanResult
 from specmeter.schemas.results import RunSummary
 
 STORED = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "20261123-180233-demo"
@@ -66,3 +71,23 @@ def test_its_points_are_checked_at_the_set_rates_even_left_out() -> None:
     # The configurations that verified their drafts are checked as before.
     others = [c for c in found if c.config_id != SET]
     assert others == [c for c in checks(predictor, measured, drafter) if c.config_id != SET]
+
+
+def test_plan_on_a_sweep_of_set_acceptance_alone_checks_it_blind_and_fills_no_table(tmp_path: Path) -> None:
+    """A sweep whose every speculative configuration set its acceptance (a cost measurement): `plan --exclude`
+    predicts the left-out K at its set rates; there is nothing to recommend, so no table, and it says why."""
+    run = Path(shutil.copytree(STORED, tmp_path / "run"))
+    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    for config in summary["plan"]["configs"]:
+        k = config["spec"].get("num_speculative_tokens")
+        if k:
+            config["spec"]["synthetic_acceptance"] = {"rates": [0.8, 0.6, 0.45, 0.34][:k]}
+    (run / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "specmeter", "plan", str(run), "--exclude", SET, "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = PlanResult.model_validate_json(done.stdout)
+    blind = [c for c in result.checks if not c.in_calibration]
+    assert {c.config_id for c in blind} == {SET}
+    assert all(c.predicted is not None and c.error is not None for c in blind)
+    assert result.tables == [] and any("synthetic" in note for note in result.notes)

@@ -133,7 +133,13 @@ def plan_run(request: PlanRequest, terminal: Terminal) -> PlanResult:
     measured = measured_points(cal.observations, [s for s in summary.analysis.speedups if s.point_id in here], ks)
     cells = mark_measured(cells, measured)
     tables = []
-    start = _answer(request.run_dir, summary, notes) if summary.plan.main_baseline is not None and measured else None
+    specs = {c.id: c.spec for c in summary.plan.configs}
+    deployable = [m for m in measured if not specs[m.config_id].synthetic]
+    if measured and not deployable:
+        notes.append("no table to fill: every configuration measured set its acceptance (synthetic), and those are "
+                     "never recommended")
+    start = (_answer(request.run_dir, summary, notes) if summary.plan.main_baseline is not None and deployable
+             else None)
     if start is not None:
         rec = start[0]
         for drafter in rec.drafters:
