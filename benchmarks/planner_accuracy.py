@@ -27,9 +27,9 @@ from typing import Any
 
 from specmeter.predict.acceptance import AcceptanceProfile
 from specmeter.predict.calibration import calibrate, refit
-from specmeter.predict.observations import drafter_key, request_mix
+from specmeter.predict.observations import request_mix
 from specmeter.predict.predict import Predictor, checks, measured_points
-from specmeter.predict.profiles import drafter_profiles
+from specmeter.predict.profiles import drafter_profiles, set_profiles
 from specmeter.rundir.store import load_summary
 from specmeter.schemas.planner import Calibration
 from specmeter.schemas.results import RunSummary
@@ -96,22 +96,18 @@ def blind(summary: RunSummary, run_dir: Path, calibrated_on: set[str], loads: se
     cal = calibrate([(str(run_dir), seen)])
     predictor = Predictor(refit(cal), mix)
     profiles: dict[str, AcceptanceProfile] = drafter_profiles(seen, str(run_dir))
+    given = set_profiles(summary)  # synthetic configurations: acceptance is given, only the cost is predicted
     full = calibrate([(str(run_dir), summary)])  # its observations: every measured point, batches included
     unseen = [o.model_copy(update={"used": False}) for o in full.observations]
     points = [m for m in measured_points(unseen, summary.analysis.speedups, ks)
               if not (m.config_id in calibrated_on and m.point_id in loads)]
     rows: list[dict[str, Any]] = []
     for m in points:
-        planned = next(c for c in summary.plan.configs if c.id == m.config_id)
-        given = planned.spec.synthetic_acceptance
-        use = dict(profiles)
-        if given is not None:  # the set profile: acceptance is given, only the cost is predicted
-            use[drafter_key(planned.spec)] = AcceptanceProfile.given(given.rates_for(planned.k))
-        (check,) = checks(predictor, [m], use)
-        profile = use.get(m.drafter)
+        (check,) = checks(predictor, [m], profiles, given)
+        profile = given.get(m.config_id) or profiles.get(m.drafter)
         rows.append({"calibrated_on": label, "config": m.config_id, "point": m.point_id, "k": m.k,
                      "batch": round(m.batch, 1), "base_batch": round(m.base_batch, 1),
-                     "al": None if profile is None else profile.al(m.k).al, "synthetic": given is not None,
+                     "al": None if profile is None else profile.al(m.k).al, "synthetic": m.config_id in given,
                      "measured": check.measured_tpot_speedup, "predicted": check.predicted,
                      "low": check.predicted_low, "high": check.predicted_high, "error": check.error,
                      "covered": check.covered})

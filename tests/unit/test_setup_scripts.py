@@ -155,12 +155,30 @@ def test_a_toolkit_without_cublas_builds_against_the_one_given(tmp_path: Path) -
     done = _cmake_flags(tmp_path, nvcc=True, compute_caps="9.0\\n", nvcc_body=_NO_CUBLAS,
                         env={"SPECMETER_CUBLAS_DIR": str(cublas)})
     assert done.returncode == 0, done.stderr
+    headers = ROOT / ".venv" / "llama.cpp" / "cublas-include"  # its headers alone (link_cublas_headers), in HOME_DIR
     assert done.stdout.split() == ["-DGGML_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90",
                                    f"-DCUDA_cublas_LIBRARY={cublas}/lib/libcublas.so.13",
                                    f"-DCUDA_cublasLt_LIBRARY={cublas}/lib/libcublasLt.so.13",
-                                   f"-DCMAKE_CUDA_FLAGS=-I{cublas}/include", f"-DCMAKE_CXX_FLAGS=-I{cublas}/include"]
+                                   f"-DCMAKE_CUDA_FLAGS=-I{headers}", f"-DCMAKE_CXX_FLAGS=-I{headers}"]
     none = _cmake_flags(tmp_path / "none", nvcc=True, compute_caps="9.0\\n", nvcc_body=_NO_CUBLAS)
     assert none.returncode == 2 and "no cuBLAS" in none.stderr
+
+
+def test_only_cublas_headers_are_put_before_nvccs_own(tmp_path: Path) -> None:
+    """NVIDIA's wheels share one include directory: beside cuBLAS's headers it holds the runtime's (and CCCL's) of
+    the wheels' CUDA version, which must not shadow the compiler's own."""
+    cublas = tmp_path / "cu13"
+    (cublas / "include").mkdir(parents=True)
+    for name in ("cublas_v2.h", "cublas_api.h", "cublasLt.h", "cuda_runtime.h", "cuda_runtime_api.h"):
+        (cublas / "include" / name).write_text("")
+    home = tmp_path / "home"
+    done = subprocess.run(["bash", "-c", f"source scripts/setup-llamacpp.sh && HOME_DIR={home} && link_cublas_headers"],
+                          cwd=ROOT, env={**os.environ, "SPECMETER_CUBLAS_DIR": str(cublas)}, capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    linked = sorted(p.name for p in (home / "cublas-include").iterdir())
+    assert linked == ["cublasLt.h", "cublas_api.h", "cublas_v2.h"]
+    assert all((home / "cublas-include" / n).resolve() == cublas / "include" / n for n in linked)
 
 
 def test_the_driver_library_is_linked_as_the_loader_knows_it(tmp_path: Path) -> None:
