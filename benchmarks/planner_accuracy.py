@@ -27,10 +27,11 @@ from typing import Any
 
 from specmeter.predict.acceptance import AcceptanceProfile
 from specmeter.predict.calibration import calibrate, refit
-from specmeter.predict.observations import drafter_key, request_mix
+from specmeter.predict.observations import request_mix
 from specmeter.predict.predict import Predictor, checks, measured_points
-from specmeter.predict.profiles import drafter_profiles
+from specmeter.predict.profiles import drafter_profiles, set_profiles
 from specmeter.rundir.store import load_summary
+from specmeter.schemas.planner import Calibration
 from specmeter.schemas.results import RunSummary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,38 +84,46 @@ def _without(summary: RunSummary, keep: set[str], loads: set[str]) -> RunSummary
     return summary.model_copy(update={"configs": configs})
 
 
+def blind(summary: RunSummary, run_dir: Path, calibrated_on: set[str], loads: set[str],
+          label: str) -> tuple[Calibration, list[dict[str, Any]]]:
+    """Calibrate on the baseline and the configurations `calibrated_on` at `loads` (synthetic ones too: they teach
+    cost, not acceptance), then predict every other measured (configuration, load) blind: the calibration and one
+    row per prediction, each row's `calibrated_on` being `label`."""
+    mix = request_mix(summary)
+    assert mix is not None, f"{run_dir}: no completed request"
+    ks = {c.id: c.k for c in summary.plan.configs}
+    seen = _without(summary, calibrated_on, loads)
+    cal = calibrate([(str(run_dir), seen)])
+    predictor = Predictor(refit(cal), mix)
+    profiles: dict[str, AcceptanceProfile] = drafter_profiles(seen, str(run_dir))
+    given = set_profiles(summary)  # synthetic configurations: acceptance is given, only the cost is predicted
+    full = calibrate([(str(run_dir), summary)])  # its observations: every measured point, batches included
+    unseen = [o.model_copy(update={"used": False}) for o in full.observations]
+    points = [m for m in measured_points(unseen, summary.analysis.speedups, ks)
+              if not (m.config_id in calibrated_on and m.point_id in loads)]
+    rows: list[dict[str, Any]] = []
+    for m in points:
+        (check,) = checks(predictor, [m], profiles, given)
+        profile = given.get(m.config_id) or profiles.get(m.drafter)
+        rows.append({"calibrated_on": label, "config": m.config_id, "point": m.point_id, "k": m.k,
+                     "batch": round(m.batch, 1), "base_batch": round(m.base_batch, 1),
+                     "al": None if profile is None else profile.al(m.k).al, "synthetic": m.config_id in given,
+                     "measured": check.measured_tpot_speedup, "predicted": check.predicted,
+                     "low": check.predicted_low, "high": check.predicted_high, "error": check.error,
+                     "covered": check.covered})
+    return cal, rows
+
+
 def score(run_dir: Path, calibration_loads: set[str] | None = None) -> dict[str, Any]:
     """Per calibration K: every other measured point predicted blind, with its error. `calibration_loads`: the
     load points the calibration sees (default: all of them; the other Ks are still never seen)."""
     summary = load_summary(run_dir)
     loads = calibration_loads or {p.id for p in summary.plan.points}
-    mix = request_mix(summary)
-    assert mix is not None, f"{run_dir}: no completed request"
     real = [c for c in summary.plan.configs if c.spec.enabled and c.spec.synthetic_acceptance is None]
     synthetic = [c for c in summary.plan.configs if c.spec.enabled and c.spec.synthetic_acceptance is not None]
-    ks = {c.id: c.k for c in summary.plan.configs}
     rows: list[dict[str, Any]] = []
     for cal_config in real:
-        seen = _without(summary, {cal_config.id}, loads)
-        cal = calibrate([(str(run_dir), seen)])
-        predictor = Predictor(refit(cal), mix)
-        profiles: dict[str, AcceptanceProfile] = drafter_profiles(seen, str(run_dir))
-        full = calibrate([(str(run_dir), summary)])  # its observations: every measured point, batches included
-        blind = [o.model_copy(update={"used": False}) for o in full.observations]
-        points = [m for m in measured_points(blind, summary.analysis.speedups, ks)
-                  if not (m.config_id == cal_config.id and m.point_id in loads)]
-        for m in points:
-            planned = next(c for c in summary.plan.configs if c.id == m.config_id)
-            given = planned.spec.synthetic_acceptance
-            use = dict(profiles)
-            if given is not None:  # the set profile: acceptance is given, only the cost is predicted
-                use[drafter_key(planned.spec)] = AcceptanceProfile.given(given.rates_for(planned.k))
-            (check,) = checks(predictor, [m], use)
-            rows.append({"calibrated_on": cal_config.id, "config": m.config_id, "point": m.point_id,
-                         "batch": round(m.batch, 1), "synthetic": given is not None,
-                         "measured": check.measured_tpot_speedup, "predicted": check.predicted,
-                         "low": check.predicted_low, "high": check.predicted_high, "error": check.error,
-                         "covered": check.covered})
+        rows += blind(summary, run_dir, {cal_config.id}, loads, cal_config.id)[1]
     errors = [abs(r["error"]) for r in rows if r["error"] is not None]
     return {"run": str(run_dir), "engine": summary.plan.configs[0].engine.kind, "synthetic_configs": len(synthetic),
             "rows": rows, "median_abs_error": statistics.median(errors) if errors else None,

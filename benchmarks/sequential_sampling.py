@@ -1,12 +1,14 @@
-"""Sequential sampling against the fixed design, on the same data: the requests it saves, and any decision
-that differs.
+"""Sequential sampling against the fixed design, on the same data: the requests it saves, what the indifference
+zone saves on top, and any decision that differs.
 
 A fixed-precision sweep runs every point `max_rounds` rounds and decides on all of them at 95%. The adaptive
 design runs the same rounds in the same order but looks after round `min_rounds` and each round after, at the
 confidence its alpha spending allows, and stops a point once every decision there is settled. Replaying the
 adaptive rule on the fixed sweep's own rounds measures exactly what it saves (no drift between two runs to
 muddy the ratio): per point, the rounds, requests and measured wall time each design used, and the choice
-each made there (best configuration at the point, and the recommended table).
+each made there (best configuration at the point, and the recommended table). The adaptive rule is replayed
+twice: without a zone (only beats and does-not-beat settle, as before ties existed) and with the indifference
+zone (a tie within +-z settles too), so the last column is what the zone saves.
 
 Run (about 12 minutes here; or give --run-dir of a fixed sweep with repeats = max_rounds):
     .venv/bin/python benchmarks/sequential_sampling.py --out runs/bench-sequential
@@ -52,6 +54,13 @@ def replay(summary: RunSummary, records: list[RequestRecord], load: LoadSpec) ->
     return out
 
 
+def with_zone(summary: RunSummary, indifference: float) -> RunSummary:
+    """The run as if planned with this indifference zone (min gain: no ties)."""
+    s = summary.model_copy(deep=True)
+    s.plan.indifference = indifference
+    return s
+
+
 def adaptive_run(summary: RunSummary, records: list[RequestRecord], load: LoadSpec,
                  stop: dict[str, tuple[int, bool]]) -> tuple[RunSummary, list[RequestRecord]]:
     """The fixed run cut where the adaptive rule stops each point, analysed as the adaptive design would."""
@@ -80,6 +89,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="specmeter-seq-")))
     ap.add_argument("--min-rounds", type=int, default=2)
     ap.add_argument("--max-rounds", type=int, default=4)
+    ap.add_argument("--indifference", type=float, help="the zone replayed (default: the run's)")
     args = ap.parse_args()
     run_dir = args.run_dir
     if run_dir is None:  # the demo's sweep (its pair, K 2 and 4, concurrency 1/4/16), in the fixed design
@@ -90,33 +100,44 @@ def main() -> int:
     records = latest_records(RunStore(run_dir).read_records())
     load = fixed.plan.load.model_copy(update={"precision": "adaptive", "min_rounds": args.min_rounds,
                                              "max_rounds": args.max_rounds})
-    stop = replay(fixed, records, load)
-    adaptive, kept = adaptive_run(fixed, records, load, stop)
-    fixed_choice = {c.point_id: c.best_config_id for c in fixed.analysis.choices}
-    adaptive_choice = {c.point_id: c.best_config_id for c in adaptive.analysis.choices}
+    zone = fixed.plan.indifference if args.indifference is None else args.indifference
+    designs = {"no zone": with_zone(fixed, fixed.plan.min_gain), f"±{zone:.0%} zone": with_zone(fixed, zone)}
+    stops = {name: replay(s, records, load) for name, s in designs.items()}
+    runs = {name: adaptive_run(designs[name], records, load, stop) for name, stop in stops.items()}
+    choice = {name: {c.point_id: c.best_config_id for c in s.analysis.choices}
+              for name, (s, _) in {"fixed": (fixed, records), **runs}.items()}
 
     print(f"run: {run_dir} (the fixed design's rounds at every point; adaptive: looks after rounds "
-          f"{args.min_rounds}..{args.max_rounds})\n")
-    print("| point | fixed: rounds / requests / seconds | adaptive: rounds / requests / seconds | fixed choice | "
-          "adaptive choice |")
-    print("|---|---|---|---|---|")
-    totals = [0, 0.0, 0, 0.0]
+          f"{args.min_rounds}..{args.max_rounds}, min gain {fixed.plan.min_gain:.0%})\n")
+    print("| point | fixed: rounds / requests / seconds | " + " | ".join(
+        f"adaptive, {name}: rounds / requests / seconds" for name in runs) + " | choice: fixed / " +
+        " / ".join(runs) + " |")
+    print("|---|---|" + "---|" * len(runs) + "---|")
+    totals = {name: [0, 0.0] for name in choice}
     for point in fixed.plan.points:
         fn, fw = usage(fixed, records, point.id)
-        an, aw = usage(adaptive, kept, point.id)
-        totals = [totals[0] + fn, totals[1] + fw, totals[2] + an, totals[3] + aw]
-        same = "" if fixed_choice.get(point.id) == adaptive_choice.get(point.id) else " (differs)"
-        rounds, done = stop[point.id]
+        totals["fixed"] = [totals["fixed"][0] + fn, totals["fixed"][1] + fw]
         ran = len({r.repeat for r in records if r.point_id == point.id})
-        print(f"| {point.label()} | {ran} / {fn} / {fw:.0f} | {rounds}{'' if done else ' (unsettled)'}"
-              f" / {an} / {aw:.0f} | "
-              f"{fixed_choice.get(point.id, '-')} | {adaptive_choice.get(point.id, '-')}{same} |")
-    print(f"| all | {totals[0]} requests, {totals[1]:.0f} s | {totals[2]} requests ({totals[2] / totals[0]:.2f}x), "
-          f"{totals[3]:.0f} s ({totals[3] / totals[1]:.2f}x) | | |")
-    t_fixed = recommend(fixed, records).best
-    t_adaptive = recommend(adaptive, kept).best
-    print(f"\nrecommended table: fixed {[r.entry for r in t_fixed.ranges] if t_fixed else '-'}; "
-          f"adaptive {[r.entry for r in t_adaptive.ranges] if t_adaptive else '-'}")
+        cells = [f"{ran} / {fn} / {fw:.0f}"]
+        for name, (s, kept) in runs.items():
+            an, aw = usage(s, kept, point.id)
+            totals[name] = [totals[name][0] + an, totals[name][1] + aw]
+            rounds, done = stops[name][point.id]
+            cells.append(f"{rounds}{'' if done else ' (unsettled)'} / {an} / {aw:.0f}")
+        picks = [choice[name].get(point.id, "-") for name in choice]
+        same = "" if len(set(picks)) == 1 else " (differs)"
+        print(f"| {point.label()} | {' | '.join(cells)} | {' / '.join(picks)}{same} |")
+    n0, w0 = totals["fixed"]
+    print(f"| all | {n0} requests, {w0:.0f} s | " + " | ".join(
+        f"{n} requests ({n / n0:.2f}x), {w:.0f} s ({w / w0:.2f}x)" for name, (n, w) in totals.items()
+        if name != "fixed") + " | |")
+    (plain_n, plain_w), (zoned_n, zoned_w) = (totals[name] for name in runs)
+    print(f"\nthe ±{zone:.0%} zone saves {plain_n - zoned_n} requests and {plain_w - zoned_w:.0f} measured seconds "
+          "over the adaptive design without it")
+    tables = {"fixed": recommend(fixed, records).best,
+              **{name: recommend(s, kept).best for name, (s, kept) in runs.items()}}
+    print("recommended table: " + "; ".join(f"{name} {[r.entry for r in t.ranges] if t else '-'}"
+                                            for name, t in tables.items()))
     return 0
 
 

@@ -1,5 +1,6 @@
 """The README's main job, as a user runs it (smaller): the demo sweeps K against the baseline, prints the SD
-report and the speedup, recommends a K per batch size and, when some K pays, runs that config on the engine."""
+report and the speedup, measures head to head a K the step-cost model proposes where it predicts one wins,
+recommends a K per batch size and, when some K pays, runs that config on the engine."""
 
 from __future__ import annotations
 
@@ -49,6 +50,14 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert rec.best is not None and rec.best.ranges[0].start == 1
     answer = read_answer(run_dir)  # the pointer holds the latest round's latest state
     assert answer is not None and answer.rounds[0].number == 1 and answer.recommendation == rec
+    # K = 2 alone: the model may propose K = 1 or 3 (one, the default budget); what it said is in the answer.
+    proposed = {p.config_id for p in rec.proposed}
+    if (run_dir / "propose").exists():
+        ran = load_summary(run_dir / "propose")
+        assert ran.plan.kind == "propose" and [p.config_id for p in ran.plan.proposed] == sorted(proposed)
+        assert all(p.k in (1, 3) and p.run == "propose" and all(c.outcome for c in p.contests) for p in rec.proposed)
+    else:
+        assert not proposed
     if rec.best.spec is None:  # K = 2 did not clearly beat the baseline: the answer is speculation off
         assert "nothing to verify" in res.stderr and not (run_dir / "verify").exists()
         return
@@ -56,6 +65,6 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     verified = load_summary(run_dir / "verify")
     assert verified.status == "complete" and verified.plan.kind == "verify"
     (row,) = verified.analysis.verification
-    assert row.point_id == "c1" and row.static_id == "draft_model-k2"
+    assert row.point_id == "c1" and row.static_id in {"draft_model-k2", *proposed}  # a proposed K may have won
     assert row.drafted.followed, f"{row.drafted.note} ({row.drafted.drafted})"
     assert row.vs_baseline is not None and row.vs_static is not None and row.vs_static.same_work

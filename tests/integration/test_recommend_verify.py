@@ -92,7 +92,7 @@ def test_verify_shows_the_engine_drafting_the_tables_k(pool: ServerPool, models:
     rec_file = tmp_path / "edited.json"
     rec_file.write_text(recommendation.model_copy(update={"drafters": [edited]}).model_dump_json(), encoding="utf-8")
     res = _run(["verify", str(sweep_dir), "--recommendation", str(rec_file), "--endpoint", pool.get(spec).base_url,
-                "--verify-dir", str(tmp_path / "verify"), "-v"])
+                "--verify-dir", str(tmp_path / "verify"), "--every-point", "-v"])
     assert "The dynamic config, run" in res.stdout
 
     summary = load_summary(tmp_path / "verify")

@@ -121,6 +121,11 @@ def test_old_forms_reach_the_same_requests_as_the_new(recorded: dict[str, Any]) 
     assert recorded["prepare_dataset"][1] == "all"
 
 
+def test_the_demo_takes_the_proposal_budget_and_range(recorded: dict[str, Any]) -> None:
+    invoke("demo", "--propose", "0", "--propose-k", "1-6")
+    assert recorded["demo"][0].propose == 0 and recorded["demo"][0].propose_k == (1, 6)
+
+
 def test_verify_rounds_alone_sets_the_rounds(recorded: dict[str, Any]) -> None:
     invoke("verify", "r", "--rounds", "3", "--endpoint", "http://x")
     assert recorded["verify"][1].rounds == 3 and recorded["verify"][1].endpoint == "http://x"
@@ -157,6 +162,8 @@ def one_line_error(res: subprocess.CompletedProcess[str]) -> str:
     (["compare", "a", "b", "--check", "--max-al-drop", "2"], "--max-al-drop 2: a bare number is a fraction"),
     (["compare", "a", "b", "--max-al-drop", "2%"], "--max-al-drop bound --check"),
     (["report", "r", "-q", "-v"], "-q/--quiet and -v/--verbose together"),
+    (["sweep", "--propose", "2"], "--propose measures the Ks the step-cost model proposes"),
+    (["demo", "--propose-k", "6-1"], "--propose-k 6-1: K runs from 1, and LOW is at most HIGH"),
 ])
 def test_a_malformed_flag_value_is_one_line_naming_the_flag(args: list[str], says: str) -> None:
     assert says in one_line_error(specmeter(*args))
@@ -168,12 +175,14 @@ def test_every_parser_raises_one_line_input_errors() -> None:
                  lambda: parse.input_len("1,1"), lambda: parse.input_len("a:b"), lambda: parse.one_length("1,2", "x"),
                  lambda: parse.pairs(["=v"], "--engine-env"), lambda: parse.options(["k"], "--dataset-option"),
                  lambda: parse.drop("150%", "--max-al-drop"), lambda: parse.gpu_ids("0,,1"),
-                 lambda: parse.sbatch_options(["--mem=1"]), lambda: parse.once(["a", "b"], "--endpoint", "one")):
+                 lambda: parse.sbatch_options(["--mem=1"]), lambda: parse.once(["a", "b"], "--endpoint", "one"),
+                 lambda: parse.k_range("2-x"), lambda: parse.k_range("0-3")):
         with pytest.raises(InputError) as err:
             call()
         assert "\n" not in str(err.value) and str(err.value).startswith("-")
     assert parse.input_len("128,512") == [128, 512] and parse.input_len("0:512") == (0, 512)
     assert parse.levels_or_auto(" auto ") == "auto" and parse.ks("1, 2,4") == [1, 2, 4]
+    assert parse.k_range("1-6") == (1, 6) and parse.k_range("3") == (3, 3)
 
 
 def test_the_old_plan_hardware_and_check_and_version_still_work(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from specmeter.analysis.recommend import recommend
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.plans.run import BASELINE
 from specmeter.plans.verify import VERIFY_ID
+from specmeter.report.decisions import verification_table
 from specmeter.schemas.metrics import RunningBatch
 from specmeter.schemas.plan import Plan, PlannedConfig, Role, WorkloadSelection
 from specmeter.schemas.recommend import KRange
@@ -92,6 +93,17 @@ def test_a_table_that_holds_is_no_disagreement() -> None:
     summary, _ = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.55, static=1.55)
     (vp,) = summary.analysis.verification
     assert vp.challenge is not None and vp.challenge.outcome == "does_not_beat" and not vp.disagrees
+
+
+def test_a_static_k_that_ties_with_the_table_is_no_disagreement() -> None:
+    """K = 4 is 1% ahead of the table's K = 2, within ±3% of it: either K is right there, so the table holds."""
+    summary, _ = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.55, static=1.565)
+    (vp,) = summary.analysis.verification
+    assert vp.challenge is not None and vp.challenge.outcome == "tie" and not vp.disagrees
+    assert vp.note.startswith("the table holds here") and "within ±3%" in vp.note
+    assert disagreements(summary) == []
+    table = verification_table(summary)
+    assert table is not None and table.rows[-1][-1] == "holds (a tie, within ±3%)"
 
 
 def test_pooled_evidence_counts_the_dynamic_server_as_the_k_it_drafted() -> None:

@@ -1,5 +1,6 @@
 """Head-to-head decisions (analysis/headtohead.py, analysis/choice.py): configurations compared with each other,
-paired on the requests both ran, walked from the cheapest; a costlier one wins only by more than min gain."""
+paired on the requests both ran, walked from the cheapest; a costlier one wins only by more than min gain, and two
+settled within the indifference zone of each other are a tie that keeps the cheaper."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from test_recommend import TOKENS, latency, sweep
 
 from specmeter.analysis.choice import Contender, choose
 from specmeter.analysis.decide import analyze
-from specmeter.analysis.headtohead import Side, compare, head_to_head
+from specmeter.analysis.headtohead import Side, compare, head_to_head, outcome_of
 from specmeter.analysis.recommend import recommend
 from specmeter.config.models import SpecMethod
 from specmeter.plans.run import BASELINE
@@ -75,10 +76,56 @@ def test_repeats_that_disagree_leave_the_duel_unsettled_and_the_smaller_k_chosen
     assert duel.outcome == "unsettled" and choice.best_config_id == K2 and not choice.settled
 
 
+@pytest.mark.parametrize(("low", "high", "expected"), [
+    (0.99, 1.02, "tie"),             # across 1 + min gain, inside [1/1.03, 1.03]
+    (0.975, 1.029, "tie"),           # 1/1.03 = 0.971: still inside
+    (0.99, 1.04, "unsettled"),       # across, and wider than the zone above
+    (0.96, 1.02, "unsettled"),       # across, and wider than the zone below
+    (0.98, 1.03, "unsettled"),       # wholly inside means inside: the zone's edge is out
+    (1.015, 1.025, "beats"),         # inside the zone, but it clears 1 + min gain: a win stays a win
+    (0.98, 1.005, "does_not_beat"),  # inside the zone, wholly below the threshold: as before
+    (None, None, "unsettled"),       # no interval, no tie
+])
+def test_a_tie_is_an_interval_across_the_threshold_wholly_inside_the_zone(
+        low: float | None, high: float | None, expected: Outcome) -> None:
+    assert outcome_of(low, high, 1.01, 0.03) == expected
+
+
+def test_the_zone_only_settles_what_the_threshold_leaves_open() -> None:
+    """Beats and does not beat read as without a zone; a zone equal to min gain has no ties at all."""
+    grid = [(lo, hi) for lo in np.linspace(0.9, 1.1, 21) for hi in np.linspace(0.9, 1.1, 21) if lo <= hi]
+    for lo, hi in grid:
+        without = outcome_of(lo, hi, 1.01)
+        with_zone = outcome_of(lo, hi, 1.01, 0.03)
+        assert with_zone == without or (without, with_zone) == ("unsettled", "tie")
+        assert outcome_of(lo, hi, 1.01, 0.01) == without
+    assert {outcome_of(lo, hi, 1.01, 0.03) for lo, hi in grid} == {"beats", "does_not_beat", "tie", "unsettled"}
+
+
+def test_a_tie_keeps_the_cheaper_settles_the_choice_and_says_how_close() -> None:
+    """K = 4 is 0.8% faster than K = 2 on every request, within [0.998, 1.019]: not a 1% win, not proven short of
+    one either; but within ±3% of K = 2, so either is right and the cheaper stays."""
+    summary, records = sweep({K2: {"c1": (1.30, 1.29, 1.31)}, K4: {"c1": (1.31, 1.30, 1.32)}}, {"c1": 1.0})
+    (choice,) = summary.analysis.choices
+    duel = next(h for h in choice.evidence if h.config_id == K4)
+    assert duel.outcome == "tie" and duel.indifference == summary.plan.indifference == 0.03
+    assert duel.low is not None and duel.high is not None and duel.low < duel.threshold < duel.high < 1.03
+    assert choice.best_config_id == K2 and choice.settled
+    assert "ties with" in duel.summary() and "within ±3%" in duel.summary() and f"{duel.high:.3f}" in choice.reason
+    best = recommend(summary, records).best
+    assert best is not None and best.ranges[0].k == 2
+    assert any(h.outcome == "tie" for h in best.segments[0].evidence)
+    # Without the zone the same evidence is open, and the same (cheaper) configuration is chosen.
+    summary.plan.indifference = summary.plan.min_gain
+    (open_choice,) = analyze(summary, records).choices
+    assert open_choice.best_config_id == K2 and not open_choice.settled
+
+
 def test_the_walk_goes_from_the_cheapest_and_replaces_only_on_a_win() -> None:
     outcomes: dict[tuple[str, str], Outcome] = {
         ("eagle-k2", "baseline"): "beats", ("draft-k2", "eagle-k2"): "unsettled",
-        ("ngram-k4", "eagle-k2"): "does_not_beat", ("draft-k4", "eagle-k2"): "beats"}
+        ("ngram-k4", "eagle-k2"): "does_not_beat", ("draft-k4", "eagle-k2"): "beats",
+        ("eagle-k6", "draft-k4"): "tie"}
     asked: list[tuple[str, str]] = []
 
     def duel(a: str, b: str) -> HeadToHead:
@@ -91,14 +138,16 @@ def test_the_walk_goes_from_the_cheapest_and_replaces_only_on_a_win() -> None:
                   Contender.of("baseline", 0, SpecMethod.none, 1.0),
                   Contender.of("draft-k2", 2, SpecMethod.draft_model, 1.5, 2),
                   Contender.of("ngram-k4", 4, SpecMethod.ngram, 1.2, 0),
-                  Contender.of("broken", 6, SpecMethod.ngram, None)]
+                  Contender.of("broken", 6, SpecMethod.ngram, None),
+                  Contender.of("eagle-k6", 6, SpecMethod.eagle, 1.61, 4)]
     pick = choose("c1", contenders, duel, min_gain=0.01)
     # By K first, then what the drafter costs: baseline < eagle-k2 < draft-k2 < ngram-k4 < draft-k4; a
-    # contender without a value is left out. Each is compared with the choice so far, never with the rest.
+    # contender without a value is left out. Each is compared with the choice so far, never with the rest; a
+    # tie keeps the choice so far.
     assert asked == [("eagle-k2", "baseline"), ("draft-k2", "eagle-k2"), ("ngram-k4", "eagle-k2"),
-                     ("draft-k4", "eagle-k2")]
-    assert (pick.best_config_id, pick.best_k, pick.leader_config_id) == ("draft-k4", 4, "draft-k4")
-    assert [h.outcome for h in pick.evidence] == ["beats", "unsettled", "does_not_beat", "beats"]
+                     ("draft-k4", "eagle-k2"), ("eagle-k6", "draft-k4")]
+    assert (pick.best_config_id, pick.best_k, pick.leader_config_id) == ("draft-k4", 4, "eagle-k6")
+    assert [h.outcome for h in pick.evidence] == ["beats", "unsettled", "does_not_beat", "beats", "tie"]
     assert not pick.settled  # draft-k2 against eagle-k2 could still go either way
     with pytest.raises(ValueError):
         choose("c1", [Contender.of("a", 2, SpecMethod.ngram, None)], duel, min_gain=0.01)
@@ -124,3 +173,18 @@ def test_one_function_pairs_every_metric_and_keeps_the_direction() -> None:
         compare(fast, slow, "goodput")
     h2h = head_to_head(fast, slow, "c1", "output_throughput", min_gain=0.01)
     assert h2h.outcome == "beats" and h2h.paired_requests == 4 and h2h.threshold == pytest.approx(1.01)
+
+
+
+def _later(side: Side) -> Side:
+    """The same side as a later run pooled in measured it: its repeat numbered 1000."""
+    return Side(side.config_id, {(1000, c, t): r for (_, c, t), r in side.requests.items()}, {1000: side.totals[0]})
+
+
+def test_throughput_compares_only_the_repeats_both_ran() -> None:
+    """Pooled evidence: `b` also ran in an earlier run, on a machine twice as fast then; `a` ran only in the later
+    one. Their throughput ratio is the later run's alone, never one run's against another's."""
+    a, b = _later(_side("a", [2.0] * 3)), _later(_side("b", [1.0] * 3))
+    earlier = _side("b", [0.5] * 3)
+    pooled = compare(a, earlier.merged(b), "output_throughput")
+    assert pooled.value == pytest.approx(compare(a, b, "output_throughput").value or 0.0)

@@ -42,6 +42,15 @@ def test_each_engine_line() -> None:
     assert kv_capacity("vllm", "no such line") is None
 
 
+def test_llama_server_at_its_default_verbosity_says_it_in_its_own_start_line() -> None:
+    # llama-server b11434, CPU build, -np 64 -c 65536: the library's n_ctx line needs -lv 4; this one does not.
+    line = "0.00.709.917 I srv    load_model: initializing, n_slots = 64, n_ctx_slot = 1024, kv_unified = 'false'\n"
+    assert kv_capacity("llamacpp", line) == 64 * 1024  # a context per slot
+    assert kv_capacity("llamacpp", line.replace("'false'", "'true'")) == 1024  # one pool the slots share
+    library = "llama_context: n_ctx         = 65536\n"
+    assert kv_capacity("llamacpp", library + line.replace("1024", "512")) == 65536  # the library's own, where logged
+
+
 def test_a_restarted_server_is_read_from_its_last_start() -> None:
     text = (f"{LAUNCH_HEADER}vllm: ...\nCPU KV cache size: 1,000 tokens, x\n"
             f"{LAUNCH_HEADER}vllm: ...\nCPU KV cache size: 2,000 tokens, x\n")

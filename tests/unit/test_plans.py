@@ -312,3 +312,37 @@ def test_sweep_spec_revalidates_overrides() -> None:
     sw = SweepSpec.model_validate({"engine": LAUNCH, "candidates": [{"method": "ngram", "k": [2, 4]}]})
     again = SweepSpec.model_validate({**sw.model_dump(by_alias=False), "repeats": 3})
     assert again.repeats == 3 and [c.id for c in again.configs()] == [c.id for c in sw.configs()]
+
+
+def test_the_indifference_zone_defaults_to_three_percent_and_is_never_narrower_than_min_gain() -> None:
+    """A sweep's zone is 3% by default, the min gain where that is larger, or as given; a plan stored before ties
+    existed reads the same default; a zone below min gain is refused where it is given."""
+    candidates = [{"method": "ngram", "k": [2, 4]}]
+    default = SweepSpec.model_validate({"engine": LAUNCH, "candidates": candidates})
+    assert default.indifference is None and default.plan(WORKLOAD).indifference == 0.03
+    wide_gain = SweepSpec.model_validate({"engine": LAUNCH, "candidates": candidates, "min_gain": 0.05})
+    assert wide_gain.plan(WORKLOAD).indifference == 0.05
+    given = SweepSpec.model_validate({"engine": LAUNCH, "candidates": candidates, "indifference": 0.02})
+    assert given.plan(WORKLOAD).indifference == 0.02
+    off = SweepSpec.model_validate({"engine": LAUNCH, "candidates": candidates, "indifference": 0.01})
+    assert off.plan(WORKLOAD).indifference == off.plan(WORKLOAD).min_gain  # equal: no ties
+    with pytest.raises(ValidationError, match=r"indifference 0\.02 is below min_gain 0\.05"):
+        SweepSpec.model_validate({"engine": LAUNCH, "candidates": candidates, "min_gain": 0.05, "indifference": 0.02})
+    stored = default.plan(WORKLOAD).model_dump(mode="json")
+    assert Plan.model_validate(stored).indifference == 0.03
+    del stored["indifference"]  # a plan from before the zone
+    assert Plan.model_validate(stored).indifference == 0.03
+    assert Plan.model_validate({**stored, "min_gain": 0.08}).indifference == 0.08
+    with pytest.raises(ValidationError, match=r"set indifference to 0\.08 or more"):
+        Plan.model_validate({**stored, "min_gain": 0.08, "indifference": 0.03})
+
+
+def test_sweep_flags_set_min_gain_and_indifference_over_the_file(tmp_path: Path) -> None:
+    from specmeter.workflows.sweep import SweepFlags, SweepRequest, sweep_spec
+
+    flags = SweepFlags(model="m", specs=['{"method": "ngram", "num_speculative_tokens": 2}'])
+    assert sweep_spec(SweepRequest(out=tmp_path, flags=flags)).plan(WORKLOAD).indifference == 0.03
+    asked = sweep_spec(SweepRequest(out=tmp_path, flags=flags, indifference=0.05)).plan(WORKLOAD)
+    assert (asked.min_gain, asked.indifference) == (0.01, 0.05)
+    wider = sweep_spec(SweepRequest(out=tmp_path, flags=flags, min_gain=0.04)).plan(WORKLOAD)
+    assert (wider.min_gain, wider.indifference) == (0.04, 0.04)  # the default follows a larger min gain

@@ -298,3 +298,35 @@ def test_a_run_without_baseline_or_candidates_is_refused() -> None:
     summary.configs = []
     with pytest.raises(InputError, match="baseline"):
         recommend(summary, records)
+
+
+def test_the_recommendation_records_the_zone_its_ties_were_named_in() -> None:
+    """K = 4 within ±3% of K = 2: a tie by the run's zone, open without one; the table is the same either way (a
+    tie keeps the cheaper, as an open duel does), and the zone the evidence read is recorded beside min gain."""
+    k2, k4 = "draft_model-k2", "draft_model-k4"
+    summary, records = sweep({k2: {"c1": (1.30, 1.29, 1.31)}, k4: {"c1": (1.31, 1.30, 1.32)}}, {"c1": 1.0})
+
+    def duel(rec: Recommendation) -> str:
+        best = rec.best
+        assert best is not None
+        return next(h.outcome for h in best.segments[0].evidence if h.config_id == k4)
+
+    tied = recommend(summary, records)
+    assert tied.indifference == summary.plan.indifference and duel(tied) == "tie"
+    assert recommend(summary, records, min_gain=0.05).indifference == 0.05  # widened to a larger min gain
+    off = recommend(summary, records, indifference=0.01)
+    assert off.indifference == 0.01 and duel(off) == "unsettled"
+    assert [r.entry for r in tied.best.ranges] == [r.entry for r in off.best.ranges]  # type: ignore[union-attr]
+
+
+def test_indifference_flags_are_checked_and_count_as_criteria() -> None:
+    from specmeter.workflows.recommend import Criteria
+
+    with pytest.raises(InputError, match=r"--indifference 0.02 is below the minimum gain 0.05"):
+        Criteria.from_flags(None, None, min_gain=0.05, indifference=0.02)
+    with pytest.raises(InputError, match=r"--indifference 1.5: give a fraction in \[0, 1\)"):
+        Criteria.from_flags(None, None, indifference=1.5)
+    rec = recommend(*sweep(CLEAR, BATCHES))
+    assert Criteria.from_flags(None, None, indifference=rec.indifference).differences(rec) == []
+    assert Criteria.from_flags(None, None, indifference=0.05).differences(rec) == [
+        ("--indifference", "0.05", str(rec.indifference))]

@@ -9,6 +9,7 @@ from specmeter.analysis.decide import verdict as decide_verdict
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.plans.run import BASELINE, run_plan
 from specmeter.report.console import VERBOSE, render
+from specmeter.report.decisions import head_to_head_table
 from specmeter.report.tables import (
     decision_table,
     lossless_table,
@@ -17,7 +18,7 @@ from specmeter.report.tables import (
     sd_table,
     speedup_table,
 )
-from specmeter.schemas.analysis import Crossover, PointChoice, Ratio, Speedup
+from specmeter.schemas.analysis import Crossover, HeadToHead, PointChoice, Ratio, Speedup
 from specmeter.schemas.metrics import Distribution, LatencySummary
 from specmeter.schemas.plan import Plan, WorkloadSelection
 from specmeter.schemas.results import Analysis, ConfigResult, LosslessCheck, Mismatch, PointResult, RunSummary
@@ -225,6 +226,20 @@ def test_decision_table_shows_crossovers_and_choices() -> None:
     out = rendered(summary)
     assert f"crossover {SD_ID} (concurrency)" in out and "pays at every measured concurrency" in out
     assert "best at concurrency 4" in out and f"{SD_ID} (K=4): it leads with nothing tied" in out
+
+
+def test_the_head_to_head_table_names_a_tie_and_its_size() -> None:
+    summary = make_summary([speedup(1.6, 2.4)])
+    tie = HeadToHead(point_id="c4", config_id=SD_ID, against=BASELINE, metric="output_throughput",
+                     ratio=Ratio(value=1.004), low=0.991, high=1.018, threshold=1.01, indifference=0.03, outcome="tie",
+                     paired_requests=40)
+    summary.analysis.choices = [PointChoice(point_id="c4", best_config_id=BASELINE, best_k=0,
+                                            leader_config_id=SD_ID, reason="", evidence=[tie])]
+    table = head_to_head_table(summary)
+    assert table is not None
+    (row,) = table.rows
+    assert "tie (within ±3%)" in row and "1.004x [0.991, 1.018]" in row and row[-1] == BASELINE
+    assert "a tie, the interval inside the indifference zone, keeps the choice" in table.title
 
 
 def test_lossless_table_lists_the_first_mismatches() -> None:

@@ -1,5 +1,6 @@
-"""Sequential sampling (analysis/sequential.py, execution/rounds.py): rounds until every decision at a point is settled,
-with the error spent over the looks so that stopping early does not inflate it."""
+"""Sequential sampling (analysis/sequential.py, execution/rounds.py): rounds until every decision at a point is settled
+(a tie within the indifference zone included), with the error spent over the looks so that stopping early does not
+inflate it."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from test_recommend import latency, sweep
 
 from fakeengine.drive import attach_pair, conversations, run_plan
 from fakeengine.server import FakeEngine
-from specmeter.analysis.headtohead import Side, head_to_head
+from specmeter.analysis.headtohead import Side, head_to_head, outcome_of
 from specmeter.analysis.sequential import ALPHA, confidence_after, look_confidence, looks
 from specmeter.common.errors import InputError
 from specmeter.config.models import ConcurrencyPoint, LoadSpec
 from specmeter.execution.rounds import Rounds
 from specmeter.plans.run import BASELINE
 from specmeter.rundir.store import RunStore, load_summary
+from specmeter.schemas.analysis import HeadToHead
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 from specmeter.schemas.sd import SDSummary
@@ -85,6 +87,23 @@ def test_a_point_that_cannot_settle_runs_to_its_budget_and_says_what_is_open() -
     assert capped.start(C1, 2) is False and "max_requests" in capped.summary.sampling[0].why
 
 
+def test_a_near_tie_stops_as_a_tie_and_says_how_close() -> None:
+    """K = 4 within 1% of K = 2 on every request: no 1% win, none ruled out, so without a zone the point runs to
+    its budget; within ±3% the two are a tie after min_rounds, and the summary says so and by how much."""
+    near = {K2: {"c1": [(1.30, 1.29, 1.31)] * 4}, K4: {"c1": [(1.31, 1.30, 1.32)] * 4}}
+    rounds = adaptive(near)
+    assert rounds.start(C1, 0) and rounds.start(C1, 1) and not rounds.start(C1, 2)
+    entry = rounds.summary.sampled("c1")
+    assert entry is not None and entry.stopped == "settled" and entry.rounds == 2 and entry.looks[-1].open == []
+    assert "1 of 2 as a tie" in entry.why and f"{K4} ties with {K2}" in entry.why and "within ±3%" in entry.why
+    without = adaptive(near)
+    without.summary.plan.indifference = without.summary.plan.min_gain  # equal to min gain: no ties
+    assert all(without.start(C1, r) for r in range(4))
+    without.finish(C1)
+    left = without.summary.sampled("c1")
+    assert left is not None and left.stopped == "budget" and K4 in left.why
+
+
 def _side(cid: str, rounds: list[np.ndarray], tokens: int = 100) -> Side:
     recs = [RequestRecord(config_id=cid, point_id="c1", repeat=r, conversation_id=f"q{i}", ok=True,
                           ttft_s=0.01, e2e_s=float(x), output_tokens=tokens)
@@ -95,39 +114,90 @@ def _side(cid: str, rounds: list[np.ndarray], tokens: int = 100) -> Side:
     return Side.of(res, recs, "c1")
 
 
-def _sequential_outcome(rng: np.random.Generator, ratio: float, load: LoadSpec, n: int = 12) -> str:
+ZONE = 0.03  # the default indifference zone: +-3%
+NOISY, QUIET = 0.10, 0.015  # per-request noise of each side: a busy CPU machine, a steady server
+LOAD = LoadSpec(precision="adaptive", min_rounds=2, max_rounds=4)
+
+
+def _looks(rng: np.random.Generator, ratio: float, load: LoadSpec, noise: float = NOISY,
+           n: int = 12) -> list[tuple[int, HeadToHead]]:
     """One simulated point: the challenger truly `ratio` times the incumbent's throughput; per-request hardness
-    shared by both sides, 10% noise each. Looks as the runner does; the outcome it stops on."""
+    shared by both sides, `noise` each. The looks the runner takes (rounds run, the comparison read at that
+    look's confidence), until the rule without a zone settles: the zone only settles what that rule leaves
+    open, so on the same rounds it stops no later, and both rules are read off the same looks."""
     a_rounds: list[np.ndarray] = []
     b_rounds: list[np.ndarray] = []
-    outcome = "unsettled"
-    for r in range(load.max_rounds):
+    looks: list[tuple[int, HeadToHead]] = []
+    for done in range(1, load.max_rounds + 1):
         hard = rng.lognormal(0.0, 0.5, n)
-        a_rounds.append(hard / ratio * (1 + rng.normal(0, 0.1, n)).clip(0.5))
-        b_rounds.append(hard * (1 + rng.normal(0, 0.1, n)).clip(0.5))
-        done = r + 1
+        a_rounds.append(hard / ratio * (1 + rng.normal(0, noise, n)).clip(0.5))
+        b_rounds.append(hard * (1 + rng.normal(0, noise, n)).clip(0.5))
         if done < load.min_rounds:
             continue
         h2h = head_to_head(_side("a", a_rounds), _side("b", b_rounds), "c1", "output_throughput", min_gain=0.01,
-                           confidence=confidence_after(done, load))
-        outcome = h2h.outcome
-        if outcome != "unsettled":
+                           indifference=ZONE, confidence=confidence_after(done, load))
+        looks.append((done, h2h))
+        if outcome_of(h2h.low, h2h.high, h2h.threshold) != "unsettled":
             break
-    return outcome
+    return looks
+
+
+def _stop(looks: list[tuple[int, HeadToHead]], zone: float | None) -> tuple[str, int]:
+    """Where the rule with `zone` (None: without one) stops on these looks: its outcome and the rounds run."""
+    for done, h in looks:
+        outcome = outcome_of(h.low, h.high, h.threshold, zone)
+        if outcome != "unsettled":
+            return outcome, done
+    return "unsettled", looks[-1][0]
+
+
+def _wrong_rate(points: list[list[tuple[int, HeadToHead]]], zone: float | None, wrong: set[str]) -> float:
+    """The share of simulated points the rule with `zone` stops on a wrong outcome."""
+    return sum(_stop(looks, zone)[0] in wrong for looks in points) / len(points)
 
 
 @pytest.mark.parametrize(("ratio", "wrong"), [(1.01, {"beats", "does_not_beat"}), (1.0, {"beats"}),
-                                              (1.08, {"does_not_beat"})])
+                                              (1.08, {"does_not_beat", "tie"})])
 def test_the_wrong_decision_rate_under_optional_stopping_is_at_most_five_percent(ratio: float, wrong: set[str]) -> None:
-    """At exactly 1 + min gain every settled outcome is wrong; below it only "beats", above it only "does not
-    beat". Looking after every round must not push the rate of wrong decisions past the nominal 5%."""
+    """At exactly 1 + min gain every beats or does-not-beat is wrong (a tie is right: 1% is inside the zone);
+    below it "beats" is wrong, above it "does not beat", and outside the zone a tie. Looking after every round
+    must not push the rate of wrong decisions past the nominal 5%, with the zone or without."""
     rng = np.random.default_rng(7)
-    load = LoadSpec(precision="adaptive", min_rounds=2, max_rounds=4)
-    outcomes = [_sequential_outcome(rng, ratio, load) for _ in range(150)]
-    rate = sum(o in wrong for o in outcomes) / len(outcomes)
-    assert rate <= ALPHA
+    points = [_looks(rng, ratio, LOAD) for _ in range(150)]
+    assert _wrong_rate(points, ZONE, wrong) <= ALPHA and _wrong_rate(points, None, wrong) <= ALPHA
     if ratio == 1.08:  # a real difference of 8% settles (the rule has power, it is not just cautious)
-        assert outcomes.count("beats") / len(outcomes) > 0.6
+        assert [_stop(looks, ZONE)[0] for looks in points].count("beats") / len(points) > 0.6
+
+
+@pytest.mark.parametrize("noise", [0.02, 0.05])
+@pytest.mark.parametrize(("ratio", "wrong"), [(1 + ZONE, {"does_not_beat", "tie"}),
+                                              (1 / (1 + ZONE), {"beats", "tie"})])
+def test_a_tie_at_the_zones_edge_is_as_rare_as_any_wrong_decision(ratio: float, wrong: set[str],
+                                                                     noise: float) -> None:
+    """At the zone's edges, 1 + z and 1 / (1 + z), a tie claims less than z apart where the two are z apart: it
+    is wrong, and a tie is an interval claim like the others, so the alpha spent over the looks bounds it. On a
+    steady machine (intervals about as wide as the zone, where edge ties come most often) and a busier one."""
+    rng = np.random.default_rng(7)
+    points = [_looks(rng, ratio, LOAD, noise) for _ in range(150)]
+    assert _wrong_rate(points, ZONE, wrong) <= ALPHA
+
+
+@pytest.mark.parametrize("ratio", [1.0, 1.01, 1.02])
+def test_the_zone_stops_near_ties_early_without_wrong_decisions(ratio: float) -> None:
+    """Two configurations within 2% of each other: without a zone many such points run to max_rounds (an
+    interval around 1.01 clears it slowly or never); with it most stop before, on a tie or a decision, never
+    later on the same rounds, and still decide wrongly at most 5% of the time (a tie is right inside the zone;
+    at 1.02 only "does not beat" is wrong)."""
+    rng = np.random.default_rng(11)
+    points = [_looks(rng, ratio, LOAD, QUIET) for _ in range(100)]
+    zoned = [_stop(looks, ZONE) for looks in points]
+    plain = [_stop(looks, None) for looks in points]
+    assert all(z <= p for (_, z), (_, p) in zip(zoned, plain, strict=True))  # never later, on the same rounds
+    early = sum(r < LOAD.max_rounds for _, r in zoned) / len(zoned)
+    assert early > 0.5 and early > sum(r < LOAD.max_rounds for _, r in plain) / len(plain)
+    assert np.mean([r for _, r in zoned]) < np.mean([r for _, r in plain])
+    wrong = {"beats", "does_not_beat"} if ratio == 1.01 else {"beats"} if ratio < 1.01 else {"does_not_beat"}
+    assert sum(o in wrong for o, _ in zoned) / len(zoned) <= ALPHA
 
 
 def _adaptive_pair(tmp_path: Path, sd_chunk_s: float, base_chunk_s: float, **load: object) -> RunSummary:
@@ -155,11 +225,11 @@ def test_the_runner_stops_a_clear_point_after_min_rounds(tmp_path: Path) -> None
 
 def test_the_runner_runs_an_undecided_point_to_its_budget(tmp_path: Path) -> None:
     summary = _adaptive_pair(tmp_path, 0.01, 0.01)  # the same speed: 1% either way is never settled... or settles
-    (entry,) = summary.sampling                      # as "does not beat" once the interval is under 1.01
+    (entry,) = summary.sampling                      # as a tie, or "does not beat" once the interval is under 1.01
     assert entry.stopped in ("settled", "budget") and 2 <= entry.rounds <= 3
     if entry.stopped == "budget":
         assert entry.rounds == 3 and "max_rounds" in entry.why and entry.looks[-1].open
     else:
         (choice,) = summary.analysis.choices
-        assert choice.best_config_id == BASELINE  # settled only as "speculation does not beat the baseline"
+        assert choice.best_config_id == BASELINE  # settled only as "does not beat" or a tie: the baseline stays
     assert [lk.rounds for lk in entry.looks] == list(range(2, entry.rounds + 1))

@@ -12,6 +12,7 @@ from specmeter.config.load_search import LoadSearch
 from specmeter.config.models import ConcurrencyPoint, EngineSpec, SpecConfig, dynamic_k_at
 from specmeter.execution.runner import schedule
 from specmeter.plans.verify import VERIFY_ID, best_static, verify_plan
+from specmeter.report.decisions import verification_table
 from specmeter.schemas.metrics import RunningBatch
 from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.records import RequestRecord
@@ -78,7 +79,7 @@ def test_without_per_step_stats_nothing_is_claimed() -> None:
 def test_verify_plan_runs_baseline_best_statics_and_the_dynamic_config() -> None:
     summary, records = sweep(CLEAR, BATCHES)
     recommendation = recommend(summary, records)
-    plan = verify_plan(summary, recommendation, "run")
+    plan = verify_plan(summary, recommendation, "run", every_point=True)
     assert plan.kind == "verify" and plan.interleave and plan.points == summary.plan.points
     assert [c.role for c in plan.configs] == [Role.baseline, Role.candidate, Role.candidate, Role.verification]
     assert plan.best_static == {"c1": "draft_model-k4", "c4": "draft_model-k2", "c16": "draft_model-k2"}
@@ -96,16 +97,64 @@ def test_verify_plan_runs_baseline_best_statics_and_the_dynamic_config() -> None
 def test_verify_of_a_searched_sweep_runs_the_points_it_measured_without_searching() -> None:
     summary, records = sweep(CLEAR, BATCHES)
     summary.plan.load.search = [LoadSearch(axis="concurrency", min=1, max=16, start=[1, 16])]
-    plan = verify_plan(summary, recommend(summary, records), "run")
+    plan = verify_plan(summary, recommend(summary, records), "run", every_point=True)
     assert plan.points == summary.plan.points and plan.load.search == []
 
 
 def test_verify_of_a_ramp_that_stopped_at_saturation_runs_only_what_the_sweep_measured() -> None:
     summary, records = sweep(CLEAR, BATCHES)
     summary.plan.load.points.append(ConcurrencyPoint(concurrency=64))  # skipped by the sweep's ramp: never measured
-    plan = verify_plan(summary, recommend(summary, records), "run")
+    plan = verify_plan(summary, recommend(summary, records), "run", every_point=True)
     assert [p.id for p in plan.points] == ["c1", "c4", "c16"]
     assert not plan.load.stop_at_saturation  # verify checks the sweep's points; it runs no ramp of its own
+
+
+# CLEAR with speculation clearly losing at c16: every decision at every point settled.
+SETTLED = {"draft_model-k2": {**CLEAR["draft_model-k2"], "c16": (0.80, 0.75, 0.85)},
+           "draft_model-k4": {**CLEAR["draft_model-k4"], "c16": (0.70, 0.65, 0.75)}}
+
+
+def test_verify_runs_where_the_table_can_be_wrong_and_carries_the_sweeps_settled_evidence_elsewhere() -> None:
+    """K = 4 against K = 2 at c4 straddles the threshold: the table's K there rests on an open decision, so
+    verification runs c4 (with the static it is judged against there) and carries c1 and c16, which the sweep
+    settled; no static best only at a carried point is started."""
+    near = {"draft_model-k2": {**SETTLED["draft_model-k2"], "c4": (1.25, 1.20, 1.30)},
+            "draft_model-k4": {**SETTLED["draft_model-k4"], "c4": (1.24, 1.15, 1.33)}}
+    summary, records = sweep(near, BATCHES)
+    recommendation = recommend(summary, records)
+    c4 = next(s for s in recommendation.drafters[0].segments if s.point_ids == ["c4"])
+    assert any(h.outcome == "unsettled" for h in c4.evidence)
+    plan = verify_plan(summary, recommendation, "run")
+    assert [p.id for p in plan.points] == ["c4"] and set(plan.carried) == {"c1", "c16"}
+    assert all("settled" in why for why in plan.carried.values())
+    assert plan.best_static == {"c4": best_static(recommendation.drafters[0], "baseline")["c4"]}
+    assert {c.id for c in plan.configs} == {"baseline", plan.best_static["c4"], VERIFY_ID}
+    everything = verify_plan(summary, recommendation, "run", every_point=True)
+    assert everything.points == summary.plan.points and not everything.carried
+
+
+def test_a_tie_settles_a_point_for_verification_too() -> None:
+    """K = 4 within ±3% of K = 2 at c4 (a tie: the cheaper K = 2 kept) rests on settled evidence, so c4 is carried
+    like the points where a K won or lost outright; the verify plan reads ties in the recommendation's zone."""
+    tied = {"draft_model-k2": {**SETTLED["draft_model-k2"], "c4": (1.25, 1.24, 1.26)},
+            "draft_model-k4": {**SETTLED["draft_model-k4"], "c4": (1.26, 1.25, 1.27)}}
+    summary, records = sweep(tied, BATCHES)
+    recommendation = recommend(summary, records)
+    c4 = next(s for s in recommendation.drafters[0].segments if s.point_ids == ["c4"])
+    assert [h.outcome for h in c4.evidence if h.config_id == "draft_model-k4"] == ["tie"] and c4.k == 2
+    plan = verify_plan(summary, recommendation, "run")
+    assert "c4" in plan.carried and "ties with" in plan.carried["c4"]
+    assert plan.indifference == recommendation.indifference == summary.plan.indifference
+
+
+def test_a_table_settled_everywhere_still_runs_once_where_it_drafts() -> None:
+    summary, records = sweep(SETTLED, BATCHES)
+    recommendation = recommend(summary, records)
+    plan = verify_plan(summary, recommendation, "run")
+    proof = plan.points[0].id
+    assert len(plan.points) == 1 and set(plan.carried) == {"c1", "c4", "c16"} - {proof}
+    segment = next(s for s in recommendation.drafters[0].segments if s.point_ids == [proof])
+    assert segment.k > 0 and proof == "c1"  # the first point (in plan order) where the table drafts
 
 
 def test_verify_refuses_a_recommendation_that_keeps_speculation_off() -> None:
@@ -123,3 +172,26 @@ def test_verify_of_an_attached_sweep_needs_an_endpoint() -> None:
         verify_plan(summary, recommend(summary, records), "run")
     plan = verify_plan(summary, recommend(summary, records), "run", endpoint="http://127.0.0.1:2")
     assert plan.configs[-1].engine.endpoint == "http://127.0.0.1:2"
+
+
+def test_a_point_where_the_table_was_edited_away_from_the_sweeps_choice_runs() -> None:
+    """The sweep settled K = 4 at c1; a table that drafts 2 there has no sweep evidence behind it at c1."""
+    summary, records = sweep(SETTLED, BATCHES)
+    recommendation = recommend(summary, records)
+    best = recommendation.drafters[0]
+    assert best.spec is not None
+    edited = best.spec.model_copy(update={"num_speculative_tokens_per_batch_size": [(1, 8, 2), (9, 64, 0)]})
+    plan = verify_plan(summary, recommendation.model_copy(update={"drafters": [best.model_copy(
+        update={"spec": edited})]}), "run")
+    assert "c1" in [p.id for p in plan.points] and "c1" not in plan.carried
+
+
+def test_the_verification_table_lists_each_carried_point_with_the_evidence_it_rests_on() -> None:
+    summary, records = sweep(SETTLED, BATCHES)
+    plan = verify_plan(summary, recommend(summary, records), "run")
+    shown = summary.model_copy(update={"plan": plan})
+    table = verification_table(shown)
+    assert table is not None
+    carried = [row for row in table.rows if row[-1].startswith("holds: not run again")]
+    assert [row[0] for row in carried] == list(plan.carried) and len(carried) == 2
+    assert all(plan.carried[row[0]] in row[-1] for row in carried)

@@ -7,7 +7,9 @@ demo, K = 2 1.55x [1.46, 1.63] and K = 4 1.67x [1.56, 1.79] overlapped while K =
 ran, and walked from the cheapest to the costliest: the baseline (K = 0) first, then by K, then by what the
 drafter costs per step. A costlier configuration replaces the current choice only when its head-to-head
 interval lies wholly above 1 + min gain; otherwise the cheaper one stays (less draft compute, less wasted
-verification). So speculation is on only where the winner beats the baseline by that same rule.
+verification). So speculation is on only where the winner beats the baseline by that same rule. A tie (the
+interval straddles 1 + min gain but lies inside the plan's indifference zone, e.g. within +-3%) keeps the cheaper
+too: either answer is right, and the evidence says how close the two are.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ def contenders(base_id: str, candidates: Sequence[tuple[PlannedConfig, float | N
 
 def choose(point_id: str, contenders: Sequence[Contender], duel: Duel, *, min_gain: float) -> PointChoice:
     """Walk the contenders from the cheapest: each replaces the current choice only when it beats it head to
-    head by more than `min_gain`. Contenders without a value (nothing measured) are left out."""
+    head by more than `min_gain` (a tie keeps the current one). Contenders without a value (nothing measured)
+    are left out."""
     valued = sorted((c for c in contenders if c.value is not None), key=lambda c: c.cost)
     if not valued:
         raise ValueError(f"no contender at {point_id} has a value")

@@ -6,45 +6,66 @@ static K beats the table head to head and it is not the table's K at the batch t
 choice there was wrong. The correction then decides again on all the evidence: the sweep's requests, and each
 verification's, where the dynamic server counts as the static configuration of the K it drafted at that point
 (the engine's per-step stats confirmed it followed the table; its dynamic mode's small overhead counts against
-that K, never for it). Verification repeats are kept apart from the sweep's, so pairing stays within a run.
+that K, never for it). Verification repeats are kept apart from the sweep's, so pairing stays within a run. The
+runs that measured Ks the step-cost model proposed pool the same way (a proposed K joins as a configuration of
+its own): they are part of the evidence the answer was decided on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from specmeter.analysis.proposed import judged
 from specmeter.analysis.recommend import recommend
-from specmeter.schemas.plan import Role
+from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.recommend import KRange, Recommendation
 from specmeter.schemas.records import RequestRecord
-from specmeter.schemas.results import RunSummary
+from specmeter.schemas.results import ConfigResult, RunSummary
 
-# Verification round i's repeats are numbered from i x this in the pooled evidence.
+# Each run pooled into the sweep's evidence numbers its repeats from the next multiple of this past the repeats
+# already there, so pairing stays within a run.
 REPEAT_OFFSET = 1000
 Evidence = tuple[RunSummary, Sequence[RequestRecord]]
 
 
-def pooled(sweep: Evidence, verifications: Sequence[Evidence], candidates: Sequence[str]) -> Evidence:
-    """The sweep with every verification round's measurements added as more repeats of the same configurations;
-    the dynamic server's at a point go to the candidate (of `candidates`, the drafter's) with the K it drafted."""
+def pooled(sweep: Evidence, runs: Sequence[Evidence], candidates: Sequence[str]) -> Evidence:
+    """The sweep with every further run's measurements (verification rounds, proposals) added as more repeats of
+    the same configurations; the dynamic server's at a point go to the candidate (of `candidates`, the drafter's)
+    with the K it drafted, and a candidate the sweep did not run (a K the step-cost model proposed) joins as a
+    configuration of its own."""
     summary = sweep[0].model_copy(deep=True)
     records = list(sweep[1])
-    ks = {c.k: c.id for c in summary.plan.configs if c.id in candidates}
-    for i, (verify, verify_records) in enumerate(verifications, start=1):
-        offset = i * REPEAT_OFFSET
-        drafted = {vp.point_id: ks.get(vp.drafted.expected_k or 0) for vp in verify.analysis.verification
+    for run, run_records in runs:
+        offset = (max((p.repeat for c in summary.configs for p in c.points), default=0) // REPEAT_OFFSET + 1) \
+            * REPEAT_OFFSET
+        ks = {c.k: c.id for c in summary.plan.configs if c.id in candidates}
+        drafted = {vp.point_id: ks.get(vp.drafted.expected_k or 0) for vp in run.analysis.verification
                    if vp.drafted.followed}
-        roles = {c.id: c.role for c in verify.plan.configs}
-        for res in verify.configs:
+        planned = {c.id: c for c in run.plan.configs}
+        for res in run.configs:
+            config = planned[res.config_id]
             for p in res.points:
-                target = drafted.get(p.point_id) if roles.get(res.config_id) is Role.verification else res.config_id
-                into = summary.config(target) if target is not None else None
+                if config.role is Role.verification:
+                    target = drafted.get(p.point_id)
+                    into = summary.config(target) if target is not None else None
+                else:
+                    into = summary.config(config.id) or _joined(summary, config, res)
                 if into is None:
                     continue
                 into.points.append(p.model_copy(update={"repeat": p.repeat + offset}))
                 records += [r.model_copy(update={"config_id": into.config_id, "repeat": r.repeat + offset})
-                            for r in verify_records if r.config_id == res.config_id and r.point_id == p.point_id]
+                            for r in run_records if r.config_id == res.config_id and r.point_id == p.point_id]
     return summary, records
+
+
+def _joined(summary: RunSummary, config: PlannedConfig, res: ConfigResult) -> ConfigResult | None:
+    """A candidate the sweep did not run, added to its plan and results (without points yet)."""
+    if config.role is not Role.candidate:
+        return None
+    summary.plan.configs.append(config)
+    joined = res.model_copy(update={"points": []})
+    summary.configs.append(joined)
+    return joined
 
 
 def disagreements(verify: RunSummary) -> list[str]:
@@ -60,8 +81,9 @@ def correct(sweep: Evidence, verifications: Sequence[Evidence], previous: Recomm
     summary, records = pooled(sweep, verifications, candidates)
     given = previous.max_num_seqs if previous.max_num_seqs_source.startswith("given") else None
     rec = recommend(summary, records, objective=previous.objective, slo=previous.slo, max_num_seqs=given,
-                    source_run=previous.source_run, min_gain=previous.min_gain)
+                    source_run=previous.source_run, min_gain=previous.min_gain, indifference=previous.indifference)
     rec.round, rec.corrects = previous.round + 1, previous_file
+    rec.proposed = [judged(p, rec) for p in previous.proposed]  # the proposals' outcomes, read again
     reasons = [line for v, _ in verifications[-1:] for line in disagreements(v)]
     rec.changes = [*changes(table(previous), table(rec)), *(f"because {r}" for r in reasons)]
     return rec

@@ -100,7 +100,8 @@ def choices(summary: RunSummary, speedups: Sequence[Speedup], records: Sequence[
                         and c.node_group == group and (s := _lookup(speedups, c.id, point.id)) is not None]
             if measured:
                 arena = Arena.of(summary.configs, records, point.id, headline_metric(point),
-                                 min_gain=plan.min_gain, confidence=decision_confidence(summary, point.id))
+                                 min_gain=plan.min_gain, indifference=plan.indifference,
+                                 confidence=decision_confidence(summary, point.id))
                 choice = choose(point.id, contenders(base.id, measured), arena.duel, min_gain=plan.min_gain)
                 choice.node_group = group
                 out.append(choice)

@@ -83,14 +83,16 @@ def compare(a: Side, b: Side, metric: Metric | str, *, confidence: float = 0.95,
 
 
 def head_to_head(challenger: Side, incumbent: Side, point_id: str, metric: Metric, *,
-                 min_gain: float = DEFAULT_MIN_GAIN, confidence: float = 0.95,
+                 min_gain: float = DEFAULT_MIN_GAIN, indifference: float | None = None, confidence: float = 0.95,
                  good: Good | None = None) -> HeadToHead:
-    """Does the costlier `challenger` beat the cheaper `incumbent` by more than `min_gain`?"""
+    """Does the costlier `challenger` beat the cheaper `incumbent` by more than `min_gain`, or are the two
+    within `indifference` of each other (None: no ties)?"""
     ratio = compare(challenger, incumbent, metric, confidence=confidence, good=good)
     low, high = decision_bounds(ratio)
     threshold = 1.0 + min_gain
     return HeadToHead(point_id=point_id, config_id=challenger.config_id, against=incumbent.config_id, metric=metric,
-                      ratio=ratio, low=low, high=high, threshold=threshold, outcome=outcome_of(low, high, threshold),
+                      ratio=ratio, low=low, high=high, threshold=threshold, indifference=indifference,
+                      outcome=outcome_of(low, high, threshold, indifference),
                       paired_requests=len(Paired.of(challenger, incumbent).keys))
 
 
@@ -98,9 +100,9 @@ class Arena:
     """The configurations measured at one point, each side built once, and the duels between them."""
 
     def __init__(self, sides: dict[str, Side], point_id: str, metric: Metric, *, min_gain: float = DEFAULT_MIN_GAIN,
-                 confidence: float = 0.95, good: Good | None = None) -> None:
+                 indifference: float | None = None, confidence: float = 0.95, good: Good | None = None) -> None:
         self.sides, self.point_id, self.metric = sides, point_id, metric
-        self.min_gain, self.confidence, self.good = min_gain, confidence, good
+        self.min_gain, self.indifference, self.confidence, self.good = min_gain, indifference, confidence, good
         self._seen: dict[tuple[str, str], HeadToHead] = {}
 
     @classmethod
@@ -113,17 +115,28 @@ class Arena:
         key = (challenger, incumbent)
         if key not in self._seen:
             self._seen[key] = head_to_head(self.sides[challenger], self.sides[incumbent], self.point_id, self.metric,
-                                           min_gain=self.min_gain, confidence=self.confidence, good=self.good)
+                                           min_gain=self.min_gain, indifference=self.indifference,
+                                           confidence=self.confidence, good=self.good)
         return self._seen[key]
 
 
-def outcome_of(low: float | None, high: float | None, threshold: float) -> Outcome:
-    """beats: the whole interval above the threshold; does_not_beat: wholly below; else unsettled (it straddles
-    the threshold, or there is no interval, under two paired requests: no evidence either way)."""
+def outcome_of(low: float | None, high: float | None, threshold: float,
+               indifference: float | None = None) -> Outcome:
+    """beats: the whole interval above the threshold; does_not_beat: wholly below; tie: it straddles the
+    threshold but lies wholly inside the indifference zone [1 / (1 + indifference), 1 + indifference], so the
+    two are settled within that much of each other and either is right; else unsettled (it straddles the
+    threshold wider than the zone, or there is no interval, under two paired requests: no evidence either way).
+
+    A tie is read only where beats and does_not_beat are not: every decision the threshold alone settles stays
+    as it was, and the zone settles only what would otherwise run on to the budget. The zone is symmetric in
+    ratio (1 / (1 + z) below, 1 + z above): a tie says neither is more than z better than the other."""
     if low is not None and low > threshold:
         return "beats"
     if high is not None and high < threshold:
         return "does_not_beat"
+    if indifference is not None and low is not None and high is not None \
+            and 1.0 / (1.0 + indifference) < low and high < 1.0 + indifference:
+        return "tie"
     return "unsettled"
 
 
@@ -145,10 +158,11 @@ def decision_bounds(ratio: Ratio) -> tuple[float | None, float | None]:
 def _rate_ratio(a: Side, b: Side, pairs: Paired, amount: Callable[[RequestRecord], float], confidence: float,
                 counted: Good | None = None) -> Ratio:
     """(Σ amount / wall of a) / (the same of b): throughput (amount = tokens) or goodput (amount = 1 per request
-    meeting the SLO). Point totals give the value; the paired per-request rates give the interval's width."""
+    meeting the SLO). Point totals of the repeats both ran give the value (pooled runs: never one run's against
+    another's); the paired per-request rates give the interval's width."""
 
     def total(side: Side, repeat: int | None) -> tuple[float, float]:
-        reps = [r for r in side.totals if repeat is None or r == repeat]
+        reps = [r for r in side.totals if (r in pairs.repeats if repeat is None else r == repeat)]
         wall = sum(side.totals[r][1] for r in reps)
         if counted is None:
             return sum(side.totals[r][0] for r in reps), wall

@@ -32,9 +32,9 @@ class Scorer:
     """Each contender's objective at a point, and the head-to-head choices over a family of them."""
 
     def __init__(self, summary: RunSummary, records: Sequence[RequestRecord], objective: Objective,
-                 slo: SLO | None, base: PlannedConfig, min_gain: float) -> None:
+                 slo: SLO | None, base: PlannedConfig, min_gain: float, indifference: float | None) -> None:
         self.summary, self.records, self.objective, self.slo, self.base = summary, records, objective, slo, base
-        self.min_gain = min_gain
+        self.min_gain, self.indifference = min_gain, indifference
         self._arenas: dict[str, Arena] = {}
 
     def metric(self, point: LoadPoint) -> Metric:
@@ -47,7 +47,7 @@ class Scorer:
             good = None if self.slo is None else (lambda r, slo=self.slo: meets(r, slo))
             self._arenas[point.id] = Arena.of(
                 self.summary.configs, self.records, point.id, self.metric(point), min_gain=self.min_gain,
-                confidence=decision_confidence(self.summary, point.id), good=good)
+                indifference=self.indifference, confidence=decision_confidence(self.summary, point.id), good=good)
         return self._arenas[point.id]
 
     def score(self, config: PlannedConfig, point: LoadPoint) -> Score | None:
@@ -80,7 +80,7 @@ class Scorer:
         def duel(challenger: str, incumbent: str) -> HeadToHead:
             per_point = [a.duel(challenger, incumbent) for p in points
                          if challenger in (a := self.arena(p)).sides and incumbent in a.sides]
-            return pooled(per_point, challenger, incumbent, self.metric(points[0]), self.min_gain)
+            return pooled(per_point, challenger, incumbent, self.metric(points[0]), self.min_gain, self.indifference)
 
         choice = choose(ALL_POINTS, contenders(self.base.id, [(c, 1.0) for c in family]), duel,
                         min_gain=self.min_gain)
@@ -110,7 +110,7 @@ class Scorer:
 
 
 def pooled(duels: Sequence[HeadToHead], challenger: str, incumbent: str, metric: Metric,
-           min_gain: float) -> HeadToHead:
+           min_gain: float, indifference: float | None = None) -> HeadToHead:
     """Per-point duels as one: the geometric mean of their ratios, its interval from theirs in log space
     (points are independent samples; each point's bounds already hold its repeats' spread)."""
     logs, variances, n = [], [], 0
@@ -132,4 +132,5 @@ def pooled(duels: Sequence[HeadToHead], challenger: str, incumbent: str, metric:
             low, high = math.exp(mean - half), math.exp(mean + half)
     return HeadToHead(point_id=ALL_POINTS, config_id=challenger, against=incumbent, metric=metric,
                       ratio=Ratio(value=value, ci95_low=low, ci95_high=high), low=low, high=high,
-                      threshold=threshold, outcome=outcome_of(low, high, threshold), paired_requests=n)
+                      threshold=threshold, indifference=indifference,
+                      outcome=outcome_of(low, high, threshold, indifference), paired_requests=n)

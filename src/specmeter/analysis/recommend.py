@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specmeter.analysis.drafter_choice import choose_drafter
 from specmeter.analysis.families import deploy_specs, drafter_label, families
 from specmeter.analysis.objective import Scorer
 from specmeter.common.errors import InputError
@@ -78,9 +79,11 @@ class _Measured:
 
 def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objective: Objective = "throughput",
               slo: SLO | None = None, max_num_seqs: int | None = None, source_run: str = "",
-              min_gain: float | None = None) -> Recommendation:
+              min_gain: float | None = None, indifference: float | None = None) -> Recommendation:
     """The K-per-batch table of every drafter the sweep measured, the best drafter first. `min_gain`: what a
-    costlier configuration must win by head to head (default: the run's plan, 1%)."""
+    costlier configuration must win by head to head; `indifference`: within how much two configurations are a
+    tie (defaults: the run's plan, the zone widened to `min_gain` where that is larger). The zone only names
+    ties (the cheaper is kept either way), so it changes the evidence, never the table."""
     if objective == "goodput" and slo is None:
         slo = summary.plan.load.slo  # the SLO the sweep reported goodput against
     if objective == "goodput" and slo is None:
@@ -97,7 +100,10 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
     limit, limit_source = _max_num_seqs(summary, base, max_num_seqs)
     if limit_source.startswith("unknown"):
         notes.append(f"max_num_seqs: {limit_source}")
-    scorer = Scorer(summary, records, objective, slo, base, plan.min_gain if min_gain is None else min_gain)
+    gain = plan.min_gain if min_gain is None else min_gain
+    # Not given: the run's zone, widened to a larger minimum gain as the plan's default is.
+    zone = max(plan.indifference, gain) if indifference is None else indifference
+    scorer = Scorer(summary, records, objective, slo, base, gain, zone)
     batches = _engine_batches(summary, notes)
     drafters = []
     groups = {c.node_group for c in plan.configs}
@@ -108,7 +114,8 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
     for family in families(plan.configs, notes):
         own = plan.baseline_for(family[0]) or base  # a drafter's baseline on its own node
         rec = _drafter(family, scorer if own.id == base.id else Scorer(summary, records, objective, slo, own,
-                                                                       scorer.min_gain), batches, limit, notes)
+                                                                       scorer.min_gain, scorer.indifference),
+                       batches, limit, notes)
         if rec is not None:
             drafters.append(rec)
     if not drafters:
@@ -117,13 +124,17 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
         raise InputError(f"{source_run or 'this run'}: no speculative configuration has a measured point against "
                          f"the baseline{only_synthetic}, so there is nothing to recommend; run a sweep first")
     drafters.sort(key=lambda d: -(d.score or 0.0))
+    # Head to head only where every drafter ran beside the one baseline (one node); else ranked by score.
+    choice = choose_drafter(drafters, plan.configs, scorer) if len(groups) == 1 else None
+    if choice is not None:
+        drafters.sort(key=lambda d: d.drafter != choice.chosen)  # stable: the others stay by score
     best = drafters[0]
     if best.spec is not None and any(r.k == 0 for r in best.ranges):
         notes.append(K0_COST_NOTE)
     notes.append(STATIC_NOTE)
     return Recommendation(source_run=source_run, objective=objective, slo=slo, min_gain=scorer.min_gain,
-                          max_num_seqs=limit,
-                          max_num_seqs_source=limit_source, drafters=drafters, notes=notes)
+                          indifference=scorer.indifference, max_num_seqs=limit,
+                          max_num_seqs_source=limit_source, drafters=drafters, drafter_choice=choice, notes=notes)
 
 
 # -- inputs ------------------------------------------------------------------------------------------------
@@ -194,7 +205,10 @@ def _drafter(family: list[PlannedConfig], scorer: Scorer, batches: dict[str, _Ba
     segments = _segments(points, limit)
     ranges = merge_segments(segments)
     label = drafter_label(family[-1].spec)
-    static_k, static_cfg, static_reason, _ = scorer.static(family, [p for _, p, _, _ in measured])
+    # A static K runs at every batch size, so it is judged over every point its drafter was measured at: a
+    # configuration measured at fewer (a proposed K, run only where it could win) is judged per point alone.
+    everywhere = [c for c in family if all(c.id in scorer.arena(p).sides for _, p, _, _ in measured)]
+    static_k, static_cfg, static_reason, _ = scorer.static(everywhere, [p for _, p, _, _ in measured])
     # Engine-neutral: the caller renders them for the engine the sweep ran (engines.deploy).
     spec, static_spec = deploy_specs(family, ranges, static_cfg, label, DEAD_FLAGS, notes)
     return DrafterRecommendation(

@@ -8,8 +8,13 @@ of a point decides wrongly stays within alpha, however the looks are correlated.
 after `min_rounds` rounds (in alternating order), so no decision rests on one lucky round; early looks spend
 little, so what stops early is what is clear beyond doubt; the last look reads nearly the fixed design's 95%.
 
-A decision is settled when no head-to-head comparison it reads straddles 1 + min gain: more data could not
-change it at the stated confidence.
+A decision is settled when every head-to-head comparison it reads is decided at the stated confidence: its
+interval lies wholly above 1 + min gain (beats), wholly below (does not beat), or, straddling it, wholly inside
+the plan's indifference zone [1 / (1 + z), 1 + z] (a tie: the two are within z of each other, either answer is
+right and the cheaper is kept). Without the zone a near-tie (a true ratio close to 1 + min gain) never settles
+and runs every point to its budget; with it such a point stops once the interval is narrow enough to say the
+answer hardly matters. A tie is an interval claim like the others, so the alpha spent over the looks bounds a
+wrong tie (the true ratio outside the zone) as it bounds a wrong beats.
 """
 
 from __future__ import annotations
@@ -63,7 +68,8 @@ def point_decisions(summary: RunSummary, records: Sequence[RequestRecord], point
     plan = summary.plan
     point = plan.point(point_id)
     metric = headline_metric(point)
-    arena = Arena.of(summary.configs, records, point_id, metric, min_gain=plan.min_gain, confidence=confidence)
+    arena = Arena.of(summary.configs, records, point_id, metric, min_gain=plan.min_gain,
+                     indifference=plan.indifference, confidence=confidence)
     base = plan.main_baseline
     if base is None or base.id not in arena.sides:
         return []
@@ -96,4 +102,6 @@ def verify_decisions(summary: RunSummary, records: Sequence[RequestRecord], aren
 
 
 def settled(decisions: Sequence[HeadToHead]) -> bool:
+    """Beats, does not beat and tie are all settled: only an interval still across the threshold and wider than
+    the zone could change with more data."""
     return all(h.outcome != "unsettled" for h in decisions)

@@ -77,7 +77,8 @@ def _challenge(vp: VerifyPoint, summary: RunSummary, records: Sequence[RequestRe
     plan = summary.plan
     point = plan.point(vp.point_id)
     arena = Arena.of(summary.configs, records, vp.point_id, headline_metric(point),
-                     min_gain=plan.min_gain, confidence=decision_confidence(summary, vp.point_id))
+                     min_gain=plan.min_gain, indifference=plan.indifference,
+                     confidence=decision_confidence(summary, vp.point_id))
     table_k = vp.drafted.expected_k
     vp.static_k = static_k
     vp.challenge = table_challenge(plan, arena, vp.point_id, table_k)

@@ -63,6 +63,18 @@ def ks(text: str, flag: str = "--k") -> list[int]:
     return _positive_ints(text, flag, "draft lengths K like 1,2,4")
 
 
+def k_range(text: str, flag: str = "--propose-k") -> tuple[int, int]:
+    """A range of draft lengths, lowest and highest included: `1-6` (or one K: `3`)."""
+    form = "the lowest and highest K like 1-6"
+    low, sep, high = text.replace(" ", "").partition("-")
+    if not low.isdigit() or (sep and not high.isdigit()):
+        raise _bad(flag, repr(text), "not LOW-HIGH whole numbers", form)
+    bounds = (int(low), int(high) if sep else int(low))
+    if not 1 <= bounds[0] <= bounds[1]:
+        raise _bad(flag, text, "K runs from 1, and LOW is at most HIGH", form)
+    return bounds
+
+
 def sizes(text: str, flag: str, example: str) -> list[int]:
     """Positive counts: engine batch sizes, draft vocabulary sizes."""
     return _positive_ints(text, flag, f"positive whole numbers like {example}")

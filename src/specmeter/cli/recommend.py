@@ -21,6 +21,7 @@ def recommend(
     slo: o.Slo = None,
     max_num_seqs: o.MaxNumSeqs = None,
     min_gain: o.MinGain = None,
+    indifference: o.Indifference = None,
     again: Annotated[bool, typer.Option("--again", help="Decide again (e.g. with another --objective): a new round; the earlier ones stay as history.")] = False,
     round_: Annotated[int | None, typer.Option("--round", min=1, help="Show this round of the run's answer instead of the latest.")] = None,
     json_out: o.Json = False,
@@ -33,8 +34,8 @@ def recommend(
     latest round (verified, corrected or kept) and the earlier ones as history; --again decides a new round."""
     from specmeter.workflows import recommend as workflow
 
-    workflow.recommend(run_dir, workflow.Criteria.from_flags(objective, slo, max_num_seqs, min_gain), terminal(json_out),
-                       workflow.Ask(again=again, round=round_))
+    workflow.recommend(run_dir, workflow.Criteria.from_flags(objective, slo, max_num_seqs, min_gain, indifference),
+                       terminal(json_out), workflow.Ask(again=again, round=round_))
 
 
 def verify(
@@ -43,12 +44,14 @@ def verify(
     slo: o.Slo = None,
     max_num_seqs: o.MaxNumSeqs = None,
     min_gain: o.MinGain = None,
+    indifference: o.Indifference = None,
     repeats: o.Repeats = None,
     rounds: o.Rounds = 2,
     endpoint: o.Endpoint = None,
     api_key: o.ApiKey = None,
     recommendation: Annotated[Path | None, typer.Option(help="Verify this recommendation.json (e.g. one you edited) as a new round, instead of the run's answer.")] = None,
     verify_dir: Annotated[Path | None, typer.Option(help="Run directory of the verification (default: a new one inside RUN_DIR).")] = None,
+    every_point: Annotated[bool, typer.Option("--every-point", help="Run every point the sweep measured, also those where every decision behind the table's K was settled (by default the sweep's evidence stands there).")] = False,
     json_out: o.Json = False,
     until_stable: Annotated[bool, typer.Option("--until-stable", hidden=True)] = False,
     out: Annotated[Path | None, typer.Option(hidden=True)] = None,
@@ -56,9 +59,9 @@ def verify(
     """Does the run's answer hold when it runs? Corrects the table where it does not.
 
     Launches the run's answer (its latest round; decided first where there is none) as a dynamic config and runs
-    the sweep's load points again, interleaved with the baseline and each point's best static config: throughput
-    and TPOT against all, head to head, and a check in the engine's per-step stats that it drafted the K the table
-    names for the batch it ran. Where a static K other than the table's beats it there, the corrected table from
+    the sweep's load points where the table can be wrong (a decision there unsettled; --every-point: all),
+    interleaved with the baseline and each point's best static config: throughput and TPOT against all, head to
+    head, and a check in the engine's per-step stats that it drafted the K the table names for the batch it ran. Where a static K other than the table's beats it there, the corrected table from
     the pooled evidence becomes the next round (earlier rounds stay as history) and is verified too, while
     --rounds remain."""
     from specmeter.workflows import verify as workflow
@@ -71,8 +74,9 @@ def verify(
         note("specmeter verify --out DIR", "specmeter verify --verify-dir DIR")
         verify_dir = verify_dir or out
     attach = parse.once(endpoint, "--endpoint", "verify attaches to one server already running the table")
-    criteria = Criteria.from_flags(objective, slo, max_num_seqs, min_gain)
+    criteria = Criteria.from_flags(objective, slo, max_num_seqs, min_gain, indifference)
     workflow.verify(run_dir, workflow.VerifyRequest(criteria=criteria, given=recommendation, rounds=rounds,
                                                     repeats=repeats, endpoint=attach, api_key=find_api_key(api_key),
-                                                    verify_dir=verify_dir, command=command_line()),
+                                                    verify_dir=verify_dir, every_point=every_point,
+                                                    command=command_line()),
                     terminal(json_out))

@@ -23,6 +23,9 @@ def demo(
     max_rounds: Annotated[int, typer.Option(min=2, help="Adaptive: the most rounds of a point.")] = 4,
     rounds: o.Rounds = 2,
     min_gain: o.MinGain = 0.01,
+    indifference: o.Indifference = None,
+    propose: o.Propose = None,
+    propose_k: o.ProposeK = None,
     out: o.Out = Path("runs"),
     num_speculative_tokens: Annotated[str | None, typer.Option("--num-speculative-tokens", hidden=True)] = None,
 ) -> None:
@@ -30,10 +33,12 @@ def demo(
 
     The embedded default: vLLM CPU with the project's tiny target/draft pair. Sweeps the baseline and the
     draft model at each K (servers up together, alternating at each point, in rounds until the decisions
-    settle), recommends a K per batch size decided head to head, runs that dynamic config against the
-    baseline and the best static K on the same servers, and corrects the table where verification
-    contradicts it."""
+    settle), measures the K the step-cost model calibrated on the sweep predicts could beat the chosen one
+    head to head (--propose), recommends a K per batch size decided head to head, runs that dynamic config
+    against the baseline and the best static K on the same servers, and corrects the table where
+    verification contradicts it."""
     from specmeter.workflows import demo as workflow
+    from specmeter.workflows.propose import DEFAULT_BUDGET
 
     if num_speculative_tokens is not None:
         note("specmeter demo --num-speculative-tokens K", "specmeter demo --k K")
@@ -42,6 +47,8 @@ def demo(
         out=out, concurrency=parse.no_auto(concurrency or "1,4,16", "demo"), ks=parse.ks(k or "2,4"),
         num_prompts=12 if num_prompts is None else num_prompts, max_tokens=96 if max_tokens is None else max_tokens,
         repeats=repeats, max_rounds=max_rounds, rounds=rounds, min_gain=0.01 if min_gain is None else min_gain,
+        propose=DEFAULT_BUDGET if propose is None else propose,
+        propose_k=parse.k_range(propose_k) if propose_k else None, indifference=indifference,
         command=command_line()), terminal())
 
 

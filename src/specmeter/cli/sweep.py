@@ -54,11 +54,14 @@ def sweep(
     out: o.Out = Path("runs"),
     name: o.Name = None,
     json_out: o.Json = False,
-    verify: Annotated[bool, typer.Option("--verify", help="Then recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Then measure the K the step-cost model proposes (--propose), recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
     objective: o.Objective = None,
     slo: o.Slo = None,
     rounds: o.Rounds = 2,
     min_gain: o.MinGain = None,
+    indifference: o.Indifference = None,
+    propose: o.Propose = None,
+    propose_k: o.ProposeK = None,
     stop_at_saturation: o.StopAtSaturation = None,
     ceiling: Annotated[bool, typer.Option("--ceiling", help="Add per drafter and K the same config at 100% synthetic acceptance (AL = K + 1; llama.cpp, or vLLM on a GPU build): the most that K could give here. Never recommended.")] = False,
     gpus: Annotated[str | None, typer.Option(help="GPU ids the sweep may use, e.g. 0,1 (nvidia-smi's indices; default: the file's gpus, else CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists). Interleaved servers get GPUs of their own, or share them with equal memory fractions.")] = None,
@@ -88,6 +91,7 @@ def sweep(
         resume_run(resume, api_key, json_out)
         return
     from specmeter.workflows import sweep as workflow
+    from specmeter.workflows.propose import DEFAULT_BUDGET, ProposeRequest
     from specmeter.workflows.recommend import Criteria, parse_slo
     from specmeter.workflows.verify import VerifyRequest
 
@@ -102,12 +106,18 @@ def sweep(
     checks = VerifyRequest(criteria=Criteria.from_flags(objective, slo if objective == "goodput" else None),
                            rounds=rounds, api_key=key,
                            off_is_an_answer=True, command=command_line()) if verify else None
+    proposals = None
+    if checks is not None or propose or propose_k:  # (without --verify the workflow refuses them)
+        proposals = ProposeRequest(budget=DEFAULT_BUDGET if propose is None else propose,
+                                   k_range=parse.k_range(propose_k) if propose_k else None,
+                                   criteria=checks.criteria if checks is not None else Criteria(), repeats=repeats,
+                                   api_key=key, command=command_line())
     workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, repeats=repeats,
-                                         interleave=interleave, min_gain=min_gain,
+                                         interleave=interleave, min_gain=min_gain, indifference=indifference,
                                          ceiling=True if ceiling else None, name=name, slo=parse_slo(slo),
                                          stop_at_saturation=stop_at_saturation, api_key=key,
                                          gpus=parse.gpu_ids(gpus) if gpus else None, dry_run=dry_run, command=command_line(),
-                                         verify=checks, slurm=slurm), terminal(json_out))
+                                         verify=checks, propose=proposals, slurm=slurm), terminal(json_out))
 
 
 def slurm_job(

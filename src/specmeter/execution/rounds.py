@@ -105,8 +105,11 @@ class Rounds:
                        Look(rounds=rounds, confidence=confidence,
                             open=[h.summary() for h in decisions if h.outcome == "unsettled"])]
         if decisions and settled(decisions):
+            ties = [h.summary() for h in decisions if h.outcome == "tie"]
+            # A tie is why a near-even point stopped: say so, and how close the two are.
+            tied = f"; {len(ties)} of {len(decisions)} as a tie: {'; '.join(ties)}" if ties else ""
             return self._stop(entry, "settled", f"every decision settled after {rounds} rounds at "
-                              f"{confidence:.2%} confidence")
+                              f"{confidence:.2%} confidence{tied}")
         budget = self.budgets.check(RoundsRun(rounds, lambda: self.per_round(point), self._began.get(point.id)))
         if budget is not None:
             return self._stop(entry, "budget", f"{budget.why}; still open: {'; '.join(entry.looks[-1].open) or '-'}")

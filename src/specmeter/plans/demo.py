@@ -50,16 +50,18 @@ def demo_engine(model: Path | None = None) -> EngineSpec:
 
 
 def demo_plan(levels: list[int], num_prompts: int, ks: list[int], max_tokens: int, repeats: int, *,
-              precision: Precision = "adaptive", max_rounds: int = 4, min_gain: float = 0.01) -> Execution:
+              precision: Precision = "adaptive", max_rounds: int = 4, min_gain: float = 0.01,
+              indifference: float | None = None) -> Execution:
     """A small sweep: the baseline and the draft model at each K, every server up together and alternating
     at each point, so drift between them is seconds, not minutes. `specmeter demo` then recommends a K per
     batch size from it and verifies that config on the same servers."""
     engine = demo_engine()
     load = LoadSpec(points=[ConcurrencyPoint(concurrency=c) for c in levels], num_prompts=num_prompts,
                     max_tokens=max_tokens, temperature=0.0, warmup=2, precision=precision, max_rounds=max_rounds)
-    sweep = SweepSpec(engine=engine, load=load, repeats=repeats, interleave=True, min_gain=min_gain, candidates=[
-        CandidateSpec.model_validate({"method": SpecMethod.draft_model, "num_speculative_tokens": ks,
-                                      "draft_model": str(models_dir() / DRAFT)})])
+    draft = CandidateSpec.model_validate({"method": SpecMethod.draft_model, "num_speculative_tokens": ks,
+                                          "draft_model": str(models_dir() / DRAFT)})
+    sweep = SweepSpec(engine=engine, load=load, repeats=repeats, interleave=True, min_gain=min_gain,
+                      indifference=indifference, candidates=[draft])
     convs, workload = load_conversations("sample", None, load)
     plan = sweep.plan(workload).model_copy(update={"kind": "demo"})
     return Execution(plan=plan, conversations=convs)

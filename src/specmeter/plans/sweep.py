@@ -58,6 +58,7 @@ from specmeter.config.synthetic import SyntheticAcceptance
 from specmeter.placement.inventory import parse_gpu_ids
 from specmeter.placement.servers import place_configs, placed
 from specmeter.plans.run import BASELINE, config_id
+from specmeter.schemas.analysis import indifference_for
 from specmeter.schemas.placement import Gpu, Placement
 from specmeter.schemas.plan import Plan, PlannedConfig, Role, WorkloadSelection
 
@@ -214,6 +215,10 @@ class SweepSpec(StrictModel):
     seed: int | None = Field(default=None, description="Sets load.seed: sampling, selection and arrivals.")
     min_gain: float = Field(default=0.01, ge=0.0, lt=1.0, description="A costlier configuration must beat a "
                             "cheaper one head to head by more than this fraction to be chosen.")
+    indifference: float | None = Field(default=None, ge=0.0, lt=1.0, description="Two configurations settled "
+                                       "within this fraction of each other are a tie: either is right, the cheaper "
+                                       "is kept, and a point whose decisions are settled or tied stops sampling. At "
+                                       "least min_gain (equal: no ties). Default: 0.03, or min_gain where larger.")
     ceiling: bool = Field(default=False, description="Add, per drafter and K of the launched candidates, the same "
                           "configuration at 100% synthetic acceptance (AL = K + 1): the most any drafter of that cost "
                           "could give at that K on this engine and hardware. Never recommended.")
@@ -247,6 +252,10 @@ class SweepSpec(StrictModel):
         for i, cand in enumerate(self.candidates):
             if cand.endpoint is None and not self.engine.launch:
                 raise ValueError(f"candidates.{i}: give it an endpoint, or engine.model so specmeter launches it")
+        if self.indifference is not None and self.indifference < self.min_gain:
+            raise ValueError(f"indifference {self.indifference:g} is below min_gain {self.min_gain:g}: a tie straddles "
+                             "1 + min_gain, so a narrower zone never holds one; set indifference to "
+                             f"{self.min_gain:g} or more (equal: no ties), or leave it out")
         if self.ceiling and not any(c.endpoint is None for c in self.candidates):
             raise ValueError("ceiling launches each drafter at 100% synthetic acceptance, but every candidate attaches "
                              "to a running server; give a candidate without endpoint (and engine.model), or drop "
@@ -322,7 +331,8 @@ class SweepSpec(StrictModel):
         configs = self.configs() if placement is None else placed(self.configs(), placement)
         load = self.effective_load().with_precision(interleave=interleave, repeats=self.repeats, default="adaptive")
         return Plan(kind="sweep", configs=configs, load=load, repeats=self.repeats, min_gain=self.min_gain,
-                    interleave=interleave, workload=workload, placement=placement)
+                    indifference=indifference_for(self.min_gain, self.indifference), interleave=interleave,
+                    workload=workload, placement=placement)
 
 
 def interleaved(interleave: bool, load: LoadSpec, placement: Placement | None) -> bool:

@@ -1,15 +1,24 @@
 """`specmeter verify`: run a sweep's recommended dynamic-SD config on the sweep's own load points,
 interleaved with the baseline and the best static configuration of each point, so the table is judged on
-identical requests measured at the same time, not against numbers taken minutes earlier."""
+identical requests measured at the same time, not against numbers taken minutes earlier.
+
+Verification runs where the table can be wrong: at the points whose decisions the sweep left unsettled. Where
+every head-to-head comparison behind a point's K was settled, more rounds could not change that K at the stated
+confidence, so the sweep's paired evidence stands there (the plan names such points `carried`, with why). A
+table settled everywhere still runs once, at its first point that drafts, so that the config is proven to start
+and to draft the K it names; `every_point` runs all of the sweep's points as before.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from specmeter.common.errors import InputError
+from specmeter.config.dynamic_k import dynamic_k_at
 from specmeter.data.workload import reload_conversations
 from specmeter.engines.registry import get_engine
 from specmeter.execution.runner import Execution
+from specmeter.schemas.analysis import indifference_for
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.recommend import DrafterRecommendation, Recommendation
 from specmeter.schemas.results import RunSummary
@@ -28,6 +37,32 @@ def best_static(rec: DrafterRecommendation, baseline_id: str) -> dict[str, str]:
     return out
 
 
+def where_to_verify(rec: DrafterRecommendation, point_ids: list[str], every_point: bool = False
+                    ) -> tuple[list[str], dict[str, str]]:
+    """The points to run (in plan order) and the points carried from the sweep, each with why."""
+    spec = rec.spec
+    table = spec.num_speculative_tokens_per_batch_size if spec is not None else None
+
+    def table_k(batch: int) -> int | None:
+        k = spec.num_speculative_tokens if spec is not None else None
+        return dynamic_k_at(table, batch, k) if table and k is not None else k
+
+    settled: dict[str, str] = {}
+    for seg in rec.segments:
+        # A table edited after the sweep decided (a K other than the segment's) has no sweep evidence there.
+        if seg.basis != "measured" or len(seg.point_ids) != 1 or table_k(seg.start) != seg.k:
+            continue
+        open_ = [h for h in seg.evidence if h.outcome == "unsettled"]
+        if not open_:
+            why = "; ".join(h.summary() for h in seg.evidence) or "the only contender measured"
+            settled[seg.point_ids[0]] = f"K = {seg.k} rests on decisions the sweep settled: {why}"
+    run = [p for p in point_ids if every_point or p not in settled]
+    if not run and point_ids:  # settled everywhere: one point still proves the config runs what it names
+        drafting = [pid for seg in rec.segments if seg.basis == "measured" and seg.k > 0 for pid in seg.point_ids]
+        run = [next((p for p in point_ids if p in drafting), point_ids[0])]
+    return run, {p: settled[p] for p in point_ids if p not in run}
+
+
 def check_verifiable(kind: str | None, where: str) -> None:
     """Verify runs a table; an engine without a per-batch K has none (its static K is a measured sweep
     configuration already)."""
@@ -37,7 +72,7 @@ def check_verifiable(kind: str | None, where: str) -> None:
 
 
 def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint: str | None = None,
-                repeats: int | None = None) -> Plan:
+                repeats: int | None = None, every_point: bool = False) -> Plan:
     plan = source.plan
     base = plan.main_baseline
     if base is None:
@@ -51,7 +86,10 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
         reason = drafter.static_reason if drafter else "no drafter was measured"
         raise InputError(f"{where}: the recommendation keeps speculation off at every batch size ({reason}); there "
                          "is no dynamic config to verify")
-    against = best_static(drafter, base.id)
+    measured = [p for p in plan.points if any(c.repeats(p.id) for c in source.configs)] or plan.points
+    run, carried = where_to_verify(drafter, [p.id for p in measured], every_point)
+    # Each static runs where it is judged against the table: a static best only at carried points never starts.
+    against = {p: c for p, c in best_static(drafter, base.id).items() if p in run}
     statics = [plan.config(cid) for cid in drafter.candidates if cid in set(against.values())]
     if endpoint is None and not base.engine.launch:
         raise InputError(f"{where}: the sweep attached to running servers, so specmeter cannot launch the dynamic "
@@ -64,19 +102,19 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
     dynamic = PlannedConfig(id=VERIFY_ID, role=Role.verification, spec=drafter.spec, engine=engine, server=VERIFY_ID)
     reps = repeats or plan.repeats
     # Adaptive unless repeats were asked for: a verified point runs until its judgement of the table settles.
-    # The sweep's points as measured: a load search chose them there, verify runs them all; the points its load ramp
-    # skipped at saturation stay skipped, and verify runs no ramp of its own (it checks points, not capacity).
-    measured = [p for p in plan.points if any(c.repeats(p.id) for c in source.configs)]
-    load = plan.load.model_copy(update={"precision": None, "search": [], "points": measured or plan.points,
-                                        "stop_at_saturation": False})
+    # Of the sweep's points as measured (a load search chose them there; the points its load ramp skipped at
+    # saturation stay skipped, and verify runs no ramp of its own: it checks points, not capacity), those to run.
+    load = plan.load.model_copy(update={"precision": None, "search": [], "stop_at_saturation": False,
+                                        "points": [p for p in measured if p.id in run]})
     load = load.with_precision(interleave=True, repeats=reps, default="adaptive")
     return Plan(kind="verify", configs=[base, *statics, dynamic], load=load, repeats=reps, interleave=True,
-                workload=plan.workload, best_static=against, min_gain=rec.min_gain)
+                workload=plan.workload, best_static=against, carried=carried, min_gain=rec.min_gain,
+                indifference=indifference_for(rec.min_gain, rec.indifference))
 
 
 def verify_execution(source_dir: Path, source: RunSummary, rec: Recommendation, *, endpoint: str | None = None,
-                     repeats: int | None = None, api_key: str | None = None,
+                     repeats: int | None = None, api_key: str | None = None, every_point: bool = False,
                      command: list[str] | None = None) -> Execution:
-    plan = verify_plan(source, rec, str(source_dir), endpoint=endpoint, repeats=repeats)
+    plan = verify_plan(source, rec, str(source_dir), endpoint=endpoint, repeats=repeats, every_point=every_point)
     convs = reload_conversations(plan.workload, plan.load, str(source_dir))
     return Execution(plan=plan, conversations=convs, api_key=api_key, command=command or [])

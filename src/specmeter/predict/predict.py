@@ -10,7 +10,7 @@ the log scale.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -139,12 +139,15 @@ def measured_points(observations: Sequence[Observation], speedups: Sequence[Spee
     return out
 
 
-def checks(predictor: Predictor, points: Sequence[MeasuredPoint],
-           profiles: dict[str, AcceptanceProfile]) -> list[Check]:
-    """Each measured point against the prediction at its own batches (a left-out configuration: blind)."""
+def checks(predictor: Predictor, points: Sequence[MeasuredPoint], profiles: Mapping[str, AcceptanceProfile],
+           set_acceptance: Mapping[str, AcceptanceProfile] | None = None) -> list[Check]:
+    """Each measured point against the prediction at its own batches (a left-out configuration: blind), at its
+    drafter's profile, or, for a configuration in `set_acceptance` (by id: synthetic acceptance), at the rates it
+    was set to."""
+    given = set_acceptance or {}
     out: list[Check] = []
     for m in points:
-        profile = profiles.get(m.drafter)
+        profile = given.get(m.config_id) or profiles.get(m.drafter)
         est: Estimate | str = "no acceptance profile for its drafter"
         if profile is not None:
             est = predictor.estimate(m.drafter, m.k, profile.al(m.k), m.batch, m.base_batch)

@@ -1,7 +1,8 @@
 """Acceptance profiles from a run: per drafter (every K it ran pooled) and per category.
 
 The configurations left out (--exclude) teach nothing here either, so a left-out K is predicted from the
-drafter's other Ks alone. Synthetic-acceptance runs measure cost, not a drafter, and give no profile.
+drafter's other Ks alone. Synthetic-acceptance runs measure cost, not a drafter, and give no profile; their own
+acceptance is known in advance, the rates they were set to (`set_profiles`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from specmeter.analysis.families import drafter_label
 from specmeter.common.errors import InputError
+from specmeter.engines.registry import plan_stats
 from specmeter.predict.acceptance import AcceptanceProfile, accepted_variance
 from specmeter.predict.observations import drafter_key
 from specmeter.rundir.store import load_summary
@@ -54,6 +56,21 @@ def drafter_profiles(summary: RunSummary, run: str, exclude: Sequence[str] = ())
                                                 design_effect=d[len(d) // 2] if d else 1.0)
         if profile is not None:
             out[key] = profile
+    return out
+
+
+def set_profiles(summary: RunSummary) -> dict[str, AcceptanceProfile]:
+    """Per configuration whose acceptance was set (synthetic acceptance): the per-position rates its engine was set
+    to, as a given profile. What such a configuration measured is its drafter's cost at that acceptance, so its
+    points are predicted at those rates, never at what the drafter itself accepts."""
+    stats = plan_stats(summary.plan)
+    out: dict[str, AcceptanceProfile] = {}
+    for c in summary.plan.configs:
+        synth = c.spec.synthetic_acceptance
+        if synth is None or not c.spec.enabled or c.id not in stats:
+            continue
+        out[c.id] = AcceptanceProfile.given(synth.rates_for(c.k, stats[c.id].synthetic_length_schedule),
+                                            source=f"{c.id}: set ({synth.label(c.k)})")
     return out
 
 

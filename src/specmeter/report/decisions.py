@@ -37,21 +37,23 @@ def head_to_head_table(summary: RunSummary) -> Grid | None:
     if not rows:
         return None
     t = grid("Head to head: each costlier configuration against the choice so far, on the requests both ran "
-             "(it replaces the choice only when the whole interval clears 1 + min gain)",
+             "(it replaces the choice only when the whole interval clears 1 + min gain; a tie, the interval inside "
+             "the indifference zone, keeps the choice)",
              ("point", "challenger", "against", "ratio [interval]", "needs", "outcome", "chosen"),
              left={"point", "challenger", "against", "outcome", "chosen"})
     for ch, h in rows:
         ratio = fmt(h.ratio.value, "{:.3f}x")
         if h.low is not None and h.high is not None:
             ratio += f" [{h.low:.3f}, {h.high:.3f}]"
+        outcome = f"tie ({h.within()})" if h.outcome == "tie" else h.outcome.replace("_", " ")
         t.add_row(point_label(summary, ch.point_id), h.config_id, h.against, ratio, f"> {h.threshold:.2f}",
-                  h.outcome.replace("_", " "), ch.best_config_id if h is ch.evidence[-1] else "")
+                  outcome, ch.best_config_id if h is ch.evidence[-1] else "")
     return t
 
 
 def verification_table(summary: RunSummary) -> Grid | None:
     rows = summary.analysis.verification
-    if not rows:
+    if not rows and not summary.plan.carried:
         return None
     t = grid("The dynamic config, run: against the baseline and the sweep's best static config at each point "
              "(same requests, interleaved)",
@@ -68,6 +70,8 @@ def verification_table(summary: RunSummary) -> Grid | None:
                   followed, ratio_text(base.output_throughput) if base else "-", ratio_text(base.tpot) if base else "-",
                   v.static_id or "-", ratio_text(static.output_throughput) if static else "-",
                   ratio_text(static.tpot) if static else "-", _judgement(v))
+    for point_id, why in summary.plan.carried.items():  # not run again: the sweep's evidence stands there
+        t.add_row(point_label(summary, point_id), *["-"] * 9, f"holds: not run again, {why}")
     return t
 
 
@@ -79,6 +83,8 @@ def _judgement(v: VerifyPoint) -> str:
         return f"WRONG: K={v.static_k} beats K={v.drafted.expected_k}"
     if v.challenge.outcome == "beats":
         return "holds (same K wins: the dynamic mode's cost)"
+    if v.challenge.outcome == "tie":
+        return f"holds (a tie, {v.challenge.within()})"
     return "holds" if v.challenge.outcome == "does_not_beat" else "holds (not settled)"
 
 

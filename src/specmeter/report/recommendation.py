@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from specmeter.report.grid import Grid, grid
 from specmeter.rundir.answer import ANSWER_DIR, Answer, Round
+from specmeter.schemas.proposal import Contest, ProposedK
 from specmeter.schemas.recommend import (
     DeployConfig,
     DrafterRecommendation,
@@ -83,8 +84,36 @@ def heading(rec: Recommendation) -> str:
             f"{rec.max_num_seqs_source.split(';')[0]})")
 
 
+def _contest(c: Contest, k: int) -> str:
+    """What the model predicted at one stretch: 'at c1 (batch 1.0): K=3 1.46x against K=4's 1.38x (+5.8%)'."""
+    theirs = f"K={c.incumbent_k}'s" if c.incumbent_k else "speculation off's"
+    through = f" on the model's scale through {c.anchor}" if c.anchor else ""
+    return (f"at {'/'.join(c.point_ids)} (batch {c.batch:.1f}): K={k} {c.predicted:.2f}x against {theirs} "
+            f"{c.predicted_incumbent:.2f}x{through} ({c.edge - 1:+.1%})")
+
+
+def predicted_text(p: ProposedK) -> str:
+    """A proposal before it is measured: the drafter, K, and where the model predicts it wins by how much."""
+    return f"{p.drafter} K={p.k} ({p.config_id}), predicted " + "; ".join(_contest(c, p.k) for c in p.contests)
+
+
+def proposal_lines(rec: Recommendation, *, full: bool = True) -> list[Line]:
+    """Each K the step-cost model proposed: what it predicted and what its measurement said where it could win
+    (won: in the table; lost; tied; unsettled); `full` adds the head-to-head comparisons behind each outcome."""
+    out: list[Line] = []
+    for p in rec.proposed:
+        where = f", measured in {p.run}" if p.run else ""
+        said = "; ".join(f"{c.outcome or 'not decided'} {_contest(c, p.k)}" for c in p.contests)
+        out.append(Line(f"proposed by the step-cost model: {p.drafter} K={p.k} ({p.config_id}{where}): {said}"))
+        if full:
+            out += [Line(f"  {'/'.join(c.point_ids)}: {h.summary()}", dim=True) for c in p.contests
+                    for h in c.evidence]
+    return out
+
+
 def evidence_table(rec: Recommendation, d: DrafterRecommendation) -> Grid:
     goodput = rec.objective == "goodput"
+    proposed = {p.config_id for p in rec.proposed}
     t = grid(f"Evidence for {d.drafter}: each batch-size stretch and where its K comes from "
              f"({OBJECTIVES[rec.objective]}; intervals cover repeats' spread)",
              ("batch sizes", "K", "basis", "points (engine batch)", "contenders", "why"))
@@ -92,7 +121,8 @@ def evidence_table(rec: Recommendation, d: DrafterRecommendation) -> Grid:
         t.add_row(_span(seg), str(seg.k), BASIS[seg.basis],
                   ", ".join(f"{p}" for p in seg.point_ids) + " (" + ", ".join(f"{b:.1f}" for b in seg.engine_batch)
                   + ")",
-                  "\n".join(f"{s.config_id}: {_score(s, goodput)}" for s in seg.scores) or "-", seg.reason)
+                  "\n".join(f"{s.config_id}{' (proposed)' if s.config_id in proposed else ''}: "
+                            f"{_score(s, goodput)}" for s in seg.scores) or "-", seg.reason)
     return t
 
 
@@ -179,6 +209,8 @@ def deploy_lines(rec: Recommendation, *, full: bool = True) -> list[Line]:
     table and configs alone (the answer a person copies; why, the alternatives and the notes are the rest)."""
     best = rec.best
     out: list[Line] = [Line(status(rec), emphasis=True)]
+    if rec.drafter_choice is not None:  # one drafter per server: which, head to head
+        out.append(Line(f"drafter: {rec.drafter_choice.reason}"))
     for d in rec.drafters if full else rec.drafters[:1]:
         tag = "best" if d is best else "alternative"
         out.append(Line(f"{tag}: {d.drafter}"
@@ -196,6 +228,7 @@ def deploy_lines(rec: Recommendation, *, full: bool = True) -> list[Line]:
             out.append(Line(f"  static K={d.static_k} where dynamic SD is unavailable: speculation off"))
         if full:
             out.append(Line(f"  static choice: {d.static_reason}", dim=True))
+    out += proposal_lines(rec, full=full)
     if full:
         out.extend(Line("• " + note, dim=True) for note in rec.notes)
     return out

@@ -17,6 +17,8 @@ from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 
 VERIFY_DIR = "verify"
+# The tune loop's measurements of Ks the step-cost model proposed: propose/, then propose-2/, ... (store.free_name).
+PROPOSE_DIR = "propose"
 
 
 @dataclass
@@ -103,3 +105,19 @@ def _verification_run(verify_dir: Path) -> RunData:
 def is_verification(name: str) -> bool:
     base = name.rsplit("-r", 1)[0] if name.rsplit("-r", 1)[-1].isdigit() else name
     return base == VERIFY_DIR or base.endswith("-" + VERIFY_DIR)
+
+
+def _proposal_number(name: str) -> int | None:
+    """1 for propose/, n for propose-<n>/, None for any other name."""
+    if name == PROPOSE_DIR:
+        return 1
+    head, sep, tail = name.rpartition("-")
+    return int(tail) if sep and head == PROPOSE_DIR and tail.isdigit() and int(tail) > 1 else None
+
+
+def proposal_dirs(run_dir: Path) -> list[Path]:
+    """The run's proposal measurements that wrote a summary, in the order they ran."""
+    found = [(n, d) for d in run_dir.iterdir() if d.is_dir() and (n := _proposal_number(d.name)) is not None
+             and (d / SUMMARY).exists()]
+    return [d for _, d in sorted(found)]
+

@@ -62,15 +62,27 @@ class Crossover(BaseModel):
 
 
 Metric = Literal["output_throughput", "tpot", "goodput"]
-Outcome = Literal["beats", "does_not_beat", "unsettled"]
+Outcome = Literal["beats", "does_not_beat", "tie", "unsettled"]
+# The indifference zone's default: two configurations settled within +-3% of each other are a tie. Ties within
+# the minimum gain itself (1%) are rarely provable in a few rounds on a noisy machine; within 3% either answer
+# costs the user at most about 3%, and such a tie settles in the rounds a point has.
+DEFAULT_INDIFFERENCE = 0.03
+
+
+def indifference_for(min_gain: float, indifference: float | None) -> float:
+    """The zone as given, or its default: 3%, or the minimum gain where that is larger (a tie straddles
+    1 + min gain, so a narrower zone would hold none)."""
+    return max(DEFAULT_INDIFFERENCE, min_gain) if indifference is None else indifference
 
 
 class HeadToHead(BaseModel):
     """A costlier configuration against a cheaper one at one point, paired on the requests both ran.
 
     The challenger replaces the incumbent only when the whole interval [low, high] lies above `threshold`
-    (1 + min gain); `does_not_beat` when it lies wholly below; `unsettled` while it straddles the threshold,
-    which more data could still change (sequential sampling reads this)."""
+    (1 + min gain); `does_not_beat` when it lies wholly below; `tie` when it straddles the threshold but lies
+    wholly inside the indifference zone [1 / (1 + indifference), 1 + indifference]: the two are settled within
+    that much of each other, either is right, and the incumbent (the cheaper) stays; `unsettled` while it
+    straddles the threshold otherwise, which more data could still change (sequential sampling reads this)."""
 
     point_id: str
     config_id: str = Field(description="The challenger (costlier: larger K, or a drafter that costs more).")
@@ -81,6 +93,9 @@ class HeadToHead(BaseModel):
                               "widened by the spread across repeats.")
     high: float | None
     threshold: float = Field(description="1 + min gain: what the challenger must clear to replace the incumbent.")
+    indifference: float | None = Field(default=None, description="The indifference zone: an interval that "
+                                       "straddles the threshold but lies wholly inside [1 / (1 + indifference), "
+                                       "1 + indifference] is a tie (None: decided before ties existed).")
     outcome: Outcome
     paired_requests: int
 
@@ -88,17 +103,25 @@ class HeadToHead(BaseModel):
         """One line a person reads: who against whom, by how much, and what it decided."""
         value = "-" if self.ratio.value is None else f"{self.ratio.value:.3f}x"
         bounds = "no interval" if self.low is None or self.high is None else f"[{self.low:.3f}, {self.high:.3f}]"
-        verb = {"beats": "beats", "does_not_beat": "does not beat", "unsettled": "unsettled against"}[self.outcome]
+        verb = {"beats": "beats", "does_not_beat": "does not beat", "tie": "ties with",
+                "unsettled": "unsettled against"}[self.outcome]
+        needs = f"needs > {self.threshold:.2f}"
+        if self.outcome == "tie":
+            needs = f"{self.within()}: either is right, so {self.against} stays"
         return (f"{self.config_id} {verb} {self.against}: {value} {bounds} on {self.paired_requests} paired "
-                f"requests (needs > {self.threshold:.2f})")
+                f"requests ({needs})")
+
+    def within(self) -> str:
+        """The tie's size: the zone its interval lies in, e.g. 'within ±3%'."""
+        return f"within ±{100 * (self.indifference or 0.0):.3g}%"
 
 
 class PointChoice(BaseModel):
     """The configuration to run at one load point, decided head to head.
 
     Contenders are walked from the cheapest (the baseline, K = 0) to the costliest; each replaces the current
-    choice only when it beats it head to head by more than the minimum gain. `evidence` holds every comparison
-    the walk read."""
+    choice only when it beats it head to head by more than the minimum gain; on a tie the cheaper stays.
+    `evidence` holds every comparison the walk read."""
 
     point_id: str
     best_config_id: str = Field(description="The chosen configuration (the baseline when nothing clearly wins).")
@@ -116,7 +139,8 @@ class PointChoice(BaseModel):
 
     @property
     def settled(self) -> bool:
-        """No comparison the choice read straddles its threshold: more data could not change it."""
+        """Every comparison the choice read is decided (beats, does not beat, or a tie): more data could not
+        change it."""
         return all(h.outcome != "unsettled" for h in self.evidence)
 
 

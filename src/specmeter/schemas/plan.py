@@ -12,7 +12,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from specmeter.config.models import EngineSpec, LoadPoint, LoadSpec, SpecConfig
+from specmeter.schemas.analysis import DEFAULT_INDIFFERENCE, indifference_for
 from specmeter.schemas.placement import Placement
+from specmeter.schemas.proposal import ProposedK
 
 
 class Role(str, Enum):
@@ -93,7 +95,7 @@ class Plan(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["run", "sweep", "compare-workloads", "demo", "verify"]
+    kind: Literal["run", "sweep", "compare-workloads", "demo", "verify", "propose"]
     configs: list[PlannedConfig]
     load: LoadSpec
     repeats: int = Field(default=1, ge=1, description="Each point runs this many times per configuration.")
@@ -103,15 +105,42 @@ class Plan(BaseModel):
     min_gain: float = Field(default=0.01, ge=0.0, description="A costlier configuration replaces a cheaper one only "
                             "when it beats it head to head by more than this fraction (the whole interval above "
                             "1 + min_gain).")
+    indifference: float = Field(default=DEFAULT_INDIFFERENCE, ge=0.0, lt=1.0, description="Two configurations "
+                                "settled within this fraction of each other (the head-to-head interval straddles "
+                                "1 + min_gain but lies inside [1 / (1 + indifference), 1 + indifference]) are a "
+                                "tie: either is right, the cheaper is kept, and the decision counts as settled. At "
+                                "least min_gain; equal to it, there are no ties. Absent (plans before ties): 3%, "
+                                "or min_gain where that is larger.")
     best_static: dict[str, str] = Field(default_factory=dict, description="verify: per point id, the static "
                                         "configuration the sweep found best there, which the dynamic one is judged "
                                         "against.")
+    carried: dict[str, str] = Field(default_factory=dict, description="verify: the sweep's points not run again, "
+                                    "each with why: every decision behind the table's K there was settled, so the "
+                                    "sweep's paired evidence stands for it.")
+    runs_at: dict[str, list[str]] = Field(default_factory=dict, description="propose: per configuration id, the "
+                                          "points it runs at (a configuration not named runs at every point).")
+    proposed: list[ProposedK] = Field(default_factory=list, description="propose: the Ks the step-cost model "
+                                      "proposed, each with the stretches it could win and what the model predicted "
+                                      "there.")
     placement: Placement | None = Field(default=None, description="Where the launched servers run on this node: "
                                         "GPUs and memory share per server (None: not placed; plans other than a "
                                         "sweep's, and runs before placement existed).")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_zone(cls, data: Any) -> Any:
+        """Absent (plans before ties): the default zone for the plan's min_gain."""
+        if isinstance(data, dict) and data.get("indifference") is None:
+            gain = data.get("min_gain", cls.model_fields["min_gain"].default)
+            data = {**data, "indifference": indifference_for(gain, None)}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> Plan:
+        if self.indifference < self.min_gain:
+            raise ValueError(f"indifference {self.indifference:g} is below min_gain {self.min_gain:g}: a tie "
+                             "straddles 1 + min_gain, so a narrower zone never holds one; set indifference to "
+                             f"{self.min_gain:g} or more (equal: no ties)")
         ids = [c.id for c in self.configs]
         if len(set(ids)) != len(ids):
             raise ValueError(f"configuration ids must be unique: {ids}")
@@ -126,6 +155,9 @@ class Plan(BaseModel):
         for point_id, config_id in self.best_static.items():
             if config_id not in ids:
                 raise ValueError(f"best_static names {config_id} at {point_id}, which is not in the plan")
+        for config_id in self.runs_at:
+            if config_id not in ids:
+                raise ValueError(f"runs_at names {config_id}, which is not in the plan")
         return self
 
     @property
@@ -139,7 +171,10 @@ class Plan(BaseModel):
 
     def runs(self, config: PlannedConfig, point_id: str) -> bool:
         """Whether the configuration runs at the point. A verify plan runs a static configuration only where
-        it is the best static (the only place it is judged against); everything else runs everywhere."""
+        it is the best static (the only place it is judged against); a proposal plan runs each configuration
+        where its runs_at says; everything else runs everywhere."""
+        if config.id in self.runs_at:
+            return point_id in self.runs_at[config.id]
         judged = set(self.best_static.values())
         return config.id not in judged or self.best_static.get(point_id) == config.id
 

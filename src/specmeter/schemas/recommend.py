@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, model_validator
 from specmeter.config.models import SpecConfig
 from specmeter.config.slo import SLO as SLO  # re-exported: recommendation.json carries it
 from specmeter.schemas.analysis import HeadToHead
+from specmeter.schemas.proposal import ProposedK
 
 Objective = Literal["throughput", "tpot", "goodput"]
 Basis = Literal["measured", "interpolated", "below_measured", "unmeasured", "predicted"]
@@ -120,6 +121,18 @@ class DrafterRecommendation(BaseModel):
         return self
 
 
+class DrafterChoice(BaseModel):
+    """Which drafter the answer names, decided head to head (analysis.drafter_choice): each duel pools, over the
+    measured points where two drafters' tables run different configurations, the paired comparison of those."""
+
+    chosen: str = Field(description="The drafter deployed (its table first in `drafters`).")
+    runner_up: str | None = Field(description="The best of the others.")
+    margin: HeadToHead | None = Field(description="The chosen drafter's table against the runner-up's, head to head.")
+    evidence: list[HeadToHead] = Field(default_factory=list, description="The duels the walk from the cheapest "
+                                       "drafter read.")
+    reason: str
+
+
 class Recommendation(BaseModel):
     """Every drafter's table, the best first."""
 
@@ -127,9 +140,13 @@ class Recommendation(BaseModel):
     objective: Objective
     slo: SLO | None = None
     min_gain: float = Field(default=0.01, description="What a costlier configuration had to win by, head to head.")
+    indifference: float | None = Field(default=None, description="Within how much two configurations were a tie "
+                                       "(the cheaper kept); None: decided before ties existed.")
     max_num_seqs: int = Field(ge=1)
     max_num_seqs_source: str
     drafters: list[DrafterRecommendation]
+    drafter_choice: DrafterChoice | None = Field(default=None, description="Two or more drafters on one node: "
+                                                 "which one the answer names, head to head, and by how much it won.")
     notes: list[str] = Field(default_factory=list)
     round: int = Field(default=1, ge=1, description="1: from the sweep; n > 1: corrected after n - 1 verifications.")
     verification: Literal["not run", "held", "disagreed", "kept"] = Field(
@@ -144,6 +161,9 @@ class Recommendation(BaseModel):
                                   "table was decided over (None: no such axis).")
     per_input_len: list[Recommendation] = Field(default_factory=list, description="An input-length axis: the table "
                                                 "of each length, decided over its points alone (the first is this).")
+    proposed: list[ProposedK] = Field(default_factory=list, description="The Ks the sweep did not run that the "
+                                      "step-cost model proposed and the tune loop measured head to head, each with "
+                                      "what its measurement said where it could win.")
 
     @model_validator(mode="after")
     def _tables_hold(self) -> Recommendation:

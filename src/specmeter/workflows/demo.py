@@ -1,5 +1,6 @@
-"""`specmeter demo`: the embedded default end to end. The sweep on vLLM CPU with the project's tiny pair, then
-recommend -> verify -> correct on the same servers, all in one run directory."""
+"""`specmeter demo`: the embedded default end to end. The sweep on vLLM CPU with the project's tiny pair, the Ks the
+step-cost model proposes measured head to head, then recommend -> verify -> correct on the same servers, all in
+one run directory."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from specmeter.plans.demo import demo_plan
 from specmeter.rundir.store import new_run_id
 from specmeter.workflows.execute import measure_one, showing
 from specmeter.workflows.plan import calibrate_sweep
-from specmeter.workflows.recommend import check_min_gain
+from specmeter.workflows.propose import DEFAULT_BUDGET, ProposeRequest, propose
+from specmeter.workflows.recommend import check_indifference, check_min_gain
 from specmeter.workflows.terminal import Terminal
 from specmeter.workflows.verify import DeployAnswer, VerifyRequest, recommend_and_verify
 
@@ -31,6 +33,9 @@ class DemoRequest:
     max_rounds: int = 4
     rounds: int = 2  # the most verification rounds
     min_gain: float = 0.01
+    indifference: float | None = None  # None: the sweep's default
+    propose: int = DEFAULT_BUDGET  # the most proposed Ks measured (0: none)
+    propose_k: tuple[int, int] | None = None  # the Ks a proposal may take (None: the span of -k widened by one)
     command: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:  # each flag named, before anything is planned or started
@@ -45,13 +50,16 @@ class DemoRequest:
 
 
 def demo(req: DemoRequest, term: Terminal) -> None:
+    proposals = ProposeRequest(budget=req.propose, k_range=req.propose_k, repeats=req.repeats, command=req.command)
     ex = demo_plan(req.concurrency, req.num_prompts, req.ks, req.max_tokens, req.repeats or 1,
                    precision="fixed" if req.repeats else "adaptive", max_rounds=req.max_rounds,
-                   min_gain=check_min_gain(req.min_gain) or 0.0)
+                   min_gain=check_min_gain(req.min_gain) or 0.0,
+                   indifference=check_indifference(req.indifference, req.min_gain))
     ex.command = req.command
     run_dir = req.out / new_run_id("demo")
     verify = VerifyRequest(verify_dir=run_dir / "verify", off_is_an_answer=True, rounds=req.rounds,
                            command=req.command)
     with ServerPool() as pool, showing(run_dir, term):  # the answer first, once every round has run
-        calibrate_sweep(run_dir, measure_one(ex, run_dir, term, pool, show=False), term)
+        cal = calibrate_sweep(run_dir, measure_one(ex, run_dir, term, pool, show=False), term)
+        propose(run_dir, cal, proposals, term, pool)
         recommend_and_verify(run_dir, verify, term, pool, DeployAnswer())

@@ -1,12 +1,19 @@
 """What a command that reads a stored run needs from its directory, checked before it reads or writes: the
-per-request records every paired comparison and recomputation reads."""
+per-request records every paired comparison and recomputation reads; and the evidence a run's answer is decided
+on, the sweep with the measurements of the Ks the step-cost model proposed pooled in."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
+from specmeter.analysis.correction import Evidence, pooled
 from specmeter.common.errors import InputError
-from specmeter.rundir.store import REQUESTS
+from specmeter.rundir.run_data import proposal_dirs, run_records
+from specmeter.rundir.store import REQUESTS, RunStore, load_summary
+from specmeter.schemas.proposal import ProposedK
+from specmeter.schemas.records import RequestRecord
+from specmeter.schemas.results import RunSummary
 
 
 def require_records(run_dir: Path, needs: str) -> None:
@@ -24,3 +31,25 @@ def distinct_runs(first: Path, second: Path, what: str) -> None:
     if first.resolve() == second.resolve():
         raise InputError(f"{what}: {first} and {second} are the same run directory, and a run compared with itself "
                          "always matches; give the reference run as the other one")
+
+
+@dataclass(frozen=True)
+class AnswerEvidence:
+    """The sweep with every proposal measurement pooled in (a proposed K as a configuration of its own), and the
+    proposals those runs measured, each naming its run."""
+
+    summary: RunSummary
+    records: list[RequestRecord]
+    proposed: list[ProposedK]
+
+
+def answer_evidence(run_dir: Path) -> AnswerEvidence:
+    """What every round of the run's answer is decided on: one reading for recommend, verify and the tune loop, so
+    the run keeps one answer."""
+    sweep = load_summary(run_dir)
+    evidence: Evidence = (sweep, run_records(RunStore(run_dir), sweep.plan))
+    runs = [(d, load_summary(d)) for d in proposal_dirs(run_dir)]
+    if runs:
+        evidence = pooled(evidence, [(s, run_records(RunStore(d), s.plan)) for d, s in runs], [])
+    proposed = [p.model_copy(update={"run": d.name}) for d, s in runs for p in s.plan.proposed]
+    return AnswerEvidence(evidence[0], list(evidence[1]), proposed)

@@ -22,7 +22,7 @@ from specmeter.predict.predict import (
     mark_measured,
     measured_points,
 )
-from specmeter.predict.profiles import category_profiles, drafter_profiles, parse_acceptance
+from specmeter.predict.profiles import category_profiles, drafter_profiles, parse_acceptance, set_profiles
 from specmeter.predict.tables import fill_unmeasured, predicted_k
 from specmeter.report.planner import render_calibration, render_plan
 from specmeter.rundir.answer import read_answer
@@ -133,7 +133,13 @@ def plan_run(request: PlanRequest, terminal: Terminal) -> PlanResult:
     measured = measured_points(cal.observations, [s for s in summary.analysis.speedups if s.point_id in here], ks)
     cells = mark_measured(cells, measured)
     tables = []
-    start = _answer(request.run_dir, summary, notes) if summary.plan.main_baseline is not None and measured else None
+    specs = {c.id: c.spec for c in summary.plan.configs}
+    deployable = [m for m in measured if not specs[m.config_id].synthetic]
+    if measured and not deployable:
+        notes.append("no table to fill: every configuration measured set its acceptance (synthetic), and those are "
+                     "never recommended")
+    start = (_answer(request.run_dir, summary, notes) if summary.plan.main_baseline is not None and deployable
+             else None)
     if start is not None:
         rec = start[0]
         for drafter in rec.drafters:
@@ -147,7 +153,8 @@ def plan_run(request: PlanRequest, terminal: Terminal) -> PlanResult:
                         prompt_tokens=mix.prompt_tokens, output_tokens=mix.output_tokens, ks=list(request.ks),
                         batches=list(request.batches),
                         baseline_tpot_s={b: predictor.baseline_tpot(float(b)) for b in request.batches},
-                        cells=cells, categories=categories, checks=checks(predictor, measured, profiles),
+                        cells=cells, categories=categories,
+                        checks=checks(predictor, measured, profiles, set_profiles(summary)),
                         tables=tables, notes=notes, answer_round=start[1] if start is not None else None,
                         answer_verification=start[0].verification if start is not None else None)
     if request.calibration is None and not request.exclude:  # the run's own fit, kept beside it as a sweep does

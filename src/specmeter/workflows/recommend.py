@@ -14,6 +14,7 @@ from typing import Any, cast
 from pydantic import BaseModel
 
 from specmeter.analysis.by_length import per_length
+from specmeter.analysis.proposed import judged
 from specmeter.analysis.recommend import recommend as decide_table
 from specmeter.common.errors import InputError
 from specmeter.config.files import build_model
@@ -21,11 +22,11 @@ from specmeter.engines.deploy import render, sweep_engine
 from specmeter.report.console import QUIET, VERBOSE, render_recommendation, render_rounds
 from specmeter.report.recommendation import answer_document
 from specmeter.rundir.answer import Answer, Round, next_round, read_answer, write_round
-from specmeter.rundir.run_data import run_records
-from specmeter.rundir.store import RunStore, load_summary
+from specmeter.rundir.store import load_summary
 from specmeter.schemas.recommend import SLO, Objective, Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
+from specmeter.workflows.evidence import answer_evidence
 from specmeter.workflows.execute import write_page
 from specmeter.workflows.terminal import Terminal
 
@@ -33,28 +34,32 @@ from specmeter.workflows.terminal import Terminal
 @dataclass(frozen=True)
 class Criteria:
     """How the table is decided: the objective, goodput's bounds, where the last range ends (None: the
-    run's max_num_seqs) and what a costlier configuration must win by (None: the sweep's)."""
+    run's max_num_seqs), what a costlier configuration must win by and within how much two are a tie (None:
+    the sweep's)."""
 
     objective: Objective | None = None  # None: throughput
     slo: SLO | None = None
     max_num_seqs: int | None = None
     min_gain: float | None = None
+    indifference: float | None = None
 
     @classmethod
     def from_flags(cls, objective: str | None, slo: str | None, max_num_seqs: int | None = None,
-                   min_gain: float | None = None) -> Criteria:
-        """--objective, --slo ttft_ms=500,tpot_ms=50, --max-num-seqs and --min-gain, checked."""
+                   min_gain: float | None = None, indifference: float | None = None) -> Criteria:
+        """--objective, --slo ttft_ms=500,tpot_ms=50, --max-num-seqs, --min-gain and --indifference, checked."""
         if objective is not None and objective not in ("throughput", "tpot", "goodput"):
             raise InputError(f"--objective {objective!r}: choose throughput, tpot or goodput")
         if max_num_seqs is not None and max_num_seqs < 1:
             raise InputError(f"--max-num-seqs {max_num_seqs}: the engine's batch limit is at least 1, e.g. "
                              "--max-num-seqs 256 (or leave it out to read it from the run)")
-        return cls(cast(Objective | None, objective), parse_slo(slo), max_num_seqs, check_min_gain(min_gain))
+        return cls(cast(Objective | None, objective), parse_slo(slo), max_num_seqs, check_min_gain(min_gain),
+                   check_indifference(indifference, min_gain))
 
     def differences(self, rec: Recommendation) -> list[tuple[str, str, str]]:
         """The criteria given here that differ from those `rec` was decided with: (flag, given, rec's)."""
         given = {"--objective": (self.objective, rec.objective), "--slo": (self.slo, rec.slo),
-                 "--max-num-seqs": (self.max_num_seqs, rec.max_num_seqs), "--min-gain": (self.min_gain, rec.min_gain)}
+                 "--max-num-seqs": (self.max_num_seqs, rec.max_num_seqs), "--min-gain": (self.min_gain, rec.min_gain),
+                 "--indifference": (self.indifference, rec.indifference)}
         return [(name, _show(mine), _show(theirs)) for name, (mine, theirs) in given.items()
                 if mine is not None and mine != theirs]
 
@@ -83,6 +88,16 @@ def check_min_gain(value: float | None) -> float | None:
     return value
 
 
+def check_indifference(value: float | None, min_gain: float | None) -> float | None:
+    """--indifference: a fraction, no narrower than the minimum gain (where that is known here)."""
+    if value is not None and not 0.0 <= value < 1.0:
+        raise InputError(f"--indifference {value}: give a fraction in [0, 1), e.g. 0.03 for a tie within ±3%")
+    if value is not None and min_gain is not None and value < min_gain:
+        raise InputError(f"--indifference {value:g} is below the minimum gain {min_gain:g}: a tie straddles 1 + min "
+                         f"gain, so a narrower zone never holds one; give --indifference {min_gain:g} or more")
+    return value
+
+
 def parse_slo(text: str | None) -> SLO | None:
     """--slo ttft_ms=500,tpot_ms=50 as an SLO (None: not given); a malformed one is a one-line error."""
     if text is None:
@@ -98,16 +113,20 @@ def parse_slo(text: str | None) -> SLO | None:
 
 
 def decide(run_dir: Path, criteria: Criteria) -> Recommendation:
-    """Recommend from a run directory and render it for the engine the sweep ran (nothing is written)."""
-    summary = load_summary(run_dir)
-    records = run_records(RunStore(run_dir), summary.plan)
-    engine = sweep_engine(summary.plan)
+    """Recommend from a run directory, on the sweep with the Ks the step-cost model proposed pooled in, and render
+    it for the engine the sweep ran (nothing is written)."""
+    evidence = answer_evidence(run_dir)
+    plan = evidence.summary.plan
+    engine = sweep_engine(plan)
+    check_indifference(criteria.indifference, plan.min_gain if criteria.min_gain is None else criteria.min_gain)
 
     def one(part: RunSummary, recs: Sequence[RequestRecord]) -> Recommendation:
         return render(decide_table(part, recs, objective=criteria.objective or "throughput", slo=criteria.slo,
                                    max_num_seqs=criteria.max_num_seqs, source_run=str(run_dir),
-                                   min_gain=criteria.min_gain), engine)
-    return per_length(summary, records, one)  # an input-length axis: a table per length
+                                   min_gain=criteria.min_gain, indifference=criteria.indifference), engine)
+    rec = per_length(evidence.summary, evidence.records, one)  # an input-length axis: a table per length
+    rec.proposed = [judged(p, rec) for p in evidence.proposed]
+    return rec
 
 
 def read_recommendation(path: Path) -> Recommendation:

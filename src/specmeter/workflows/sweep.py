@@ -1,5 +1,6 @@
 """`specmeter sweep`: every speculative configuration at every load point against the baseline, from a sweep
-file or the shorthand flags; with --verify, then recommend -> verify -> correct on the sweep's servers."""
+file or the shorthand flags; with --verify, then the Ks the step-cost model proposes measured head to head and
+recommend -> verify -> correct, on the sweep's servers."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ from specmeter.schemas.jobs import SlurmOptions
 from specmeter.schemas.placement import Placement
 from specmeter.workflows.execute import measure_and_keep, measure_one, showing
 from specmeter.workflows.plan import calibrate_sweep
-from specmeter.workflows.recommend import check_min_gain
+from specmeter.workflows.propose import ProposeRequest, propose
+from specmeter.workflows.recommend import check_indifference, check_min_gain
 from specmeter.workflows.slurm import sweep_on_slurm
 from specmeter.workflows.terminal import Terminal
 from specmeter.workflows.verify import DeployAnswer, VerifyRequest, answering, recommend_and_verify
@@ -68,11 +70,13 @@ class SweepRequest:
     repeats: int | None = None
     interleave: bool | None = None
     min_gain: float | None = None
+    indifference: float | None = None
     ceiling: bool | None = None
     name: str | None = None
     api_key: str | None = None
     command: list[str] = field(default_factory=list)
     verify: VerifyRequest | None = None
+    propose: ProposeRequest | None = None  # with `verify`: the proposed Ks measured before round 1 (None: none)
     slo: SLO | None = None  # --slo: load.slo, over the file's
     stop_at_saturation: bool | None = None  # over the file's load.stop_at_saturation
     slurm: SlurmOptions | None = None  # --executor slurm: run the plan as Slurm jobs (None: here)
@@ -110,15 +114,20 @@ def sweep_from_flags(flags: SweepFlags) -> SweepSpec:
 
 
 def sweep_spec(req: SweepRequest) -> SweepSpec:
-    """The sweep as asked: the file or the flags, with --repeats, --interleave, --min-gain and --ceiling over them."""
+    """The sweep as asked: the file or the flags, with --repeats, --interleave, --min-gain, --indifference and
+    --ceiling over them."""
     if req.file is not None:
         if req.flags.given():
             raise InputError(f"{req.file}: give the sweep either as a file or as --model/--spec/--k flags, not both")
         sw = read_sweep_file(req.file)
     else:
         sw = sweep_from_flags(req.flags)
-    updates = {key: v for key, v in (("repeats", req.repeats), ("interleave", req.interleave),
-                                     ("min_gain", check_min_gain(req.min_gain)), ("ceiling", req.ceiling))
+    gain = check_min_gain(req.min_gain)
+    # The file's zone counts too: a --min-gain above it needs a wider --indifference.
+    check_indifference(sw.indifference if req.indifference is None else req.indifference,
+                       sw.min_gain if gain is None else gain)
+    updates = {key: v for key, v in (("repeats", req.repeats), ("interleave", req.interleave), ("min_gain", gain),
+                                     ("indifference", req.indifference), ("ceiling", req.ceiling))
                if v is not None}
     load = {key: v for key, v in (("slo", req.slo), ("stop_at_saturation", req.stop_at_saturation)) if v is not None}
     if load:
@@ -128,7 +137,11 @@ def sweep_spec(req: SweepRequest) -> SweepSpec:
 
 def sweep(req: SweepRequest, term: Terminal) -> None:
     """Validate everything before a server starts, measure the sweep into a new run directory, and with
-    `req.verify` recommend and verify on the same servers (one JSON document for all of it under --json)."""
+    `req.verify` measure the Ks the step-cost model proposes (`req.propose`), recommend and verify on the same
+    servers (one JSON document for all of it under --json)."""
+    if req.propose is not None and req.verify is None:
+        raise InputError("--propose measures the Ks the step-cost model proposes in the tune loop that --verify runs "
+                         "on the sweep's servers: add --verify (or drop --propose)")
     sw = sweep_spec(req)
     configs = sw.configs()  # the baseline first
     if req.verify is not None and req.slurm is not None:
@@ -188,7 +201,9 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
         calibrate_sweep(run_dir, measure_one(ex, run_dir, term), term)
         return
     with ServerPool() as pool, answering(DeployAnswer(), term) as answer, showing(run_dir, term):
-        calibrate_sweep(run_dir, measure_and_keep(ex, run_dir, term, answer.keep_sweep, pool, show=False), term)
+        cal = calibrate_sweep(run_dir, measure_and_keep(ex, run_dir, term, answer.keep_sweep, pool, show=False), term)
+        if req.propose is not None:
+            propose(run_dir, cal, req.propose, term, pool, answer.proposals.append)
         recommend_and_verify(run_dir, req.verify, term, pool, answer)
 
 

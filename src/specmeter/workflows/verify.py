@@ -32,6 +32,7 @@ from specmeter.rundir.store import REQUESTS, RunStore, atomic_write_text, load_s
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
+from specmeter.workflows.evidence import answer_evidence
 from specmeter.workflows.execute import measure_and_keep, showing, write_page
 from specmeter.workflows.recommend import Criteria, decide, read_recommendation, refuse_other_criteria
 from specmeter.workflows.terminal import Terminal
@@ -52,13 +53,15 @@ class VerifyLoop:
     serve: Callable[[SpecConfig], str | None] | None = None
     repeats: int | None = None
     api_key: str | None = None
+    every_point: bool = False
     command: list[str] | None = None
 
     def run(self, rec: Recommendation, rounds: int, number: int, on_disk: bool) -> Recommendation:
         """Verify `rec` as round `number` (`on_disk`: its decided state is written already), correct it where
         verification disagrees, and verify the correction, at most `rounds` times; returns the final answer."""
-        sweep = load_summary(self.run_dir)
-        evidence = (sweep, _records(self.run_dir))
+        pooled = answer_evidence(self.run_dir)  # the sweep, with the Ks the model proposed measured into it
+        sweep = pooled.summary
+        evidence = (sweep, pooled.records)
         verified: list[tuple[RunSummary, list[RequestRecord]]] = []
         for i in range(1, rounds + 1):
             target = self.first_dir if i == 1 else _free(self.first_dir.with_name(f"{self.first_dir.name}-r{i}"))
@@ -70,8 +73,12 @@ class VerifyLoop:
                 return rec
             # Every check of the plan (endpoints, configs) before anything is written.
             ex = verify_execution(self.run_dir, sweep, rec, endpoint=endpoint, repeats=self.repeats,
-                                  api_key=self.api_key, command=self.command)
+                                  api_key=self.api_key, every_point=self.every_point, command=self.command)
             self._execute(ex, target, rec)
+            if ex.plan.carried:  # said once it ran: a refused verification prints its one line and nothing else
+                self.say(f"verification of round {number} ran at {', '.join(p.id for p in ex.plan.points)}; the "
+                         f"sweep's settled evidence stands at {', '.join(ex.plan.carried)} (--every-point runs those "
+                         "too)")
             verify = load_summary(target)
             verified.append((verify, _records(target)))
             done = rec.model_copy(deep=True)
@@ -150,6 +157,7 @@ class VerifyRequest:
     given: Path | None = None
     rounds: int = 1
     repeats: int | None = None
+    every_point: bool = False  # also the points whose decisions the sweep settled
     endpoint: str | None = None
     api_key: str | None = None
     verify_dir: Path | None = None  # default: a new verify-<timestamp> directory inside the run directory
@@ -173,6 +181,7 @@ class DeployAnswer:
     sweep: RunSummary | None = None
     recommendation: Recommendation | None = None
     verifications: list[RunSummary] = field(default_factory=list)
+    proposals: list[RunSummary] = field(default_factory=list)  # the runs that measured proposed Ks
 
     def keep_sweep(self, summary: RunSummary) -> None:
         self.sweep = summary
@@ -185,6 +194,8 @@ class DeployAnswer:
         if self.recommendation is not None:
             parts["recommendation"] = json.loads(self.recommendation.model_dump_json())
         parts["verifications"] = [json.loads(v.model_dump_json()) for v in self.verifications]
+        if self.proposals:
+            parts["proposals"] = [json.loads(p.model_dump_json()) for p in self.proposals]
         return json.dumps(parts, indent=2)
 
 
@@ -231,7 +242,7 @@ def recommend_and_verify(run_dir: Path, req: VerifyRequest, term: Terminal, pool
                       say=lambda line: term.human.print(f"[bold]{line}[/]", highlight=False),
                       first_dir=first_dir, pool=pool,
                       serve=None if req.endpoint is None else _attached(req.endpoint, rec), repeats=req.repeats,
-                      api_key=req.api_key, command=req.command)
+                      api_key=req.api_key, every_point=req.every_point, command=req.command)
     final = loop.run(rec, req.rounds, number, on_disk)
     write_page(run_dir, term)  # the run's page now shows the answer and its verification
     answer.recommendation = final

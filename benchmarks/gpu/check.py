@@ -1,0 +1,215 @@
+"""The GPU check's measuring half (benchmarks/gpu/check.sh builds llama-server first, then runs this): make the
+random-weight pair, sweep it on llama-server with every server interleaved on the one GPU, and write what the run
+shows (findings.py) beside nvidia-smi's readings.
+
+Two profiles run the identical steps:
+- gpu: a 986M-parameter target (TinyLlama's shape over the demo vocabulary) and a 53M draft, float16, concurrency
+  1 to 64, 128 output tokens: what one H100 or H200 measures within minutes;
+- cpu: a tiny pair, float32, concurrency 1 to 8 with short outputs, on the CPU build: the same script where there
+  is no GPU, so that a GPU run never fails on a typo (the test command runs it).
+
+The sweep: the speculation-off baseline and the draft model at K = 2 and 4, each at a realistic synthetic
+acceptance profile and at the ceiling (every draft accepted). Output: OUT/runs/gpu-check (the run directory) and
+OUT/results-<date>-<device>/ (summary.md, summary.json, the sweep file, the figures and nvidia-smi's readings: what
+to commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import findings
+import smi
+import yaml
+from pair import Shape, make_pair, vocab_size
+
+from specmeter.engines.gguf import llamacpp_home
+from specmeter.rundir.store import load_summary
+from specmeter.schemas.results import RunSummary
+
+RUN_NAME = "gpu-check"
+# Unconditional per-position acceptance: between SPEED-Bench's EAGLE-3 on Llama-3.3-70B (AL 2.45 at K = 3) and a
+# good draft model (AR 0.5-0.75). K = 2 takes the first two positions of K = 4's profile.
+RATES = (0.75, 0.55, 0.4, 0.3)
+KS = (2, 4)
+LEFT_OUT_K = 4  # the planner is calibrated without it and predicts it blind
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    target: Shape
+    draft: Shape
+    dtype: str
+    concurrency: tuple[int, ...]
+    num_prompts: int
+    max_tokens: int
+    max_model_len: int
+
+
+PROFILES = {
+    "gpu": Profile("gpu", target=Shape(layers=22, hidden=2048, kv_heads=4, intermediate=5632),
+                   draft=Shape(layers=4, hidden=1024, kv_heads=4, intermediate=2816), dtype="float16",
+                   concurrency=(1, 2, 4, 8, 16, 32, 64), num_prompts=24, max_tokens=128, max_model_len=1024),
+    # Two shared cores serve five servers: three loads and a handful of short requests keep it near a minute.
+    "cpu": Profile("cpu", target=Shape(layers=4, hidden=128, kv_heads=2, intermediate=352),
+                   draft=Shape(layers=2, hidden=64, kv_heads=1, intermediate=176), dtype="float32",
+                   concurrency=(1, 2, 8), num_prompts=8, max_tokens=16, max_model_len=1024),
+}
+
+
+def sweep_file(profile: Profile, target: Path, draft: Path) -> dict[str, Any]:
+    """The sweep: baseline, and the draft model at each K with the realistic profile and at the ceiling."""
+    candidates: list[dict[str, Any]] = []
+    for k in KS:
+        base = {"method": "draft_model", "model": str(draft), "num_speculative_tokens": k}
+        candidates += [{**base, "synthetic_acceptance": {"rates": list(RATES[:k])}},
+                       {**base, "synthetic_acceptance": {"length": k + 1}}]
+    return {"workload": {"dataset": "sample", "num_prompts": profile.num_prompts},
+            "engine": {"kind": "llamacpp", "model": str(target), "dtype": profile.dtype,
+                       "max_model_len": profile.max_model_len, "max_num_seqs": max(profile.concurrency)},
+            "candidates": candidates,
+            # Random weights end a reply wherever their argmax lands on the end token: every reply is forced to
+            # max_tokens, so every configuration does the same work (acceptance is set, not earned).
+            "load": {"concurrency": list(profile.concurrency), "max_tokens": profile.max_tokens, "ignore_eos": True,
+                     "temperature": 0, "warmup": 2, "precision": "fixed", "stop_at_saturation": False},
+            "interleave": True}
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def device_name(gpus: list[dict[str, str]], summary: RunSummary) -> str:
+    if gpus:
+        return ", ".join(sorted({g["name"] for g in gpus}))
+    return f"CPU: {summary.environment.get('cpu') or 'unknown'} x{summary.environment.get('cpu_count', '?')}"
+
+
+def built() -> dict[str, Any]:
+    """The llama-server build: its backend (setup-llamacpp.sh's stamp) and, where check.sh timed it, its seconds."""
+    home = llamacpp_home()
+    stamps = sorted(home.glob(".built-*"))
+    backend = stamps[-1].read_text(encoding="utf-8").strip() if stamps else "?"
+    info: dict[str, Any] = {"backend": backend or "cpu"}  # an empty stamp predates CUDA builds: a CPU build
+    timed = home / "build-seconds.json"
+    if timed.is_file():
+        info.update(json.loads(timed.read_text(encoding="utf-8")))
+    return info
+
+
+def _describe(shape: Shape, dtype: str) -> str:
+    return (f"{shape.params(vocab_size()) / 1e6:,.0f}M parameters ({shape.layers} layers, hidden {shape.hidden}, "
+            f"{shape.heads} heads / {shape.kv_heads} KV heads, MLP {shape.intermediate}), {dtype}, random weights")
+
+
+def planner_figure(planner: dict[str, Any], out: Path) -> None:
+    """The left-out K's TPOT speedup over concurrency: measured, predicted blind (with its interval) and, where a
+    knee fitted the calibration better, predicted with it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for i, cid in enumerate(sorted({r["config"] for r in planner["rows"]})):
+        rows = sorted((r for r in planner["rows"] if r["config"] == cid), key=lambda r: r["concurrency"])
+        color = f"C{i}"
+        xs = [r["concurrency"] for r in rows]
+        ax.plot(xs, [r["measured"] for r in rows], "o", color=color, label=f"{cid}: measured")
+        ax.plot(xs, [r["predicted"] for r in rows], "-", color=color, label="predicted blind (linear)")
+        lows, highs = [r["low"] for r in rows], [r["high"] for r in rows]
+        if None not in lows and None not in highs:
+            ax.fill_between(xs, lows, highs, color=color, alpha=0.15)
+        if any(r.get("predicted_knee") is not None for r in rows):
+            ax.plot(xs, [r.get("predicted_knee") for r in rows], "--", color=color, label="predicted blind (knee)")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrency")
+    ax.set_ylabel("TPOT speedup over the baseline")
+    ax.set_title(f"K = {planner['left_out_k']} predicted without having been measured")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", choices=sorted(PROFILES), help="default: gpu where nvidia-smi lists one")
+    parser.add_argument("--out", type=Path, required=True, help="Where the run and its results go (new or empty).")
+    parser.add_argument("--work", type=Path, required=True, help="Where the pair is made (kept between runs).")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    gpus = smi.gpus() if smi.available() else []
+    profile = PROFILES[args.profile or ("gpu" if gpus else "cpu")]
+    run_dir = args.out / "runs" / RUN_NAME
+    if run_dir.exists():
+        print(f"check: {run_dir} exists; give a new --out", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    target, draft = make_pair(args.work / f"pair-{profile.name}", profile.target, profile.draft, profile.dtype,
+                              args.seed)
+    pair_s = time.monotonic() - started
+    args.out.mkdir(parents=True, exist_ok=True)
+    sweep_path = args.out / "sweep.yaml"
+    sweep_path.write_text(yaml.safe_dump(sweep_file(profile, target, draft), sort_keys=False), encoding="utf-8")
+    readings = args.out / "nvidia-smi"
+    cmd = [sys.executable, "-m", "specmeter", "sweep", str(sweep_path), "--out", str(args.out / "runs"),
+           "--name", RUN_NAME]
+    print("check: " + " ".join(cmd), file=sys.stderr, flush=True)
+    sweep_started = time.monotonic()
+    with smi.Sampler(readings) if gpus else contextlib.nullcontext():
+        done = subprocess.run(cmd, check=False)
+    sweep_s = time.monotonic() - sweep_started
+    if not (run_dir / "summary.json").is_file():
+        print(f"check: the sweep wrote no summary (exit {done.returncode}); see above", file=sys.stderr)
+        return 1
+    summary = load_summary(run_dir)
+    device = device_name(gpus, summary)
+    results = args.out / f"results-{datetime.now(UTC):%Y%m%d}-{slug(device if gpus else 'cpu')}"
+    figures = results / "figures"
+    subprocess.run([sys.executable, "-m", "specmeter", "report", str(run_dir), "--plots", str(figures), "-q"],
+                   check=False, stdout=subprocess.DEVNULL)
+    findings_started = time.monotonic()
+    peaks = smi.peak_memory_by_pid(smi.read_csv(readings / smi.APPS_CSV))
+    found = findings.all_findings(summary, run_dir, profile.target.kv_bytes_per_token(profile.dtype), peaks,
+                                  LEFT_OUT_K)
+    engine = next((c.engine_version for c in summary.configs if c.engine_version), "llama.cpp (version unknown)")
+    build = built()
+    doc = {"setup": {"device": device, "engine": engine, "backend": build["backend"], "build_s": build.get("seconds"),
+                     "profile": profile.name, "target": _describe(profile.target, profile.dtype),
+                     "draft": _describe(profile.draft, profile.dtype),
+                     "sweep": f"{len(summary.plan.configs)} servers interleaved, concurrency "
+                              f"{', '.join(map(str, profile.concurrency))}, {profile.num_prompts} conversations per "
+                              f"point, {profile.max_tokens} output tokens, synthetic rates {list(RATES)}",
+                     "status": summary.status, "pair_s": pair_s, "sweep_s": sweep_s,
+                     "findings_s": time.monotonic() - findings_started},
+           "gpus": smi.gpu_summary(smi.read_csv(readings / smi.GPU_CSV)), "findings": found}
+    results.mkdir(parents=True, exist_ok=True)
+    planner_figure(found["planner"], figures / "planner-blind.png")
+    for name in (smi.GPU_CSV, smi.APPS_CSV, smi.QUERY_TXT):
+        if (readings / name).is_file():
+            (results / name).write_bytes((readings / name).read_bytes())
+    (results / "sweep.yaml").write_bytes(sweep_path.read_bytes())
+    (results / "run-summary.json").write_bytes((run_dir / "summary.json").read_bytes())
+    (results / "summary.json").write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
+    text = findings.markdown(doc)
+    (results / "summary.md").write_text(text, encoding="utf-8")
+    print(text)
+    print(f"check: {results}", file=sys.stderr)
+    return 0 if summary.status == "complete" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""Time to the verified answer: two designs of the demo (two git revisions) on the same machine, in one run.
+
+The cost of an answer is what a user pays for specmeter: every server start and every round is machine time
+(GPU time, on a real model). This runs `specmeter demo` from a fresh clone of each revision, `--repeats` times,
+alternating which design goes first (so drift on a shared machine falls on both alike), and reports per run:
+- wall time, split into setup (only with --setup: `scripts/setup.sh` in the clone, a fresh environment),
+  server starts, the sweep's measuring, the measuring of the Ks the step-cost model proposed, the verification
+  rounds' measuring, and the rest (process start, recommend, calibration, reports);
+- requests sent (warm-ups apart) and servers started;
+- the final table (the answer's round and its verification) and whether it matches the first run of the
+  `--before` design.
+Then the median and range per design, and the ratios after / before of wall time and requests.
+
+Without --setup a clone reuses this checkout's environment (.venv linked), so only the design differs.
+
+Run (about 30 minutes per repeat of both designs on 2 cores):
+    .venv/bin/python benchmarks/time_to_answer.py --before 0b49660 --after HEAD --repeats 3 --out runs/tta
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Timing:
+    """One demo run of one design, read from its own run directory."""
+
+    design: str
+    rev: str
+    repeat: int
+    run_dir: str
+    wall_s: float
+    setup_s: float
+    starts_s: float
+    sweep_s: float
+    propose_s: float
+    verify_s: float
+    other_s: float
+    requests: int
+    warmup_requests: int
+    servers_started: int
+    verify_rounds: int
+    table: list[list[int]] | None
+    static_k: int | None
+    answer: str
+    matches: bool | None = None
+    points: dict[str, int] = field(default_factory=dict)  # rounds per point of the sweep
+
+
+def verify_dirs(run_dir: Path) -> list[Path]:
+    """The run's verification rounds in order: verify/, verify-r2/, ..."""
+    found = [d for d in run_dir.iterdir() if d.is_dir() and d.name.startswith("verify")
+             and (d / "summary.json").exists()]
+    return sorted(found, key=lambda d: int(d.name.rsplit("-r", 1)[1]) if "-r" in d.name else 1)
+
+
+def propose_dirs(run_dir: Path) -> list[Path]:
+    """The run's measurements of proposed Ks: propose/, propose-2/, ... (none before the tune loop proposed)."""
+    return sorted((d for d in run_dir.iterdir() if d.is_dir() and d.name.split("-")[0] == "propose"
+                   and (d / "summary.json").exists()), key=lambda d: d.name)
+
+
+def _summary(d: Path) -> dict[str, Any]:
+    return dict(json.loads((d / "summary.json").read_text(encoding="utf-8")))
+
+
+def _requests(d: Path) -> tuple[int, int]:
+    measured = warmup = 0
+    with (d / "requests.jsonl").open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                if json.loads(line).get("warmup"):
+                    warmup += 1
+                else:
+                    measured += 1
+    return measured, warmup
+
+
+def read_run(run_dir: Path, *, design: str, rev: str, repeat: int, wall_s: float, setup_s: float) -> Timing:
+    """Split a finished demo's wall time into its phases from the run directory's own records: each summary's
+    wall time, and each launched server's start (a server reused from the pool started in 0 s)."""
+    sweep = _summary(run_dir)
+    proposals = [_summary(d) for d in propose_dirs(run_dir)]
+    verifies = [_summary(d) for d in verify_dirs(run_dir)]
+
+    def starts(s: dict[str, Any]) -> list[float]:
+        return [float(c["startup_s"]) for c in s["configs"] if c.get("startup_s")]
+
+    sweep_starts = starts(sweep)
+    propose_starts = [x for p in proposals for x in starts(p)]
+    verify_starts = [x for v in verifies for x in starts(v)]
+    sweep_s = float(sweep["wall_s"] or 0.0) - sum(sweep_starts)
+    propose_s = sum(float(p["wall_s"] or 0.0) for p in proposals) - sum(propose_starts)
+    verify_s = sum(float(v["wall_s"] or 0.0) for v in verifies) - sum(verify_starts)
+    counts = [_requests(d) for d in (run_dir, *propose_dirs(run_dir), *verify_dirs(run_dir))]
+    rec = json.loads((run_dir / "recommendation.json").read_text(encoding="utf-8"))
+    best = rec["drafters"][0] if rec.get("drafters") else {}
+    spec = best.get("spec") or {}
+    starts_s = sum(sweep_starts) + sum(propose_starts) + sum(verify_starts)
+    return Timing(
+        design=design, rev=rev, repeat=repeat, run_dir=str(run_dir), wall_s=wall_s, setup_s=setup_s,
+        starts_s=starts_s, sweep_s=sweep_s, propose_s=propose_s, verify_s=verify_s,
+        other_s=wall_s - setup_s - starts_s - sweep_s - propose_s - verify_s,
+        requests=sum(c[0] for c in counts), warmup_requests=sum(c[1] for c in counts),
+        servers_started=len(sweep_starts) + len(propose_starts) + len(verify_starts), verify_rounds=len(verifies),
+        table=spec.get("num_speculative_tokens_per_batch_size"), static_k=best.get("static_k"),
+        answer=f"round {rec.get('round')}, {rec.get('verification')}",
+        points={p["point_id"]: int(p["rounds"]) for p in sweep.get("sampling") or []},
+    )
+
+
+def _git(*args: str, cwd: Path = REPO) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def run_design(design: str, rev: str, repeat: int, out: Path, *, setup: bool, demo_args: Sequence[str]) -> Timing:
+    """A fresh clone of `rev`, then (with `setup`) its own environment, then `specmeter demo` from it."""
+    clone = out / f"{design}-{repeat}"
+    subprocess.run(["git", "clone", "-q", "--shared", str(REPO), str(clone)], check=True)
+    _git("checkout", "-q", rev, cwd=clone)
+    t0 = time.perf_counter()
+    if setup:
+        subprocess.run(["scripts/setup.sh"], cwd=clone, check=True)
+    else:
+        (clone / ".venv").symlink_to(REPO / ".venv")
+    setup_s = time.perf_counter() - t0
+    env = {**os.environ, "PYTHONPATH": str(clone / "src")}  # the clone's code, not this checkout's
+    runs = clone / "runs"
+    subprocess.run([str(clone / ".venv/bin/python"), "-m", "specmeter", "demo", "--out", str(runs), *demo_args],
+                   cwd=clone, env=env, check=True, stdout=subprocess.DEVNULL)
+    wall_s = time.perf_counter() - t0
+    (run_dir,) = runs.glob("*-demo")
+    return read_run(run_dir, design=design, rev=rev, repeat=repeat, wall_s=wall_s, setup_s=setup_s)
+
+
+def spread(values: Sequence[float], unit: str = "") -> str:
+    return f"{statistics.median(values):.1f}{unit} [{min(values):.1f}, {max(values):.1f}]"
+
+
+def report(timings: Sequence[Timing]) -> str:
+    reference = next(t for t in timings if t.design == "before")
+    for t in timings:
+        t.matches = (t.table, t.static_k) == (reference.table, reference.static_k)
+    lines = ["| design | repeat | wall min | setup | starts | sweep | propose | verify | other | requests | servers | "
+             "verify rounds | rounds per point | final table | answer | matches |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for t in timings:
+        lines.append(
+            f"| {t.design} ({t.rev}) | {t.repeat} | {t.wall_s / 60:.1f} | {t.setup_s:.0f} s | {t.starts_s:.0f} s | "
+            f"{t.sweep_s:.0f} s | {t.propose_s:.0f} s | {t.verify_s:.0f} s | {t.other_s:.0f} s | {t.requests} | "
+            f"{t.servers_started} | "
+            f"{t.verify_rounds} | {', '.join(f'{p} {r}' for p, r in t.points.items())} | {t.table} | {t.answer} | "
+            f"{'yes' if t.matches else 'no'} |")
+    by = {d: [t for t in timings if t.design == d] for d in ("before", "after")}
+    lines.append("")
+    for d, ts in by.items():
+        if ts:
+            lines.append(f"{d}: wall {spread([t.wall_s / 60 for t in ts], ' min')} (median [min, max] over "
+                         f"{len(ts)}), requests {spread([float(t.requests) for t in ts])}, servers started "
+                         f"{spread([float(t.servers_started) for t in ts])}")
+    if by["before"] and by["after"]:
+        def ratio(key: str) -> float:
+            return float(statistics.median(getattr(t, key) for t in by["after"])
+                         / statistics.median(getattr(t, key) for t in by["before"]))
+        lines.append(f"after / before (medians): wall {ratio('wall_s'):.2f}, requests {ratio('requests'):.2f}, "
+                     f"servers started {ratio('servers_started'):.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--before", required=True, help="the git revision of today's design")
+    ap.add_argument("--after", default="HEAD", help="the git revision of the new design (default HEAD)")
+    ap.add_argument("--repeats", type=int, default=1, help="demo runs per design, alternating which goes first")
+    ap.add_argument("--setup", action="store_true", help="time scripts/setup.sh in each clone (a fresh environment)")
+    ap.add_argument("--out", type=Path, required=True, help="a new directory for the clones, runs and results")
+    ap.add_argument("demo_args", nargs="*", help="after --: arguments for `specmeter demo`")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=False)
+    revs = {"before": _git("rev-parse", "--short", args.before), "after": _git("rev-parse", "--short", args.after)}
+    timings: list[Timing] = []
+    for repeat in range(1, args.repeats + 1):
+        order = ("before", "after") if repeat % 2 else ("after", "before")
+        for design in order:
+            print(f"repeat {repeat}: {design} ({revs[design]})", file=sys.stderr, flush=True)
+            timings.append(run_design(design, revs[design], repeat, args.out, setup=args.setup,
+                                      demo_args=args.demo_args))
+            (args.out / "time_to_answer.json").write_text(json.dumps([asdict(t) for t in timings], indent=1))
+    text = report(timings)
+    (args.out / "time_to_answer.md").write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

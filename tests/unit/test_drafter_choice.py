@@ -1,0 +1,65 @@
+"""Which drafter the answer names (analysis/drafter_choice.py): one per server, decided head to head on the
+configurations each drafter's table runs at the measured points, walking from the cheapest drafter per step."""
+
+from __future__ import annotations
+
+from test_recommend import recommend, sweep
+
+from specmeter.config.models import SpecConfig
+from specmeter.report.recommendation import deploy_lines
+from specmeter.schemas.recommend import Recommendation
+
+EAGLE = SpecConfig.model_validate({"method": "eagle3", "num_speculative_tokens": 3, "draft_model": "models/head"})
+NGRAM = SpecConfig.model_validate({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3})
+KS = {"draft_model-k3": 3, "eagle3-k3": 3, "ngram-k3": 3}
+SPECS = {"eagle3-k3": EAGLE, "ngram-k3": NGRAM}
+BATCHES = {"c1": 1.0, "c4": 3.9}
+
+
+def _rec(rows: dict[str, dict[str, tuple[float, float, float]]]) -> Recommendation:
+    ks = {cid: KS[cid] for cid in rows}
+    return recommend(*sweep(rows, {p: BATCHES[p] for p in next(iter(rows.values()))}, ks=ks,
+                            extra_specs={c: s for c, s in SPECS.items() if c in rows}))
+
+
+def test_a_costlier_drafter_that_beats_the_cheaper_head_to_head_is_named_with_its_margin() -> None:
+    rec = _rec({"ngram-k3": {"c1": (1.10, 1.05, 1.15), "c4": (1.05, 1.02, 1.08)},
+                "eagle3-k3": {"c1": (1.60, 1.55, 1.65), "c4": (1.40, 1.35, 1.45)},
+                "draft_model-k3": {"c1": (1.30, 1.25, 1.35), "c4": (1.15, 1.10, 1.20)}})
+    choice = rec.drafter_choice
+    assert choice is not None and rec.best is not None
+    assert choice.chosen == rec.best.drafter == "eagle3 head" and choice.runner_up == "draft_model demo-draft"
+    assert choice.margin is not None and choice.margin.outcome == "beats"
+    assert choice.margin.low is not None and choice.margin.low > 1.0 + rec.min_gain
+    # The walk met ngram first (cheapest per step), then the eagle3 head, which beat it.
+    assert (choice.evidence[0].config_id, choice.evidence[0].against) == ("eagle3 head", "ngram n-gram -..3")
+    assert any(line.text.startswith("drafter: eagle3 head beats the runner-up") for line in deploy_lines(rec))
+
+
+def test_the_cheaper_drafter_stays_when_the_costlier_does_not_clearly_beat_it() -> None:
+    """A draft model ahead by point estimate but not by the whole interval does not replace the n-gram lookup,
+    although it scores higher: the same rule that keeps a smaller K."""
+    rec = _rec({"ngram-k3": {"c1": (1.30, 1.10, 1.50), "c4": (1.20, 1.00, 1.40)},
+                "draft_model-k3": {"c1": (1.33, 1.10, 1.56), "c4": (1.22, 1.00, 1.44)}})
+    choice = rec.drafter_choice
+    assert choice is not None and rec.best is not None
+    assert rec.drafters[0].drafter == choice.chosen == "ngram n-gram -..3"
+    assert choice.margin is not None and choice.margin.outcome != "beats"
+    assert "cheapest per step" in choice.reason
+
+
+def test_two_drafters_within_the_zone_are_a_tie_and_the_cheaper_is_named() -> None:
+    """A draft model 1% ahead of the n-gram lookup on every request, well within ±3%: a tie in the walk, so the
+    cheaper per step is named."""
+    rec = _rec({"ngram-k3": {"c1": (1.30, 1.29, 1.31), "c4": (1.20, 1.19, 1.21)},
+                "draft_model-k3": {"c1": (1.313, 1.303, 1.323), "c4": (1.212, 1.202, 1.222)}})
+    choice = rec.drafter_choice
+    assert choice is not None and choice.chosen == "ngram n-gram -..3" and "cheapest per step" in choice.reason
+    (duel,) = choice.evidence
+    assert duel.config_id == "draft_model demo-draft" and duel.outcome == "tie" and duel.indifference == 0.03
+    assert "within ±3%" in duel.summary()
+
+
+def test_one_drafter_needs_no_choice() -> None:
+    rec = _rec({"draft_model-k3": {"c1": (1.30, 1.25, 1.35), "c4": (1.15, 1.10, 1.20)}})
+    assert rec.drafter_choice is None

@@ -1,0 +1,63 @@
+"""benchmarks/time_to_answer.py: a finished demo's wall time split into its phases, from the run directory's own
+records (the saved real demo run), and the comparison of two designs' final tables."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ROOT / "tests/fixtures/runs/20261123-180233-demo"
+
+
+@pytest.fixture(scope="module")
+def tta() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("time_to_answer", ROOT / "benchmarks/time_to_answer.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_phases_add_up_to_the_wall_time_and_come_from_the_run(tta: ModuleType) -> None:
+    t = tta.read_run(RUN, design="before", rev="abc", repeat=1, wall_s=900.0, setup_s=60.0)
+    assert t.setup_s + t.starts_s + t.sweep_s + t.propose_s + t.verify_s + t.other_s == pytest.approx(900.0)
+    assert t.propose_s == 0  # a run from before the tune loop proposed
+    sweep = json.loads((RUN / "summary.json").read_text())
+    verify = json.loads((RUN / "verify/summary.json").read_text())
+    launched = [c for s in (sweep, verify) for c in s["configs"] if c.get("startup_s")]
+    assert t.servers_started == len(launched) and t.starts_s == pytest.approx(sum(c["startup_s"] for c in launched))
+    assert t.sweep_s + t.verify_s + t.starts_s == pytest.approx(sweep["wall_s"] + verify["wall_s"])
+    lines = [json.loads(x) for d in (RUN, RUN / "verify") for x in (d / "requests.jsonl").read_text().splitlines()]
+    assert t.requests == sum(not x.get("warmup") for x in lines) and t.verify_rounds == 1
+    rec = json.loads((RUN / "recommendation.json").read_text())
+    assert t.table == rec["drafters"][0]["spec"]["num_speculative_tokens_per_batch_size"]
+    assert set(t.points) == {p["point_id"] for p in sweep.get("sampling") or []}
+
+
+def test_the_report_marks_a_table_that_differs_from_the_first_before_run(tta: ModuleType) -> None:
+    before = tta.read_run(RUN, design="before", rev="abc", repeat=1, wall_s=900.0, setup_s=0.0)
+    same = replace(before, design="after", rev="def", wall_s=300.0)
+    other = replace(before, design="after", rev="def", repeat=2, wall_s=330.0, table=[[1, 64, 1]])
+    text = tta.report([before, same, other])
+    rows = [line for line in text.splitlines() if line.startswith("| after")]
+    assert rows[0].endswith("| yes |") and rows[1].endswith("| no |")
+    assert "after / before (medians): wall 0.35" in text
+
+
+def test_the_measuring_of_proposed_ks_is_a_phase_of_its_own(tta: ModuleType, tmp_path: Path) -> None:
+    run = shutil.copytree(RUN, tmp_path / "run")
+    shutil.copytree(run / "verify", run / "propose")  # a proposal run's files, as the tune loop writes them
+    before = tta.read_run(RUN, design="before", rev="abc", repeat=1, wall_s=900.0, setup_s=0.0)
+    t = tta.read_run(run, design="after", rev="def", repeat=1, wall_s=900.0, setup_s=0.0)
+    assert t.propose_s == pytest.approx(before.verify_s) and t.verify_s == pytest.approx(before.verify_s)
+    assert t.requests > before.requests and t.servers_started > before.servers_started
+    assert t.setup_s + t.starts_s + t.sweep_s + t.propose_s + t.verify_s + t.other_s == pytest.approx(900.0)
