@@ -248,6 +248,22 @@ def test_sweep_with_one_draft_keeps_short_ids_and_ids_can_be_given(tmp_path: Pat
     assert [c.id for c in sw.configs()] == [BASELINE, "draft_model-k1", "draft_model-k3", "wide-ngram"]
 
 
+@pytest.mark.parametrize(("k", "runs"), [("1-5", [2, 4]), ("1-6", [2, 5]), ("2-8", [4, 6]), ("1-3", [1, 3]),
+                                          ("3-4", [3, 4]), ("4", [4])])
+def test_a_k_range_runs_a_spread_of_it_and_every_config_carries_the_range(tmp_path: Path, k: str,
+                                                                          runs: list[int]) -> None:
+    """`num_speculative_tokens: LO-HI` measures two Ks inside the range (its ends where it is narrow), never one
+    outside it, and keeps the range on the configs it expands to: proposals take the rest of it."""
+    sw = read_sweep_file(_sweep_file(tmp_path, {
+        "engine": LAUNCH, "candidates": [{"method": "eagle3", "model": "/d/head", "num_speculative_tokens": k},
+                                         {"method": "ngram", "k": 4}]}))
+    low, _, high = k.partition("-")
+    ranged = [c for c in sw.configs() if c.spec.method.value == "eagle3"]
+    assert [c.k for c in ranged] == runs
+    assert all(c.k_range == (int(low), int(high or low)) for c in ranged)
+    assert all(c.k_range is None for c in sw.configs() if c not in ranged)
+
+
 def test_sweep_attach_mode_uses_each_endpoint(tmp_path: Path) -> None:
     sw = read_sweep_file(_sweep_file(tmp_path, {
         "engine": {"endpoint": "http://127.0.0.1:1"},
@@ -295,11 +311,15 @@ def test_sweep_attach_mode_uses_each_endpoint(tmp_path: Path) -> None:
         ({"engine": LAUNCH, "candidates": [{"method": "ngram", "k": 2}], "workload": {"num_prompts": 0}},
          ["'workload.num_prompts'"]),
         ({"candidates": [{"method": "ngram", "k": 2}]}, ["'engine'"]),
+        ({"engine": LAUNCH, "candidates": [{"method": "ngram", "k": "6-1"}]},
+         ["'candidates.0'", "num_speculative_tokens 6-1", "LOW is at most HIGH", "1-6"]),
+        ({"engine": LAUNCH, "candidates": [{"method": "ngram", "k": "two"}]},
+         ["'candidates.0'", "num_speculative_tokens 'two'", "LOW-HIGH"]),
     ],
     ids=["unknown-key", "bad-k-in-list", "empty-list", "id-with-list", "method-none", "draft-missing",
          "lookup-min-over-max", "duplicate", "candidate-named-baseline", "no-candidates", "attach-no-baseline",
          "attach-candidate-without-endpoint", "endpoint-with-list", "bad-load", "bad-repeats",
-         "unknown-top-level-key", "bad-workload", "no-engine"],
+         "unknown-top-level-key", "bad-workload", "no-engine", "k-range-reversed", "k-range-not-numbers"],
 )
 def test_sweep_file_errors_name_the_key_path(tmp_path: Path, raw: dict[str, Any], needles: list[str]) -> None:
     msg = _sweep_error(tmp_path, raw)

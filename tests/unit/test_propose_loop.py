@@ -324,3 +324,24 @@ def test_a_proposal_recorded_in_an_answer_reads_back() -> None:
     assert again.proposed == [entry] and again.proposed[0].edge == pytest.approx(1.5 / 1.4)
     old = rec.model_dump(exclude={"proposed"})  # a recommendation.json written before proposals
     assert Recommendation.model_validate(old).proposed == []
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, (1, 6)), ((3, 5), (3, 5))])
+def test_proposals_take_the_sweep_files_k_range_unless_propose_k_is_given(
+        monkeypatch: pytest.MonkeyPatch, given: tuple[int, int] | None, expected: tuple[int, int]) -> None:
+    """A drafter swept as `num_speculative_tokens: 1-6` is proposed over 1-6, not over its measured span widened by
+    one; --propose-k stands over the file. (The step-cost model is stood in for: only the range is at stake.)"""
+    summary, _, rec = the_sweep()
+    for c in summary.plan.configs:
+        if c.role is Role.candidate:
+            c.k_range = (1, 6)
+    asked: list[tuple[int, int] | None] = []
+
+    drafters = {workflow.drafter_key(summary.plan.configs[1].spec)}
+    model = type("Model", (), {"drafters": drafters})
+    monkeypatch.setattr(workflow, "refit", lambda cal: cal)
+    monkeypatch.setattr(workflow, "Predictor", lambda cal, mix: type("P", (), {"model": model})())
+    monkeypatch.setattr(workflow, "drafter_profiles", lambda *_: dict.fromkeys(drafters))
+    monkeypatch.setattr(workflow, "proposals", lambda *_, k_range, **__: asked.append(k_range) or [])
+    workflow.found_proposals(summary, "run", cast(Calibration, Calibration.model_construct()), rec, given)
+    assert asked == [expected]

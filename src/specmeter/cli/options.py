@@ -45,7 +45,7 @@ MinGain = Annotated[float | None, typer.Option(help="A larger K (or costlier dra
 Indifference = Annotated[float | None, typer.Option(help="Two configurations settled within this fraction of each other are a tie: either is right, the cheaper is kept, and a point stops sampling there (at least --min-gain; equal: no ties; default: the sweep's, 0.03 or the min gain where larger).")]
 Rounds = Annotated[int, typer.Option(min=1, help="The most verification rounds: a table verification contradicts is corrected and verified again.")]
 Propose = Annotated[int | None, typer.Option(min=0, help="Before the answer is decided: measure at most N draft lengths K the sweep did not run, where the step-cost model calibrated on it predicts one beats the K chosen at a measured point; each runs head to head against that K and enters the table only where it beats it (default: 1; 0: none).")]
-ProposeK = Annotated[str | None, typer.Option(help="The Ks a proposal may take, LOW-HIGH, e.g. 1-6 (default: the swept Ks' span widened by one on each side).")]
+ProposeK = Annotated[str | None, typer.Option(help="The Ks a proposal may take, LOW-HIGH, e.g. 1-6 (default: a sweep file's num_speculative_tokens LO-HI, else the swept Ks' span widened by one on each side).")]
 
 # ---- predictions --------------------------------------------------------------------------------------------
 Batch = Annotated[str, typer.Option(help="Engine batch sizes to predict, e.g. 1,8,64.")]

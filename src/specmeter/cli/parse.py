@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from specmeter.common.errors import InputError
+from specmeter.config.k_range import parse_k_range
 from specmeter.placement.inventory import parse_gpu_ids
 
 # An input length as the sweep file's workload.input_len takes it: lengths (N or N1,N2: prompts shaped to
@@ -65,14 +66,10 @@ def ks(text: str, flag: str = "--k") -> list[int]:
 
 def k_range(text: str, flag: str = "--propose-k") -> tuple[int, int]:
     """A range of draft lengths, lowest and highest included: `1-6` (or one K: `3`)."""
-    form = "the lowest and highest K like 1-6"
-    low, sep, high = text.replace(" ", "").partition("-")
-    if not low.isdigit() or (sep and not high.isdigit()):
-        raise _bad(flag, repr(text), "not LOW-HIGH whole numbers", form)
-    bounds = (int(low), int(high) if sep else int(low))
-    if not 1 <= bounds[0] <= bounds[1]:
-        raise _bad(flag, text, "K runs from 1, and LOW is at most HIGH", form)
-    return bounds
+    try:
+        return parse_k_range(text)
+    except ValueError as exc:
+        raise InputError(f"{flag} {exc}") from None
 
 
 def sizes(text: str, flag: str, example: str) -> list[int]:

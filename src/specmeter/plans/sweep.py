@@ -8,6 +8,7 @@ combination. The speculation-off baseline is always part of the plan: every spee
     candidates:
       - {method: draft_model, model: models/demo-draft, num_speculative_tokens: [2, 4]}
       - {method: ngram, num_speculative_tokens: 4, prompt_lookup_max: [3, 5]}
+      - {method: eagle3, model: models/demo-eagle3, num_speculative_tokens: 1-6}
     load: {concurrency: [1, 4, 16], request_rate: [2.0], max_tokens: 128, temperature: 0}
     repeats: 3
     interleave: true
@@ -20,6 +21,10 @@ analysis, the recommendation and the plots are given per length (WorkloadSpec sa
 A candidate with `synthetic_acceptance: {rates: [...]}` or `{length: L}` runs with acceptance set at random
 instead of verified (benchmarking only); its id says so, and it is never recommended. `tree: {topk, depth, nodes}`
 (or a list of trees) drafts a token tree on the engines that draw one; K is then the tree's depth.
+
+`num_speculative_tokens: LO-HI` is a range of K: the sweep measures two of them (config/k_range.py: 1-6 runs 2 and
+5), and `sweep --verify` lets the step-cost model calibrated on them propose the others, each measured head to head
+before it may enter the table (workflows/propose.py), so the answer covers the range without a server per K.
 
 `load: {concurrency: auto}` lets the sweep choose the concurrencies: it measures 1, 8 and 64, then each next point
 inside the widest bracket where speculation stops paying or the best K changes, until every such bracket is
@@ -53,6 +58,7 @@ from pydantic.fields import FieldInfo
 from specmeter.common.errors import InputError, validation_message
 from specmeter.config.endpoints import Endpoint, normalize_endpoint
 from specmeter.config.files import build_model, load_yaml
+from specmeter.config.k_range import measured_spread, parse_k_range
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig, SpecMethod, StrictModel
 from specmeter.config.synthetic import SyntheticAcceptance
 from specmeter.placement.inventory import parse_gpu_ids
@@ -94,10 +100,23 @@ class _Candidate(StrictModel):
                              "table and plot that shows the id shows it is synthetic (or leave id out)")
         return self
 
+    @property
+    def k_range(self) -> tuple[int, int] | None:
+        """The range `num_speculative_tokens: LO-HI` gives (None: Ks listed)."""
+        k: object = getattr(self, "num_speculative_tokens", None)
+        if not isinstance(k, str):
+            return None
+        try:
+            return parse_k_range(k)
+        except ValueError as exc:
+            raise ValueError(f"num_speculative_tokens {exc}, or list the Ks like [2, 4]") from None
+
     def expand(self) -> list[SpecConfig]:
-        """Every combination of the listed values, validated as a SpecConfig each."""
+        """Every combination of the listed values, validated as a SpecConfig each; a K range runs its spread."""
         fixed = self.model_dump(exclude={"id", "endpoint", *EXPANDED}, exclude_none=True)
-        axes = [[(key, v) for v in _values(getattr(self, key))] for key in EXPANDED]
+        k_range = self.k_range
+        axes = [[(key, v) for v in (measured_spread(k_range) if key == "num_speculative_tokens" and k_range
+                                    else _values(getattr(self, key)))] for key in EXPANDED]
         out: list[SpecConfig] = []
         for combo in itertools.product(*axes):
             raw = {**fixed, **{k: v for k, v in combo if v is not None}}
@@ -115,6 +134,8 @@ def _spec_field(name: str, info: FieldInfo) -> tuple[Any, FieldInfo]:
     if name in EXPANDED:  # `T | None` becomes `T | list[T] | None`
         one = reduce(operator.or_, [a for a in get_args(annotation) if a is not NoneType])
         annotation = one | GenericAlias(list, (one,)) | None
+    if name == "num_speculative_tokens":  # and K also as a range, "LO-HI"
+        annotation = annotation | str
     aliases = info.validation_alias.choices if isinstance(info.validation_alias, AliasChoices) else [name]
     if name in _ALIASES:
         aliases = [*aliases, _ALIASES[name]]
@@ -282,7 +303,8 @@ class SweepSpec(StrictModel):
                 if any(c.id == cid for c in out):
                     raise InputError(f"candidates.{i}: gives configuration {cid} a second time; remove the "
                                      "duplicate or give ids")
-                out.append(PlannedConfig(id=cid, role=Role.candidate, spec=spec, engine=engine, server=cid))
+                out.append(PlannedConfig(id=cid, role=Role.candidate, spec=spec, engine=engine, server=cid,
+                                         k_range=cand.k_range))
         return out + (self._ceilings(out) if self.ceiling else [])
 
     def _ceilings(self, configs: list[PlannedConfig]) -> list[PlannedConfig]:

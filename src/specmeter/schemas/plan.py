@@ -77,6 +77,9 @@ class PlannedConfig(BaseModel):
     load: LoadSpec | None = Field(default=None, description="Overrides the plan's request settings (same points).")
     node_group: str | None = Field(default=None, description="Slurm: the job group it ran in, on one node with its "
                                    "own baseline; compared only within it (None: one node ran the whole plan).")
+    k_range: tuple[int, int] | None = Field(default=None, description="The Ks its drafter may take (a sweep file's "
+                                            "num_speculative_tokens LO-HI): the sweep ran a spread of them, and "
+                                            "proposals take the rest.")
 
     @property
     def label(self) -> str:

@@ -39,8 +39,9 @@ DEFAULT_BUDGET = 1
 
 @dataclass(frozen=True)
 class ProposeRequest:
-    """How many proposed Ks to measure at most (0: none), within which Ks (None: the sweep's span widened by one on
-    each side), decided by which criteria, and how their points run (`repeats` None: adaptive)."""
+    """How many proposed Ks to measure at most (0: none), within which Ks (None: each drafter's K range in the sweep
+    file, else its measured span widened by one on each side), decided by which criteria, and how their points run
+    (`repeats` None: adaptive)."""
 
     budget: int = DEFAULT_BUDGET
     k_range: tuple[int, int] | None = None
@@ -75,9 +76,9 @@ def found_proposals(summary: RunSummary, run: str, cal: Calibration, rec: Recomm
         if not family or any(c.spec.drafts_tree or not c.engine.launch or c.node_group for c in family):
             continue
         key = drafter_key(family[0].spec)
-        if key in profiles and key in predictor.model.drafters:
+        if key in profiles and key in predictor.model.drafters:  # --propose-k over the sweep file's K range
             found += proposals(predictor, key, profiles[key], d, [c.k for c in family], min_gain=rec.min_gain,
-                               k_range=k_range)
+                               k_range=k_range or next((c.k_range for c in family if c.k_range), None))
     return ranked(found), "no unmeasured K is predicted to beat the K chosen at any measured point"
 
 

@@ -29,6 +29,7 @@ from specmeter.report.placement import placement_notes, placement_table
 from specmeter.rundir.store import new_run_id
 from specmeter.schemas.jobs import SlurmOptions
 from specmeter.schemas.placement import Placement
+from specmeter.schemas.plan import PlannedConfig
 from specmeter.workflows.execute import measure_and_keep, measure_one, showing
 from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.propose import ProposeRequest, propose
@@ -184,6 +185,10 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
         term.note.print(f"[yellow]note: {warning}[/]")
     if placement is not None and placement.warning:
         term.note.print(f"[yellow]note: {placement.warning}[/]")
+    if req.propose is None and (ranges := k_ranges(configs)):
+        term.note.print(f"[yellow]note: {ranges}: the sweep measures these Ks of each range; the others are "
+                        "proposed by the step-cost model and measured head to head with --verify (or predicted by "
+                        "`specmeter plan RUN_DIR`)[/]", highlight=False)
     ex = Execution(plan=sw.plan(workload, placement), conversations=convs, api_key=req.api_key, command=req.command,
                    by_length=by_length)
     if req.dry_run:  # after every check a real run makes, so a dry run that passes is one a real run starts
@@ -205,6 +210,18 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
         if req.propose is not None:
             propose(run_dir, cal, req.propose, term, pool, answer.proposals.append)
         recommend_and_verify(run_dir, req.verify, term, pool, answer)
+
+
+def k_ranges(configs: list[PlannedConfig]) -> str:
+    """Each drafter's K range and the Ks of it the sweep runs: `eagle3 demo-eagle3 K 1-6 (runs 2, 5)` ('' without
+    a range)."""
+    runs: dict[tuple[str, tuple[int, int]], list[int]] = {}
+    for c in configs:
+        if c.k_range is not None:
+            who = c.spec.method.value + (f" {Path(c.spec.draft_model).name}" if c.spec.draft_model else "")
+            runs.setdefault((who, c.k_range), []).append(c.k)
+    return "; ".join(f"{who} K {lo}-{hi} (runs {', '.join(map(str, sorted(ks)))})"
+                     for (who, (lo, hi)), ks in runs.items())
 
 
 def sweep_placement(sw: SweepSpec, gpus: list[str] | None) -> Placement:
