@@ -218,6 +218,26 @@ def test_a_server_that_fails_to_start_is_recorded_and_the_plan_goes_on(tmp_path:
     assert table.row_count == 2
 
 
+@pytest.mark.parametrize(("gpus", "together"), [(("0", "1"), True), (("0", "0"), False), ((None, None), False)])
+def test_servers_on_gpus_of_their_own_start_together_and_the_rest_in_turn(
+        tmp_path: Path, gpus: tuple[str | None, str | None], together: bool) -> None:
+    """Both servers are spawned before either is waited for only where each has GPUs the other does not use; a
+    failure is still recorded per server with the engine's reason."""
+    failing = _failing_engine(tmp_path)
+    ngram = SpecConfig(method="ngram", num_speculative_tokens=4)
+    configs = [PlannedConfig(id=cid, role=role, spec=spec, server=cid, engine=failing.model_copy(update={
+        "kind": "vllm", "env": {**failing.env, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu else {})}}))
+        for cid, role, spec, gpu in ((BASELINE, Role.baseline, SpecConfig(), gpus[0]),
+                                     (SD, Role.candidate, ngram, gpus[1]))]
+    plan = Plan(kind="run", configs=configs, load=LoadSpec(concurrency=[1], warmup=0, max_tokens=8), interleave=True,
+                workload=WorkloadSelection(dataset="fault-server-test"))
+    summary, error, reporter = run_plan(Execution(plan=plan, conversations=conversations(["Q"])), tmp_path / "run")
+    assert error is None and all(c.server_error and STUB_MESSAGE in c.server_error for c in summary.configs)
+    events = [("start" if n.startswith("starting") else "failed") for n in reporter.notes
+              if n.startswith("starting") or "failed to start" in n]
+    assert events == (["start", "start", "failed", "failed"] if together else ["start", "failed", "start", "failed"])
+
+
 def test_cli_exits_incomplete_when_a_server_fails_to_start(tmp_path: Path) -> None:
     engine = _failing_engine(tmp_path)
     env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}

@@ -74,10 +74,18 @@ class LaunchedServer:
         self.command = launcher.server_command(engine, spec, self.port)
         self.proc: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
+        self._spawned_at = 0.0
         self.gpu_offload: GpuOffload | None = None  # read from the log once the server serves
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> LaunchedServer:
+        """Spawn the server and wait until it serves."""
+        self.spawn()
+        self.wait_ready()
+        return self
+
+    def spawn(self) -> None:
+        """Start the server process and return at once (wait_ready() waits for it to serve)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.launcher.server_env(self.engine)}
         if self._api_key:
@@ -85,6 +93,7 @@ class LaunchedServer:
         with self.log_path.open("ab") as log:
             log.write(f"{LAUNCH_HEADER}{self.launcher.name}: {' '.join(self.command)}\n".encode())
             # A new session = a new process group: stop() can signal the server and all its workers.
+            self._spawned_at = time.monotonic()
             self.proc = subprocess.Popen(
                 self.command,
                 stdout=log,
@@ -94,12 +103,11 @@ class LaunchedServer:
                 start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
-        self._wait_ready()
-        return self
 
-    def _wait_ready(self) -> None:
+    def wait_ready(self) -> None:
+        """Wait until the spawned server serves; EngineError (the server stopped) when it exits or times out."""
         assert self.proc is not None
-        t0 = time.monotonic()
+        t0 = self._spawned_at  # a server spawned beside others is timed from its own spawn, not from this wait
         deadline = t0 + self.engine.startup_timeout_s
         while time.monotonic() < deadline:
             code = self.proc.poll()

@@ -42,7 +42,7 @@ from specmeter.execution.ramp import Ramp
 from specmeter.execution.rounds import Rounds
 from specmeter.execution.schedule import Block, Cell
 from specmeter.execution.schedule import schedule as schedule  # re-exported: its users import it from here
-from specmeter.execution.servers import Server, ServerPool, served_model
+from specmeter.execution.servers import Server, ServerPool, served_model, start_waves
 from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
 from specmeter.load.point import count_requests, point_conversations, run_point
@@ -134,47 +134,58 @@ class _Run:
 
     # -- servers ---------------------------------------------------------------------------------------
     def start(self, servers: Sequence[Server], pool: ServerPool) -> None:
-        """Launch the block's servers one after another, or reuse the pool's running ones; attached servers
-        need nothing. One at a time: on a small CPU machine, parallel starts contend for the core the engines
-        are pinned to and for the shared compile cache, and took longer than starting in turn. A server that
-        fails is recorded and the rest go on."""
-        for server in servers:
-            results = [self.result(c, server.engine) for c in server.configs]
-            head = server.head
-            if self._started.get(head.server) is not None:  # failed earlier in this run (a search's earlier look)
-                server.error = self._started[head.server]
-                continue
-            for r in results:
-                r.server_error = None
-            if not head.engine.launch:
-                continue
-            running = pool.running(head)
-            if running is not None:
-                self._bind(server, running, reused=head.server not in self._started)
-                if head.server not in self._started:  # started by an earlier plan
-                    self.reporter.note(f"server {head.server}: reusing the {server.engine.kind} server running it")
-                continue
-            proc = LaunchedServer(server.engine.launcher, head.engine, head.spec, self.store.server_log(head.server),
-                                  api_key=self.ex.api_key)
-            for r in results:
-                r.server_command, r.server_log = redact_argv(proc.command), proc.log_path.name
+        """Launch the block's servers, or reuse the pool's running ones; attached servers need nothing. Servers on
+        GPUs of their own start together, the rest one after another (servers.start_waves says why). A server
+        that fails is recorded and the rest go on."""
+        for wave in start_waves(servers):
+            spawned = [(server, proc) for server in wave if (proc := self._spawn(server, pool)) is not None]
+            for server, proc in spawned:
+                self._ready(server, proc, pool)
+
+    def _spawn(self, server: Server, pool: ServerPool) -> LaunchedServer | None:
+        """Spawn the server's process (None: it needs none: failed before, attached, or running in the pool)."""
+        results = [self.result(c, server.engine) for c in server.configs]
+        head = server.head
+        if self._started.get(head.server) is not None:  # failed earlier in this run (a search's earlier look)
+            server.error = self._started[head.server]
+            return None
+        for r in results:
+            r.server_error = None
+        if not head.engine.launch:
+            return None
+        running = pool.running(head)
+        if running is not None:
+            self._bind(server, running, reused=head.server not in self._started)
+            if head.server not in self._started:  # started by an earlier plan
+                self.reporter.note(f"server {head.server}: reusing the {server.engine.kind} server running it")
+            return None
+        proc = LaunchedServer(server.engine.launcher, head.engine, head.spec, self.store.server_log(head.server),
+                              api_key=self.ex.api_key)
+        for r in results:
+            r.server_command, r.server_log = redact_argv(proc.command), proc.log_path.name
+        self.save()
+        self.reporter.note(f"starting {server.engine.kind} server {head.server}: speculation {head.label}")
+        pool.spawn(proc)
+        return proc
+
+    def _ready(self, server: Server, proc: LaunchedServer, pool: ServerPool) -> None:
+        """Wait for a spawned server; one that fails is recorded with the engine's own reason, and the plan goes on
+        without its configurations."""
+        head = server.head
+        try:
+            pool.ready(head, proc)
+        except EngineError as exc:
+            server.error = self._started[head.server] = str(exc)
+            for r in (self.result(c, server.engine) for c in server.configs):
+                r.server_error = server.error
             self.save()
-            self.reporter.note(f"starting {server.engine.kind} server {head.server}: speculation {head.label}")
-            try:
-                pool.start(head, proc)
-            except EngineError as exc:
-                # The rest of the plan goes on; this configuration is reported with the engine's own reason.
-                server.error = self._started[head.server] = str(exc)
-                for r in results:
-                    r.server_error = server.error
-                self.save()
-                self.reporter.note(f"[red]server {head.server} failed to start; its configurations are skipped[/]"
-                                   f"\n{exc}")
-                continue
-            self._bind(server, proc, reused=False)
-            self._started[head.server] = None
-            self.save()  # the pid on disk lets a user (or a test) find the server
-            self.reporter.server_ready(head.server, proc.startup_seconds or 0.0)
+            self.reporter.note(f"[red]server {head.server} failed to start; its configurations are skipped[/]"
+                               f"\n{exc}")
+            return
+        self._bind(server, proc, reused=False)
+        self._started[head.server] = None
+        self.save()  # the pid on disk lets a user (or a test) find the server
+        self.reporter.server_ready(head.server, proc.startup_seconds or 0.0)
 
     def _bind(self, server: Server, proc: LaunchedServer, *, reused: bool) -> None:
         server.process, server.urls = proc, [proc.base_url]

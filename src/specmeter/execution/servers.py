@@ -5,6 +5,7 @@ reuses them."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from contextlib import ExitStack
 
 from specmeter.common.errors import EngineError, InputError
@@ -61,11 +62,35 @@ class ServerPool:
         if found is not None:
             found.stop()
 
-    def start(self, config: PlannedConfig, proc: LaunchedServer) -> None:
-        """Start `proc` (stopped when the pool closes, even if it never gets ready) and keep it for reuse."""
+    def spawn(self, proc: LaunchedServer) -> None:
+        """Spawn `proc`, stopped when the pool closes, even if it never gets ready."""
         self._stack.callback(proc.stop)
-        proc.start()
+        proc.spawn()
+
+    def ready(self, config: PlannedConfig, proc: LaunchedServer) -> None:
+        """Wait until the spawned `proc` serves (EngineError where it does not), then keep it for reuse."""
+        proc.wait_ready()
         self._up[self._key(config)] = proc
+
+
+def start_waves(servers: Sequence[Server]) -> list[list[Server]]:
+    """The launched servers in waves whose servers start at once: servers placed on GPUs no other server of the wave
+    uses. A large model's start is mostly weight loading and compilation, which overlap when each server has GPUs
+    of its own. A server on the CPU, or on a GPU a server of the wave starts on, waits for the wave before it: vLLM
+    sizes its KV cache from the GPU memory it finds free while it starts, which a neighbour starting on the same GPU
+    changes under it, and on a small CPU machine servers started together contended for the cores the engines are
+    pinned to and for the shared compile cache, and took longer than starting in turn."""
+    waves: list[tuple[set[str], list[Server]]] = []
+    for server in servers:
+        gpus = set(filter(None, server.head.engine.env.get("CUDA_VISIBLE_DEVICES", "").split(",")))
+        wave = next((w for w in waves if gpus and w[0] and not gpus & w[0]), None) if server.head.engine.launch \
+            else None
+        if wave is None:
+            waves.append((set(gpus), [server]))
+        else:
+            wave[0].update(gpus)
+            wave[1].append(server)
+    return [w[1] for w in waves]
 
 
 async def served_model(client: OpenAIClient, engine: EngineSpec) -> str:
