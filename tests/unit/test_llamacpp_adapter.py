@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from specmeter.common.errors import InputError
-from specmeter.config.models import EngineSpec, SpecConfig
+from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import ServerProbe
 from specmeter.engines.gguf import gpt2_pretokenizer, to_gguf
 from specmeter.engines.llamacpp import LlamaCppLauncher, LlamaCppStats
+from specmeter.engines.preflight import check_local_models
 from specmeter.engines.registry import detect_engine
 from specmeter.engines.vllm import VLLMStats
 from specmeter.metrics.sd import sum_counts
@@ -228,3 +229,68 @@ def test_to_gguf_refuses_what_is_neither_gguf_nor_a_model_dir(tmp_path: Path) ->
         to_gguf(str(tmp_path))
     with pytest.raises(InputError, match="no GGUF type"):
         to_gguf(str(ROOT / "models" / "demo-target"), "int8")
+
+
+@pytest.fixture
+def stub_converter(fake_binary: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A llama.cpp home whose convert_hf_to_gguf.py writes the arguments it was given as the GGUF file, so the
+    conversion command is read back from the file the launcher hands llama-server."""
+    src = fake_binary / "home" / "src"
+    (src / "conversion").mkdir(parents=True)
+    (src / "convert_hf_to_gguf.py").write_text(
+        "import json, sys\n"
+        "def main():\n"
+        "    out = sys.argv[sys.argv.index('--outfile') + 1]\n"
+        "    open(out, 'w').write(json.dumps(sys.argv[1:]))\n")
+    (src / "conversion" / "__init__.py").write_text(
+        "class TextModel:\n    def get_vocab_base_pre(self, tokenizer):\n        raise NotImplementedError\n")
+    monkeypatch.setenv("SPECMETER_LLAMACPP_HOME", str(fake_binary / "home"))
+    return fake_binary
+
+
+def _copy_model(src: Path, dst: Path) -> Path:
+    dst.mkdir()
+    for f in src.iterdir():
+        (dst / f.name).write_bytes(f.read_bytes())
+    return dst
+
+
+def test_an_eagle3_head_is_converted_against_its_target(stub_converter: Path) -> None:
+    """llama.cpp's converter writes an EAGLE-3 GGUF only when told the target's directory: the head's GGUF takes
+    the target's tokenizer (here GPT-2's pre-tokenization, which the converter is told) and its layer count."""
+    target = _copy_model(ROOT / "models" / "demo-target", stub_converter / "demo-target")
+    head = ROOT / "models" / "demo-eagle3"
+    spec = SpecConfig(method=SpecMethod.eagle3, num_speculative_tokens=3, draft_model=str(head))
+    engine = EngineSpec(kind="llamacpp", model=str(target), dtype="float32")
+    LAUNCHER.preflight(engine, spec)
+    cmd = LAUNCHER.server_command(engine, spec, 8080)
+    assert _arg(cmd, "--spec-type") == "draft-eagle3"
+    converted = json.loads(Path(_arg(cmd, "--spec-draft-model")).read_text())
+    assert converted[0] == str(head) and _arg(converted, "--target-model-dir") == str(target)
+    assert _arg(converted, "--outtype") == "f32"
+    assert "--target-model-dir" not in json.loads(Path(_arg(cmd, "-m")).read_text())  # the target itself: plain
+    # The head's GGUF carries the target's tokenizer: another target's tokenizer is another file.
+    tok = json.loads((target / "tokenizer.json").read_text())
+    tok["added_tokens"] = [*tok.get("added_tokens", []), {"id": 8191, "content": "<extra>", "special": True}]
+    (target / "tokenizer.json").write_text(json.dumps(tok))
+    again = LAUNCHER.server_command(engine, spec, 8080)
+    assert _arg(again, "--spec-draft-model") != _arg(cmd, "--spec-draft-model")
+
+
+def test_an_eagle3_head_needs_its_targets_directory_and_a_head_config(stub_converter: Path) -> None:
+    head = str(ROOT / "models" / "demo-eagle3")
+    spec = SpecConfig(method=SpecMethod.eagle3, num_speculative_tokens=3, draft_model=head)
+    on_gguf = EngineSpec(kind="llamacpp", model=str(stub_converter / "target.gguf"))
+    with pytest.raises(InputError, match=r"converts to GGUF only against its target's Hugging Face directory"):
+        check_local_models(on_gguf, spec)
+    # A head already in GGUF needs nothing of the target.
+    check_local_models(on_gguf, spec.model_copy(update={"draft_model": str(stub_converter / "draft.gguf")}))
+    not_a_head = spec.model_copy(update={"draft_model": str(ROOT / "models" / "demo-draft")})
+    with pytest.raises(InputError, match=r"no EAGLE-3 head llama\.cpp's converter recognizes"):
+        check_local_models(EngineSpec(kind="llamacpp", model=str(ROOT / "models" / "demo-target")), not_a_head)
+
+
+def test_deploying_an_eagle3_head_names_the_conversion_against_the_target() -> None:
+    spec = SpecConfig(method=SpecMethod.eagle3, num_speculative_tokens=3, draft_model="models/demo-eagle3")
+    (note,) = [n for n in LAUNCHER.deploy_spec(spec, 4).notes if "--spec-draft-model" in n]
+    assert "--target-model-dir" in note

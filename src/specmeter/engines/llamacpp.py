@@ -29,7 +29,7 @@ from specmeter.common.errors import InputError
 from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by, step_counter_counts
 from specmeter.engines.flags import Each, Flag, Row, argv, dashed, fixed, settings
-from specmeter.engines.gguf import SETUP_HINT, server_binary, to_gguf
+from specmeter.engines.gguf import SETUP_HINT, check_head_conversion, server_binary, to_gguf
 from specmeter.engines.llamacpp_offload import gpu_devices, gpu_offload, offload_args
 from specmeter.schemas.offload import GpuOffload
 from specmeter.schemas.recommend import DeployConfig
@@ -138,6 +138,14 @@ def speculative_args(spec: SpecConfig, draft_gguf: str | None) -> list[str]:
     return argv(settings(SPECULATION_FLAGS, spec.model_copy(update={"draft_model": draft_gguf})))
 
 
+def _draft_gguf(engine: EngineSpec, spec: SpecConfig) -> str | None:
+    """The draft model as the GGUF file llama-server loads; an EAGLE-3 head is converted against the target."""
+    if not spec.draft_model:
+        return None
+    head_of = engine.model if spec.method is SpecMethod.eagle3 else None
+    return to_gguf(spec.draft_model, engine.dtype, target=head_of)
+
+
 _DRAFT_MODEL = ("--spec-draft-model", "-md", "--model-draft")
 
 
@@ -177,6 +185,8 @@ class LlamaCppLauncher(EngineLauncher):
     def preflight(self, engine: EngineSpec, spec: SpecConfig) -> None:
         self.check_method(spec)
         _binary()
+        if spec.method is SpecMethod.eagle3 and spec.draft_model:
+            check_head_conversion(spec.draft_model, engine.model)
 
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
         assert engine.model is not None, "launch mode needs a model"
@@ -185,7 +195,7 @@ class LlamaCppLauncher(EngineLauncher):
         cmd = [binary, "-m", to_gguf(engine.model, engine.dtype), "--host", engine.host, "--port", str(port),
                *argv(settings(ENGINE_FLAGS, engine))]
         if spec.enabled:
-            cmd += speculative_args(spec, to_gguf(spec.draft_model, engine.dtype) if spec.draft_model else None)
+            cmd += speculative_args(spec, _draft_gguf(engine, spec))
         env = self._env(engine)
         if gpu_devices(binary, env):
             given = [*cmd, *engine.extra_args]
@@ -220,8 +230,9 @@ class LlamaCppLauncher(EngineLauncher):
             notes.append(f"the recommendation's batch sizes assumed -np {slots} slots (the context -c is shared by "
                          "the slots)")
         if spec.draft_model and not spec.draft_model.endswith(".gguf"):
+            against = " --target-model-dir TARGET" if spec.method is SpecMethod.eagle3 else ""
             notes.append(f"--spec-draft-model takes a GGUF file: give {spec.draft_model} converted (specmeter's "
-                         "runs converted it with llama.cpp's convert_hf_to_gguf.py)")
+                         f"runs converted it with llama.cpp's convert_hf_to_gguf.py{against})")
         return DeployConfig(engine=self.name, dynamic=False, k=spec.k, flags=flags, notes=notes)
 
     def api_key_env(self, api_key: str) -> dict[str, str]:
