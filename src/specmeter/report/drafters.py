@@ -73,12 +73,12 @@ def drafter_table(summary: RunSummary, cal: Calibration | None) -> Grid | None:
     fitted = ("drafting ms per step fitted by the step-cost model on this sweep (calibration.json: K x (per draft + "
               f"per draft token x batch)){where}" if cal is not None else
               "no calibration.json: no drafting cost (`specmeter plan RUN_DIR` fits one)")
-    costs = (("drafted/step", f"draft ms @ B={batches[0]:.1f}", f"draft ms @ B={batches[1]:.1f}")
+    costs = (("drafted/step", f"draft ms B={batches[0]:.1f}", f"draft ms B={batches[1]:.1f}")
              if cal is not None else ())
-    cols = ("drafter", "configuration", "AL", "per-position a_i", "AL per category (low .. high)", *costs,
-            "KV cache tokens (vs baseline)")
-    t = grid(f"Drafters side by side: acceptance pooled over every point and repeat; {fitted}", cols,
-             left={"drafter", "configuration", "per-position a_i", "AL per category (low .. high)"})
+    cols = ("configuration", "AL", "per-position a_i", "category AL (low .. high)", *costs, "KV tokens (vs baseline)")
+    t = grid(f"Drafters side by side, one drafter per section: acceptance pooled over every point and repeat; {fitted}",
+             cols, left={"configuration", "per-position a_i", "category AL (low .. high)"},
+             no_wrap={"configuration", "AL", *costs})
     configs = [c for c in summary.plan.configs if c.spec.enabled and not c.spec.synthetic and c.workload == "main"]
     last = None
     for cfg in sorted(configs, key=lambda c: (drafter_label(c.spec), c.spec.num_speculative_tokens or 0)):
@@ -91,7 +91,7 @@ def drafter_table(summary: RunSummary, cal: Calibration | None) -> Grid | None:
         counts = _acceptance(res)
         rates = ("-" if counts is None or not counts.per_position_rate else NOT_A_CHAIN if counts.tree
                  else " ".join(f"{v:.2f}" for v in counts.per_position_rate))
-        t.add_row(label if label != last else "", cfg.id, fmt(counts.acceptance_length if counts else None), rates,
+        t.add_row(cfg.id, fmt(counts.acceptance_length if counts else None), rates,
                   _category_spread(res), *(_drafting(cal, cfg, batches) if cal is not None else ()), _kv(res, base_kv))
         last = label
     return t if t.row_count else None
