@@ -5,6 +5,7 @@ server held against the baseline's; with the run's calibration.json read back as
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from fakeengine.server import FakeEngine
 from specmeter.predict.calibration import calibrate
 from specmeter.predict.observations import drafter_key
 from specmeter.report.drafters import drafter_table
@@ -118,3 +120,22 @@ def test_the_reports_read_the_runs_calibration(tmp_path: Path, cal: Calibration)
     # A calibration of another schema is not this run's: the reports go on without it.
     (run_dir / CALIBRATION).write_text('{"schema_version": 0}', encoding="utf-8")
     assert load_run(run_dir).calibration is None
+
+
+def test_a_plain_sweep_shows_its_drafters_once_its_step_cost_model_is_fitted(fake_engine: FakeEngine,
+                                                                              tmp_path: Path) -> None:
+    """The sweep's own console (no --verify) comes after its calibration, so the drafters carry their cost."""
+    url = fake_engine.url
+    sweep_file = tmp_path / "sweep.yaml"
+    sweep_file.write_text(json.dumps({
+        "workload": {"dataset": "sample", "num_prompts": 3}, "engine": {"endpoint": url}, "baseline_endpoint": url,
+        "candidates": [{"method": "ngram", "num_speculative_tokens": 3, "endpoint": url},
+                       {"method": "draft_model", "model": "models/demo-draft", "num_speculative_tokens": 3,
+                        "endpoint": url}],
+        "load": {"concurrency": [1, 2], "max_tokens": 8, "warmup": 0}}), encoding="utf-8")
+    res = subprocess.run([sys.executable, "-m", "specmeter", "sweep", str(sweep_file), "--out", str(tmp_path),
+                          "--name", "sweep"], capture_output=True, text=True, check=True,
+                         env={**os.environ, "COLUMNS": "250"})
+    out = " ".join(res.stdout.split())
+    assert (tmp_path / "sweep" / CALIBRATION).exists()
+    assert "Drafters side by side" in out and "drafting ms per step fitted by the step-cost model" in out
