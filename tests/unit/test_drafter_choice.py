@@ -60,6 +60,22 @@ def test_two_drafters_within_the_zone_are_a_tie_and_the_cheaper_is_named() -> No
     assert "within ±3%" in duel.summary()
 
 
+def test_the_reason_names_the_choice_a_drafter_replaced_not_every_cheaper_one() -> None:
+    """The walk is not transitive: the head, too uncertain to beat the n-gram lookup, is not beaten by the draft
+    model either, which beats the lookup and is named; the reason says whom it beat, and that against the
+    runner-up (the head) it is unsettled."""
+    rec = _rec({"ngram-k3": {"c1": (1.30, 1.25, 1.35), "c4": (1.20, 1.15, 1.25)},
+                "eagle3-k3": {"c1": (1.45, 1.15, 1.80), "c4": (1.35, 1.05, 1.70)},
+                "draft_model-k3": {"c1": (1.50, 1.45, 1.55), "c4": (1.38, 1.33, 1.43)}})
+    choice = rec.drafter_choice
+    assert choice is not None and choice.chosen == "draft_model demo-draft"
+    assert [(h.config_id, h.against, h.outcome) for h in choice.evidence] == [
+        ("eagle3 head", "ngram n-gram -..3", "unsettled"), ("draft_model demo-draft", "ngram n-gram -..3", "beats")]
+    assert choice.runner_up == "eagle3 head" and choice.margin is not None and choice.margin.outcome != "beats"
+    assert choice.reason.startswith("draft_model demo-draft beat ngram n-gram -..3, the choice when the walk reached")
+    assert "against the runner-up: draft_model demo-draft unsettled against eagle3 head" in choice.reason
+
+
 def test_one_drafter_needs_no_choice() -> None:
     rec = _rec({"draft_model-k3": {"c1": (1.30, 1.25, 1.35), "c4": (1.15, 1.10, 1.20)}})
     assert rec.drafter_choice is None

@@ -63,11 +63,11 @@ def choose_drafter(drafters: Sequence[DrafterRecommendation], configs: Sequence[
     runner_up = max(others, key=lambda d: d.score or 0.0)
     margin = duel(chosen.drafter, runner_up.drafter)
     return DrafterChoice(chosen=chosen.drafter, runner_up=runner_up.drafter, margin=margin,
-                         evidence=walked.evidence, reason=_reason(chosen, runner_up, margin, order[0]))
+                         evidence=walked.evidence, reason=_reason(chosen, runner_up, margin, order[0], walked.evidence))
 
 
 def _reason(chosen: DrafterRecommendation, runner_up: DrafterRecommendation, margin: HeadToHead,
-            cheapest: DrafterRecommendation) -> str:
+            cheapest: DrafterRecommendation, evidence: Sequence[HeadToHead]) -> str:
     if margin.paired_requests == 0:
         return (f"{chosen.drafter}: its table and {runner_up.drafter}'s run the same configuration at every measured "
                 "point (drafting off), so the cheaper per step is named")
@@ -77,4 +77,8 @@ def _reason(chosen: DrafterRecommendation, runner_up: DrafterRecommendation, mar
     if chosen is cheapest:
         return (f"{chosen.drafter}, the cheapest per step, stays: no costlier drafter's table beats it by more than "
                 f"the minimum gain ({said})")
-    return f"{chosen.drafter} beat every cheaper drafter's table head to head; against the runner-up: {said}"
+    # It replaced the choice the walk held when it reached it; a cheaper drafter it met before need not be beaten
+    # (that one did not beat the choice either), and the runner-up may be such a drafter.
+    won = next(h for h in evidence if h.config_id == chosen.drafter and h.outcome == "beats")
+    return (f"{chosen.drafter} beat {won.against}, the choice when the walk reached it ({won.summary()}), and no "
+            f"costlier drafter beat it; against the runner-up: {said}")

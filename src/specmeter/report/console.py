@@ -13,14 +13,17 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from specmeter.analysis.families import drafter_label
 from specmeter.report.collapse import collapse
 from specmeter.report.decisions import crossover_lines
+from specmeter.report.drafters import drafter_table
 from specmeter.report.grid import Grid, Note
 from specmeter.report.outputs import Output
 from specmeter.report.recommendation import Line, deploy_lines, evidence_table, heading, round_lines
 from specmeter.report.tables import notes, pays_table, sd_table, summary_tables
 from specmeter.rundir.answer import Answer, Round
 from specmeter.rundir.run_data import RunData
+from specmeter.schemas.planner import Calibration
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
 
@@ -50,12 +53,14 @@ def print_tables(grids: list[Grid], items: list[Note], console: Console) -> None
     print_notes(items, console)
 
 
-def render(summary: RunSummary, console: Console | None = None, *, verbosity: int = DEFAULT) -> None:
-    """One run's tables and notes: -v all of them; the default where speculation pays (with the crossovers)
-    and its acceptance, the notes collapsed; -q the speedups alone (acceptance where there is no baseline)."""
+def render(summary: RunSummary, console: Console | None = None, *, verbosity: int = DEFAULT,
+           calibration: Calibration | None = None) -> None:
+    """One run's tables and notes: -v all of them; the default where speculation pays (with the crossovers),
+    its acceptance and, with two drafters or more, the drafters side by side (their cost per step from
+    `calibration`), the notes collapsed; -q the speedups alone (acceptance where there is no baseline)."""
     console = console or Console()
     if verbosity >= VERBOSE:
-        print_tables(summary_tables(summary), notes(summary), console)
+        print_tables(summary_tables(summary, calibration), notes(summary), console)
         return
     pays, acceptance = pays_table(summary), sd_table(summary)
     if verbosity <= QUIET:
@@ -69,6 +74,10 @@ def render(summary: RunSummary, console: Console | None = None, *, verbosity: in
             console.print(Text(line), soft_wrap=True)
     if acceptance is not None:
         console.print(to_rich(acceptance))
+    if len({drafter_label(c.spec) for c in summary.plan.configs if c.spec.enabled and not c.spec.synthetic}) > 1:
+        drafters = drafter_table(summary, calibration)
+        if drafters is not None:
+            console.print(to_rich(drafters))
     print_notes(collapse(notes(summary)), console)
 
 
@@ -131,7 +140,7 @@ class ConsoleOutput(Output):
             if not answered:  # no recommendation: the run's headline speedups are its answer
                 render(run.summary, self.console, verbosity=self.verbosity)
             return
-        render(run.summary, self.console, verbosity=self.verbosity)
+        render(run.summary, self.console, verbosity=self.verbosity, calibration=run.calibration)
         verification = run.verification
         if verification is None:
             return

@@ -178,7 +178,7 @@ def _plots_html(run: RunData) -> str:
 
 
 def _tables_html(run: RunData) -> str:
-    return "".join(grid_html(g) for g in summary_tables(run.summary))
+    return "".join(grid_html(g) for g in summary_tables(run.summary, run.calibration))
 
 
 def _evidence(rec: Recommendation) -> str:

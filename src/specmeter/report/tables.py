@@ -11,6 +11,7 @@ from specmeter.report.decisions import (
     sampling_table,
     verification_table,
 )
+from specmeter.report.drafters import drafter_table
 from specmeter.report.grid import VERDICTS, Grid, Note, fmt, grid, ms, point_label, ratio_text
 from specmeter.report.jobs import jobs_notes, jobs_table
 from specmeter.report.placement import placement_notes, placement_table
@@ -21,6 +22,7 @@ from specmeter.report.search import search_tables
 from specmeter.report.trees import NOT_A_CHAIN, ar_text, tree_notes, tree_table
 from specmeter.schemas.analysis import Speedup
 from specmeter.schemas.metrics import Goodput
+from specmeter.schemas.planner import Calibration
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 
 
@@ -113,12 +115,15 @@ def synthetic_table(summary: RunSummary) -> Grid | None:
     return t if t.row_count else None
 
 
-def category_table(summary: RunSummary) -> Grid | None:
-    """Per-category acceptance of the first point that has it (acceptance barely moves with load)."""
-    for config, pr in _rows(summary):
-        cb = pr.categories
-        if cb is None:
+def category_tables(summary: RunSummary) -> list[Grid]:
+    """Per-category acceptance of each configuration, at its first point that has it (acceptance barely moves
+    with load): every drafter's, so the categories where one drafter falls behind another show."""
+    out: list[Grid] = []
+    for config in summary.configs:
+        pr = next((pr for c, pr in _rows(summary) if c is config and pr.categories is not None), None)
+        if pr is None or pr.categories is None:
             continue
+        cb = pr.categories
         where = point_label(summary, pr.point_id)
         t = grid(f"Acceptance per category ({config.config_id}, {where}, per-request stats)",
                  ("category", "requests", "AL steps", "AL req-mean", "AR", "per-position a_i", "conditional c_i"),
@@ -132,8 +137,8 @@ def category_table(summary: RunSummary) -> Grid | None:
             t.add_row("pooled" if row is cb.pooled else row.category, str(row.requests), fmt(row.al_step_weighted),
                       fmt(row.al_request_mean), ar_text(row.counts), _rates(row.per_position_rate, tree),
                       _rates(row.conditional_rate, tree))
-        return t
-    return None
+        out.append(t)
+    return out
 
 
 def throughput_table(summary: RunSummary) -> Grid:
@@ -373,12 +378,13 @@ def notes(summary: RunSummary) -> list[Note]:
     return out
 
 
-def summary_tables(summary: RunSummary) -> list[Grid]:
-    """The run's tables in reading order: what ran, acceptance, speed, the verdicts, the checks."""
+def summary_tables(summary: RunSummary, calibration: Calibration | None = None) -> list[Grid]:
+    """The run's tables in reading order: what ran, acceptance, the drafters side by side (with what the step-cost
+    model `calibration` fitted each costs), speed, the verdicts, the checks."""
     placement = summary.plan.placement
     placed = None if placement is None else placement_table(summary.plan.configs, placement)
     tables = (plan_table(summary), placed, jobs_table(summary), sd_table(summary), tree_table(summary),
-              synthetic_table(summary), category_table(summary),
+              synthetic_table(summary), drafter_table(summary, calibration), *category_tables(summary),
               throughput_table(summary), replica_table(summary),
               latency_table(summary), speedup_table(summary), decision_table(summary), head_to_head_table(summary),
               *search_tables(summary), *ramp_tables(summary), sampling_table(summary), verification_table(summary),

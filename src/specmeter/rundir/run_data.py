@@ -1,5 +1,6 @@
 """A finished (or interrupted) run as every output reads it: the summary, the stored recommendation and
-verification beside it, and the request records (parsed as the metrics read them), from the run directory."""
+verification beside it, the step-cost model fitted on it, and the request records (parsed as the metrics read them),
+from the run directory."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from specmeter.engines.registry import plan_stats
 from specmeter.metrics.requests import parse_records
 from specmeter.rundir.answer import Answer, read_answer
-from specmeter.rundir.store import SUMMARY, RunStore, latest_records, load_summary
+from specmeter.rundir.store import CALIBRATION, SUMMARY, RunStore, latest_records, load_summary
 from specmeter.schemas.plan import Plan
+from specmeter.schemas.planner import Calibration
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
@@ -41,6 +45,15 @@ class RunData:
     def records(self) -> list[RequestRecord]:
         """The run's request records, one per request (the last written, as a resume leaves them), parsed."""
         return run_records(RunStore(self.run_dir), self.summary.plan)
+
+    @cached_property
+    def calibration(self) -> Calibration | None:
+        """The step-cost model the sweep fitted on its own points (calibration.json), where it wrote one; a file
+        of another schema is no calibration of this run's reports (`specmeter plan` fits again)."""
+        try:
+            return Calibration.model_validate_json((self.run_dir / CALIBRATION).read_text(encoding="utf-8"))
+        except (OSError, ValidationError):
+            return None
 
     @property
     def engine_version(self) -> str | None:

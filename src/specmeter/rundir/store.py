@@ -37,6 +37,7 @@ from specmeter.schemas.results import SCHEMA_VERSION, RunSummary
 SUMMARY = "summary.json"
 REQUESTS = "requests.jsonl"
 CAPTURES = "captures"
+CALIBRATION = "calibration.json"  # the step-cost model fitted on the run (predict/calibration.py)
 FSYNC_EVERY = 256  # records written and not yet fsync'd ...
 FSYNC_AFTER_S = 1.0  # ... or seconds since the first of them: whichever comes first
 

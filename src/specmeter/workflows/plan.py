@@ -27,13 +27,11 @@ from specmeter.predict.tables import fill_unmeasured, predicted_k
 from specmeter.report.planner import render_calibration, render_plan
 from specmeter.rundir.answer import read_answer
 from specmeter.rundir.run_data import run_records
-from specmeter.rundir.store import RunStore, keep, load_summary, write_once
+from specmeter.rundir.store import CALIBRATION, RunStore, keep, load_summary, write_once
 from specmeter.schemas.planner import Calibration, Cell, PlanResult
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
 from specmeter.workflows.terminal import Terminal
-
-CALIBRATION = "calibration.json"
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def check_output_dir(flag: str, dest: Path | None) -> None:
 
 def report(run_dir: Path, files: ReportFiles, term: Terminal, *, recompute: bool = False) -> None:
     """Write the files asked for; show the tables when nothing was asked (under --json: the run's answer, then
-    summary.json's keys).
+    summary.json's keys, then the step-cost model the sweep fitted, calibration.json, or null).
     `recompute`: first derive every point's results and the run's decisions again from the stored captures."""
     if recompute:
         for done in recompute_run(run_dir):
@@ -54,9 +54,11 @@ def report(run_dir: Path, files: ReportFiles, term: Terminal, *, recompute: bool
     for kind, dest in (("html", files.html), ("csv", files.csv), ("plots", files.plots)):
         if dest is not None:
             written += output(kind, dest).write(run)
-    if term.json_out:  # the run's answer first, then summary.json's keys as they are
+    if term.json_out:  # the run's answer first, then summary.json's keys as they are, then its calibration
         answer = json.loads(answer_document(run.answer)) if run.answer is not None else None
-        term.emit(json.dumps({"answer": answer, **json.loads(run.summary.model_dump_json())}, indent=2))
+        cal = json.loads(run.calibration.model_dump_json()) if run.calibration is not None else None
+        term.emit(json.dumps({"answer": answer, **json.loads(run.summary.model_dump_json()), "calibration": cal},
+                             indent=2))
     elif not written:
         ConsoleOutput(console=term.answer, verbosity=term.verbosity).write(run)
     for path in written:

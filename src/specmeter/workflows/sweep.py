@@ -30,7 +30,7 @@ from specmeter.rundir.store import new_run_id
 from specmeter.schemas.jobs import SlurmOptions
 from specmeter.schemas.placement import Placement
 from specmeter.schemas.plan import PlannedConfig
-from specmeter.workflows.execute import measure_and_keep, measure_one, showing
+from specmeter.workflows.execute import measure_and_keep, measure_one, showing, write_page
 from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.propose import ProposeRequest, propose
 from specmeter.workflows.recommend import check_indifference, check_min_gain
@@ -203,7 +203,10 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
         sweep_on_slurm(ex, run_dir, req.slurm, term)
         return
     if req.verify is None:
-        calibrate_sweep(run_dir, measure_one(ex, run_dir, term), term)
+        # Shown once calibrated: the drafters' table carries what the fit says each costs per step.
+        with showing(run_dir, term):
+            if calibrate_sweep(run_dir, measure_one(ex, run_dir, term, show=False), term) is not None:
+                write_page(run_dir, term)
         return
     with ServerPool() as pool, answering(DeployAnswer(), term) as answer, showing(run_dir, term):
         cal = calibrate_sweep(run_dir, measure_and_keep(ex, run_dir, term, answer.keep_sweep, pool, show=False), term)
