@@ -76,6 +76,35 @@ def test_a_prediction_the_data_do_not_determine_is_refused() -> None:
     assert not model.estimable(other)
 
 
+def test_one_workload_sampled_point_by_point_is_predicted_at_its_mean_and_another_mix_refused() -> None:
+    """Two loads of one workload, the baseline and the drafter at K = 2 and 3: the requests a point completed make
+    its mean prompt differ by chance (here 95 and 105 tokens), so the KV per sequence of the two loads differs and
+    the workload's mean is off the measured span. Predicted there, at the KV the data determine (no further from
+    the mean than the points were from each other); a prompt twice as long is another mix, and refused."""
+    rng = np.random.default_rng(0)
+    obs = [observation(drafter, k, batch, prompt, 100.0, tokens, 0.0, rng)
+           for batch, prompt in ((1.0, 95.0), (4.0, 105.0))
+           for drafter, k, tokens in ((None, 0.0, 1.0), ("draft", 2.0, iid_al(0.7, 2)), ("draft", 3.0, iid_al(0.7, 3)))]
+    model = fit(obs, DRAFTERS)
+    low, high = model.kv_per_sequence
+    assert (low, high) == (95.0 + 50.0, 105.0 + 50.0)
+    predictor = Predictor(model, Mix(prompt_tokens=100.0, output_tokens=100.0))
+    profile = AcceptanceProfile.iid(0.7, 6)
+    for k in (1, 4, 6):  # Ks never measured, at batches never measured
+        for batch in (2.0, 16.0, 64.0):
+            x = features(DRAFTERS, "draft", k, batch, batch * 150.0, prefill_per_step(batch, profile.al(k).al,
+                                                                                   100.0, 100.0))
+            assert not model.estimable(x)
+            moved = model.determined(x)
+            assert moved is not None and model.estimable(moved)
+            assert np.array_equal(np.delete(moved, 3), np.delete(x, 3))  # only the KV tokens moved
+            assert abs(moved[3] - x[3]) / batch <= high - low
+            assert not isinstance(predictor.estimate("draft", k, profile.al(k), batch), str)
+    longer = Predictor(model, Mix(prompt_tokens=200.0, output_tokens=100.0))
+    assert isinstance(longer.estimate("draft", 2, profile.al(2), 16.0), str)
+    assert longer.baseline_tpot(16.0) is None
+
+
 @pytest.mark.parametrize(("a", "k", "c"), [(0.6, 2, 0.05), (0.8, 4, 0.1), (0.9, 6, 0.02)])
 def test_memory_bound_limit_is_leviathans_speedup(a: float, k: int, c: float) -> None:
     """A memory-bound target streams its weights once per step whatever the step holds, so its step costs a

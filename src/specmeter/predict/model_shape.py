@@ -8,7 +8,9 @@ gate, up and down, 3 x hidden x intermediate; ungated: 2x) and two norms; a fina
 
 An EAGLE head's config describes its decoder layer(s); it shares the target's embedding (EAGLE-1 also its
 lm_head) and adds the layer that fuses the target's hidden states (EAGLE-1: 2 x hidden in; EAGLE-3: 3 x
-the target's hidden in, and its first layer's q, k, v read 2 x hidden).
+the target's hidden in, and its first layer's q, k, v read 2 x hidden). EAGLE-3's fc runs once per speculation
+step, on the target's states before the first draft pass (vLLM's `combine_hidden_states`); later passes feed the
+head its own output, so a pass after the first reads the layer and the lm_head alone (`fused_params`).
 """
 
 from __future__ import annotations
@@ -158,6 +160,7 @@ def read_shape(path: Path, role: Role = "target", method: Method = "draft_model"
         notes.append(f"{file}: tie_word_embeddings absent, taken as false (Llama's default)")
 
     c = _Counts()
+    fused = 0
     is_head = head_role != role  # an EAGLE head holds no embedding: it uses the target's
     c.add(vocab * hidden, memory=not is_head, streamed=False, active=False)  # a step gathers rows: no full read
     attn = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
@@ -181,10 +184,12 @@ def read_shape(path: Path, role: Role = "target", method: Method = "draft_model"
     if head_role == "EAGLE-3 head":
         target_hidden = keys.int("target_hidden_size", default=target.hidden if target else hidden)
         c.add(hidden * (heads + 2 * kv_heads) * head_dim + hidden)  # q, k, v read 2 x hidden; the extra norm
-        c.add(3 * target_hidden * hidden)  # fc: three target hidden states in
+        fused = 3 * target_hidden * hidden  # fc: three target hidden states in
+        c.add(fused)
         draft_vocab = keys.int("draft_vocab_size", default=vocab)
         c.add(draft_vocab * hidden)  # its own lm_head over the draft vocabulary
-        notes.append(f"{head_role}: embedding shared with the target; lm_head over {draft_vocab} tokens")
+        notes.append(f"{head_role}: embedding shared with the target; lm_head over {draft_vocab} tokens; fc "
+                     f"({3 * target_hidden} in) once per step, before the first draft pass")
     elif head_role == "EAGLE head":
         c.add(2 * hidden * hidden + hidden)  # fc: token embedding and target hidden state in
         target_vocab = target.vocab if target else vocab
@@ -199,7 +204,8 @@ def read_shape(path: Path, role: Role = "target", method: Method = "draft_model"
                        heads=heads, kv_heads=kv_heads, head_dim=head_dim, intermediate=inter or expert_inter,
                        vocab=vocab, tied_embeddings=tied, dtype=_dtype(raw), experts=experts,
                        experts_per_token=per_token, params=c.memory, streamed_params=c.streamed,
-                       expert_params=c.experts, active_params=c.active, notes=notes)
+                       expert_params=c.experts, active_params=c.active,
+                       fused_params=fused if head_role == "EAGLE-3 head" else 0, notes=notes)
     return _checked(shape, file.parent)
 
 
@@ -219,9 +225,11 @@ def _checked(shape: ModelShape, model_dir: Path) -> ModelShape:
     if counted is None:
         return shape
     notes = list(shape.notes)
-    if shape.role == "target" or shape.role == "draft model":
-        off = counted / shape.params - 1.0
-        if abs(off) > CHECK_TOLERANCE:
-            notes.append(f"{Path(shape.source).name}: the shapes give {shape.params:,} parameters, the checkpoint "
-                         f"{counted:,} ({how}; {off:+.1%}); the estimate uses the shapes' count")
+    off = counted / shape.params - 1.0
+    if abs(off) > CHECK_TOLERANCE:
+        # A head's checkpoint may carry a copy of the target's embedding, which vLLM shares where identical.
+        embedding = (" (the difference is the vocab x hidden embedding, held by the target)"
+                     if shape.role != "target" and counted - shape.params == shape.vocab * shape.hidden else "")
+        notes.append(f"{Path(shape.source).name}: the shapes give {shape.params:,} parameters, the checkpoint "
+                     f"{counted:,} ({how}; {off:+.1%}){embedding}; the estimate uses the shapes' count")
     return shape.model_copy(update={"checkpoint_params": counted, "notes": notes})

@@ -53,9 +53,9 @@ class Predictor:
                         prefill_per_step(batch, tokens, self.mix.prompt_tokens, self.mix.output_tokens))
 
     def baseline_tpot(self, batch: float) -> float | None:
-        x = self._x(None, 0.0, batch, 1.0)
-        step = self.model.step(x)
-        return step if self.model.estimable(x) and step > 0 else None
+        x = self.model.determined(self._x(None, 0.0, batch, 1.0))
+        step = self.model.step(x) if x is not None else 0.0
+        return step if step > 0 else None
 
     def estimate(self, drafter: str, k: int, al: ALEstimate, batch: float,
                  base_batch: float | None = None) -> Estimate | str:
@@ -63,12 +63,13 @@ class Predictor:
         string says why there is no prediction."""
         if drafter not in self.model.drafters:
             return "its drafter is not in the calibration (no measured point of it was used)"
-        x_sd = self._x(drafter, float(k), batch, al.al)
-        x_off = self._x(None, 0.0, base_batch or batch, 1.0)
+        x_sd = self.model.determined(self._x(drafter, float(k), batch, al.al))
+        x_off = self.model.determined(self._x(None, 0.0, base_batch or batch, 1.0))
         for x, what in ((x_sd, "this K and batch"), (x_off, "the baseline at this batch")):
-            if not self.model.estimable(x):
+            if x is None:
                 return (f"the calibration cannot separate the terms {what} needs (measure more Ks or loads of "
                         "this engine)")
+        assert x_sd is not None and x_off is not None
         step_sd, step_off = self.model.step(x_sd), self.model.step(x_off)
         if step_sd <= 0 or step_off <= 0:
             return "the fitted step time is not positive here: outside what the calibration can say"

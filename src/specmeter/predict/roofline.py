@@ -11,9 +11,10 @@ A dense model's weights are read whole every pass; an MoE layer's experts only w
 with T tokens each picking k of E experts (uniformly), a fraction 1 - (1 - k/E)^T of them.
 
 Speculation at K and batch B: the target verifies B x (K+1) tokens in one pass, the drafter runs K passes of B
-tokens (n-gram: no model, no cost), and each step emits AL(K) tokens per sequence, so
+tokens (n-gram: no model, no cost; an EAGLE-3 head's fc, which fuses the target's hidden states, in the first pass
+alone), and each step emits AL(K) tokens per sequence, so
 
-    step = verify + K x draft pass,  TPOT = step / AL,  throughput = B x AL / step,
+    step = verify + K x draft pass (+ the fc once),  TPOT = step / AL,  throughput = B x AL / step,
     speedup = AL x baseline step / step   (speculation off: one pass of B tokens emits one token each).
 
 Where target and draft are both memory-bound and verifying K+1 tokens costs what one does (B = 1, short context)
@@ -59,19 +60,23 @@ def expert_fraction(shape: ModelShape, tokens: float) -> float:
     return 1.0 - untouched
 
 
-def weights_read(shape: ModelShape, tokens: float, bytes_per_param: int) -> float:
-    """Bytes of weights one pass of `tokens` tokens reads (whole model, before the TP split)."""
-    dense = shape.streamed_params - shape.expert_params
+def weights_read(shape: ModelShape, tokens: float, bytes_per_param: int, *, fused: bool = True) -> float:
+    """Bytes of weights one pass of `tokens` tokens reads (whole model, before the TP split); `fused` False: a
+    draft pass after the first, without the weights a step applies once (an EAGLE-3 head's fc)."""
+    dense = shape.streamed_params - shape.expert_params - (0 if fused else shape.fused_params)
     return (dense + shape.expert_params * expert_fraction(shape, tokens)) * bytes_per_param
 
 
-def step(inputs: EstimateInputs, shape: ModelShape, tp: int, batch: int, tokens: int) -> Step:
-    """One forward pass of `shape` on one of its `tp` GPUs: `tokens` tokens over `batch` sequences."""
+def step(inputs: EstimateInputs, shape: ModelShape, tp: int, batch: int, tokens: int, *,
+         fused: bool = True) -> Step:
+    """One forward pass of `shape` on one of its `tp` GPUs: `tokens` tokens over `batch` sequences (`fused`
+    False: without the weights a speculation step applies once, before its first draft pass)."""
     hw, eff, ctx = inputs.hardware, inputs.efficiency, inputs.context_tokens
     kv = kv_bytes_per_token(shape, tp, dtype_bytes(inputs.kv_dtype))
-    read = weights_read(shape, tokens, dtype_bytes(inputs.dtype)) / tp + batch * ctx * kv
+    read = weights_read(shape, tokens, dtype_bytes(inputs.dtype), fused=fused) / tp + batch * ctx * kv
     attention = 4.0 * shape.layers * shape.heads * shape.head_dim * ctx * tokens
-    flops = (2.0 * shape.active_params * tokens + attention) / tp
+    active = shape.active_params - (0 if fused else shape.fused_params)
+    flops = (2.0 * active * tokens + attention) / tp
     memory_s = read / (hw.memory_bandwidth * eff.memory)
     compute_s = flops / (peak_flops(hw, inputs.dtype) * eff.compute)
     return Step(tokens=tokens, bytes=read, flops=flops, memory_s=memory_s, compute_s=compute_s,
@@ -108,13 +113,18 @@ def _rows(inputs: EstimateInputs, profile: AcceptanceProfile, mem: MemoryEstimat
         al = profile.al(k)
         for batch, base in baseline.items():
             verify = step(inputs, inputs.target, inputs.tp, batch, batch * (k + 1))
-            one = step(inputs, draft, inputs.draft_tp, batch, batch) if draft is not None else None
-            draft_s = k * one.seconds if one is not None else 0.0
+            one = first = None
+            draft_s = 0.0
+            if draft is not None:
+                one = step(inputs, draft, inputs.draft_tp, batch, batch, fused=False)
+                first = step(inputs, draft, inputs.draft_tp, batch, batch) if draft.fused_params else one
+                draft_s = first.seconds + (k - 1) * one.seconds
             total = verify.seconds + draft_s
             base_s = base.step.seconds
             rows.append(EstimateRow(
                 k=k, batch=batch, al=al.al, al_low=al.low, al_high=al.high, verify=verify, draft_pass=one,
-                draft_s=draft_s, cost_ratio=(one.seconds / base_s) if one is not None else 0.0, step_s=total,
+                draft_first_pass=first if first is not one else None, draft_s=draft_s,
+                cost_ratio=(one.seconds / base_s) if one is not None else 0.0, step_s=total,
                 tpot_s=total / al.al, throughput=batch * al.al / total, speedup=al.al * base_s / total,
                 speedup_low=al.low * base_s / total, speedup_high=al.high * base_s / total,
                 fits=batch <= mem.max_batch))

@@ -10,7 +10,11 @@ prompt tokens prefilled in the step. The form is SpecDecode-Bench's c_fixed + c_
 The fit is non-negative least squares on relative error (a 1 ms miss matters at 5 ms, not at 50; no cost is
 negative). Some terms cannot be told apart on one run: a single request mix makes KV proportional to B, and a
 single drafter's K B term moves with the target's B (1 + K). A prediction whose terms leave the span of the
-measured ones (another request mix, say) is refused, with the reason.
+measured ones (another request mix, say) is refused, with the reason. One exception: where the points of one
+workload held KV per sequence that differ by chance (which requests a point completed), the fit may not tell the KV
+term from the batch, yet a prediction at the workload's mean leaves the span by that chance alone; it is made at the
+KV the data determine, where that is no further from the mean than the measured points' KV per sequence are from
+each other (`Fit.determined`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import numpy as np
 from specmeter.schemas.planner import TARGET_TERMS, Observation
 
 N_TARGET = len(TARGET_TERMS)
+BATCH, KV = TARGET_TERMS.index("per_sequence"), TARGET_TERMS.index("per_kv_token")
+SPAN_TOLERANCE = 1e-6  # relative distance from the measured span that is still inside it (rounding)
 
 
 def features(drafters: Sequence[str], drafter: str | None, k: float, batch: float, kv_tokens: float,
@@ -95,14 +101,37 @@ class Fit:
     dof: int
     rank: int
     row_space: np.ndarray  # orthonormal basis of the span of the (weighted) observed term vectors
+    kv_per_sequence: tuple[float, float]  # the least and most KV tokens per sequence a measured point held
+
+    def _off_span(self, x: np.ndarray) -> np.ndarray:
+        off: np.ndarray = x - self.row_space.T @ (self.row_space @ x)
+        return off
 
     def estimable(self, x: np.ndarray) -> bool:
         """Whether the data determine x . beta: x lies in the span of the measured term vectors."""
         norm = float(np.linalg.norm(x))
-        if norm == 0.0:
-            return True
-        projected = self.row_space.T @ (self.row_space @ x)
-        return float(np.linalg.norm(x - projected)) <= 1e-6 * norm
+        return norm == 0.0 or float(np.linalg.norm(self._off_span(x))) <= SPAN_TOLERANCE * norm
+
+    def determined(self, x: np.ndarray) -> np.ndarray | None:
+        """x where the data determine its step; else x with its KV tokens moved to the value the data determine,
+        where that moves its KV per sequence by no more than the measured points' own KV per sequence differ (the
+        same mix, sampled point by point); None: the data do not determine it (another mix, say)."""
+        if self.estimable(x):
+            return x
+        if x[BATCH] <= 0:
+            return None
+        off, along = self._off_span(x), np.zeros_like(x)
+        along[KV] = 1.0
+        off_kv = self._off_span(along)
+        reach = float(off_kv @ off_kv)
+        if reach <= 0.0:
+            return None
+        moved = x.copy()
+        moved[KV] -= float(off @ off_kv) / reach
+        low, high = self.kv_per_sequence
+        if not self.estimable(moved) or abs(moved[KV] - x[KV]) / x[BATCH] > high - low:
+            return None
+        return moved
 
     def step(self, x: np.ndarray) -> float:
         return float(x @ self.coefficients)
@@ -151,5 +180,7 @@ def fit(observations: Sequence[Observation], drafters: Sequence[str]) -> Fit:
     _, sv, vt = np.linalg.svd(xs, full_matrices=False)
     full_rank = int((sv > sv.max() * max(xs.shape) * 1e-9).sum()) if sv.size else 0
     q, _ = np.linalg.qr((vt[:full_rank] * norms).T)
+    per_sequence = [o.kv_tokens / o.batch for o in used if o.batch > 0]
     return Fit(drafters=tuple(drafters), coefficients=beta, covariance=cov, scale=scale, dof=dof, rank=rank,
-               row_space=q[:, :full_rank].T)
+               row_space=q[:, :full_rank].T,
+               kv_per_sequence=(min(per_sequence), max(per_sequence)) if per_sequence else (0.0, 0.0))

@@ -56,6 +56,9 @@ class ModelShape(BaseModel):
     streamed_params: int = Field(gt=0)
     expert_params: int = Field(default=0, ge=0)
     active_params: int = Field(gt=0)
+    fused_params: int = Field(default=0, ge=0, description="Of `streamed_params` and `active_params`: weights a "
+                              "speculation step applies once, before its first draft pass, not in every pass (an "
+                              "EAGLE-3 head's fc, fusing the target's hidden states into the head's width).")
     checkpoint_params: int | None = Field(default=None, description="Counted from the safetensors beside the "
                                           "config (header shapes, or the index's total size), when present.")
     notes: list[str] = Field(default_factory=list)
@@ -140,8 +143,11 @@ class EstimateRow(BaseModel):
     al_low: float
     al_high: float
     verify: Step
-    draft_pass: Step | None = Field(description="One draft pass over the batch (None: n-gram, no model).")
-    draft_s: float = Field(description="K draft passes.")
+    draft_pass: Step | None = Field(description="One draft pass over the batch (None: n-gram, no model); for an "
+                                    "EAGLE-3 head a pass after the first, without its fc.")
+    draft_first_pass: Step | None = Field(default=None, description="The first draft pass, where it costs more "
+                                          "than the others: an EAGLE-3 head's fc runs there, once per step.")
+    draft_s: float = Field(description="K draft passes (the first one's fc included).")
     cost_ratio: float = Field(description="c: one draft pass over one speculation-off step at this batch.")
     step_s: float = Field(description="Verify + K draft passes.")
     tpot_s: float
