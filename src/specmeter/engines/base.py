@@ -230,6 +230,10 @@ class EngineLauncher(ABC):
         """What can be checked before anything is written or started (default: the drafter is supported)."""
         self.check_method(spec)
 
+    def notes(self, spec: SpecConfig) -> list[str]:
+        """What to say before launching `spec`, where the engine's setting bears on what is measured."""
+        return []
+
     def check_method(self, spec: SpecConfig) -> None:
         """Refuse a drafter this engine lacks, naming the ones it has, and synthetic acceptance where it has none."""
         if spec.enabled and spec.method not in self.methods:

@@ -77,6 +77,13 @@ def check_local_models(engine: EngineSpec, spec: SpecConfig) -> None:
         )
 
 
+def launch_notes(engine: EngineSpec, spec: SpecConfig) -> list[str]:
+    """What the engine's launcher says of how `spec` is measured (printed before the run starts)."""
+    from specmeter.engines.registry import get_engine
+
+    return get_engine(engine.kind or "vllm").launcher.notes(spec)
+
+
 def _check_eagle3_head(target: Path, head: Path) -> None:
     """An EAGLE-3 head reads the target's hidden states and embeddings and maps its drafts into the target's
     vocabulary: a head trained for another target loads, then fails on a shape mismatch mid-start (or drafts

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -43,6 +44,12 @@ PROMPT_TOKENS = "vllm:prompt_tokens_total"
 RUNNING = "vllm:num_requests_running"
 
 PER_REQUEST_FLAG = "--per-request-spec-decode-metrics"
+
+# vLLM's suffix decoding imports this package (Snowflake's arctic-inference) when its server starts.
+SUFFIX_MODULE = "arctic_inference.suffix_decoding"
+SUFFIX_SETUP = "scripts/setup-suffix.sh"
+# How many past responses suffix decoding keeps in its global tree to draft from (vLLM's default: 10000).
+SUFFIX_CACHE = "suffix_decoding_max_cached_requests"
 
 
 def cpu_preload_libraries() -> list[str]:
@@ -99,6 +106,23 @@ def _ngram(spec: SpecConfig) -> bool:
     return spec.method is SpecMethod.ngram
 
 
+def _suffix(spec: SpecConfig) -> bool:
+    return spec.method is SpecMethod.suffix
+
+
+def _suffix_cache_on(spec: SpecConfig) -> bool:
+    """Whether suffix decoding drafts from earlier responses too: only where the spec's `extra` asks for it."""
+    return _suffix(spec) and bool(spec.extra.get(SUFFIX_CACHE, 0))
+
+
+def suffix_module_importable(env: dict[str, str]) -> bool:
+    """Whether the server's Python imports suffix decoding's package in the server's environment, asked in a child
+    process: that environment may put the package on the path (PYTHONPATH in the engine's env)."""
+    done = subprocess.run([sys.executable, "-c", f"import {SUFFIX_MODULE}"], env=env, capture_output=True,
+                          timeout=120, check=False)
+    return done.returncode == 0
+
+
 def _synthetic(spec: SpecConfig) -> dict[str, Any] | None:
     """vLLM's synthetic rejection sampler, with the rates or the mean acceptance length it sets."""
     synth = spec.synthetic_acceptance
@@ -130,6 +154,9 @@ SPECULATIVE_CONFIG: tuple[Row[SpecConfig], ...] = (
     Flag("num_speculative_tokens_per_batch_size", "num_speculative_tokens_per_batch_size", write=rows),
     Flag("draft_tensor_parallel_size", "draft_tensor_parallel_size"),
     Each(_synthetic),
+    # The global cache off: specmeter replays the same requests at every point, repeat and warm-up, and a
+    # cache of past responses would draft each one from its own earlier answer. `extra` may turn it on.
+    Flag(SUFFIX_CACHE, fixed(0), when=_suffix),
     Each("extra"),
 )
 
@@ -159,6 +186,22 @@ class VLLMLauncher(EngineLauncher):
     def preflight(self, engine: EngineSpec, spec: SpecConfig) -> None:
         self.check_method(spec)
         self.check_synthetic_build(spec)
+        if spec.enabled and _suffix(spec):
+            self.check_suffix_module(engine)
+
+    def check_suffix_module(self, engine: EngineSpec) -> None:
+        """Without arctic-inference a suffix server loads the model and then fails on the import: refuse it here."""
+        if not suffix_module_importable({**os.environ, **self.server_env(engine)}):
+            raise InputError(f"vllm: suffix decoding needs the arctic-inference package ({SUFFIX_MODULE}), which "
+                             f"{sys.executable} cannot import in the server's environment; install it with "
+                             f"{SUFFIX_SETUP}")
+
+    def notes(self, spec: SpecConfig) -> list[str]:
+        if not _suffix_cache_on(spec):
+            return []
+        return [f"suffix decoding with {SUFFIX_CACHE}: {spec.extra[SUFFIX_CACHE]} drafts from past responses, and "
+                "specmeter sends the same requests again at every point, repeat and warm-up: its acceptance is "
+                "inflated by the replays' own earlier answers"]
 
     @staticmethod
     def check_synthetic_build(spec: SpecConfig) -> None:
@@ -186,8 +229,13 @@ class VLLMLauncher(EngineLauncher):
         self.check_method(spec)
         # vLLM clips the table to its own max_num_seqs: the slot count needs no flag of its own.
         cfg = self.speculative_config_json(spec)
+        notes = []
+        if _suffix(spec) and SUFFIX_CACHE not in spec.extra:
+            notes.append(f"{SUFFIX_CACHE}: 0 as measured (no cache of past responses); vLLM's default (10000) also "
+                         "drafts from earlier responses, which can pay where production responses repeat and was not "
+                         "measured here")
         return DeployConfig(engine=self.name, dynamic=bool(spec.num_speculative_tokens_per_batch_size), k=spec.k,
-                            flags=["--speculative-config", json.dumps(cfg)], config=cfg)
+                            flags=["--speculative-config", json.dumps(cfg)], config=cfg, notes=notes)
 
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
         # `python -m` works for both builds; the CPU build's `vllm` script can fail on its dist name.

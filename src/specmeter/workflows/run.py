@@ -14,7 +14,7 @@ from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.data.matched import vocab_from_model
 from specmeter.data.selection import output_policy
 from specmeter.data.workload import load_conversations
-from specmeter.engines.preflight import check_local_models
+from specmeter.engines.preflight import check_local_models, launch_notes
 from specmeter.execution.runner import Execution
 from specmeter.plans.run import compare_workloads_plan, run_plan
 from specmeter.rundir.store import new_run_id
@@ -81,13 +81,17 @@ def run(req: RunRequest, term: Terminal) -> None:
     """Validate everything before a server starts, load the workload, plan, and measure into a new run
     directory under `req.out`."""
     eng, sp, ld = build_plan_inputs(req.config_file, req.engine, req.spec_json, req.load)
+    notes = []
     if eng.launch:
         check_local_models(eng, sp)
+        notes = launch_notes(eng, sp)
     convs, workload = load_conversations(req.dataset, req.dataset_path, ld, categories=req.categories,
                                          options=req.dataset_options, input_len=req.input_len,
                                          tokenizer=req.tokenizer or eng.model)
     if warning := output_policy(ld).warning():
         term.note.print(f"[yellow]note: {warning}[/]")
+    for note in notes:
+        term.note.print(f"[yellow]note: {note}[/]", highlight=False)
     if req.compare_random:
         vocab, special = (req.vocab_size, []) if req.vocab_size else vocab_from_model(eng.model)
         plan = compare_workloads_plan(eng, sp, ld, vocab_size=vocab, excluded_token_ids=special,

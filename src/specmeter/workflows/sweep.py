@@ -17,7 +17,7 @@ from specmeter.data.model import Conversation
 from specmeter.data.selection import output_policy
 from specmeter.data.shaping import check_lengths
 from specmeter.data.workload import load_conversations, load_lengths
-from specmeter.engines.preflight import check_local_models
+from specmeter.engines.preflight import check_local_models, launch_notes
 from specmeter.execution.runner import Execution
 from specmeter.execution.servers import ServerPool
 from specmeter.placement.inventory import detect_gpus
@@ -164,9 +164,11 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
             raise InputError("--verify keeps the sweep's servers up and starts the recommended config beside them on "
                              "the baseline's GPUs, which placement does not plan yet; sweep without --verify, then "
                              "start the recommended config and run `specmeter verify RUN_DIR --endpoint URL`")
+    notes = []
     for cfg in configs:
         if cfg.engine.launch:
             check_local_models(cfg.engine, cfg.spec)
+            notes += [n for n in launch_notes(cfg.engine, cfg.spec) if n not in notes]  # one per setting, not per K
     ld = sw.effective_load()
     w = sw.workload
     tokenizer = w.tokenizer or sw.engine.model
@@ -185,6 +187,8 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
         term.note.print(f"[yellow]note: {warning}[/]")
     if placement is not None and placement.warning:
         term.note.print(f"[yellow]note: {placement.warning}[/]")
+    for note in notes:
+        term.note.print(f"[yellow]note: {note}[/]", highlight=False)
     if req.propose is None and (ranges := k_ranges(configs)):
         term.note.print(f"[yellow]note: {ranges}: the sweep measures these Ks of each range; the others are "
                         "proposed by the step-cost model and measured head to head with --verify (or predicted by "
