@@ -11,8 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-import yaml
-from vllm_helpers import ServerPool
+from vllm_helpers import ServerPool, attached_sweep_file
 
 from specmeter.config.models import SpecConfig, SpecMethod
 from specmeter.rundir.store import CALIBRATION, RunStore
@@ -38,18 +37,9 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def sweep_dir(pool: ServerPool, models: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    candidates = [{**spec.model_dump(mode="json", exclude_none=True, exclude={"extra"}),
-                   "endpoint": pool.get(spec).base_url} for spec in _drafters(models)]
-    sweep = {
-        "workload": {"dataset": "sample", "num_prompts": 5},
-        "engine": {"model": str(models / "demo-target")},
-        "baseline_endpoint": pool.get(SpecConfig()).base_url,
-        "candidates": candidates,
-        "load": {"concurrency": [1, 4], "max_tokens": 32, "temperature": 0, "warmup": 1, "max_rounds": 2},
-        "interleave": True,
-    }
     out = tmp_path_factory.mktemp("drafters")
-    (out / "sweep.yaml").write_text(yaml.safe_dump(sweep), encoding="utf-8")
+    attached_sweep_file(pool, models, _drafters(models), out, num_prompts=5, load={
+        "concurrency": [1, 4], "max_tokens": 32, "temperature": 0, "warmup": 1, "max_rounds": 2})
     _run(["sweep", str(out / "sweep.yaml"), "--out", str(out), "--name", "sweep"])
     return out / "sweep"
 

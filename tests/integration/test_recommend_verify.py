@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
-from vllm_helpers import ServerPool
+from vllm_helpers import ServerPool, attached_sweep_file
 
 from specmeter.config.models import SpecConfig, SpecMethod, dynamic_k_at
 from specmeter.rundir.store import load_summary
@@ -41,18 +40,9 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def sweep_dir(pool: ServerPool, models: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    candidates = [{**_draft(models, k).model_dump(mode="json", exclude_none=True, exclude={"extra"}),
-                   "endpoint": pool.get(_draft(models, k)).base_url} for k in (2, 4)]
-    sweep = {
-        "workload": {"dataset": "sample", "num_prompts": 6},
-        "engine": {"model": str(models / "demo-target")},
-        "baseline_endpoint": pool.get(SpecConfig()).base_url,
-        "candidates": candidates,
-        "load": {"concurrency": [1, 6], "max_tokens": 32, "temperature": 0, "warmup": 1, "max_rounds": 3},
-        "interleave": True,
-    }
     out = tmp_path_factory.mktemp("rec")
-    (out / "sweep.yaml").write_text(yaml.safe_dump(sweep), encoding="utf-8")
+    attached_sweep_file(pool, models, [_draft(models, k) for k in (2, 4)], out, num_prompts=6, load={
+        "concurrency": [1, 6], "max_tokens": 32, "temperature": 0, "warmup": 1, "max_rounds": 3})
     _run(["sweep", str(out / "sweep.yaml"), "--out", str(out), "--name", "sweep"])
     return out / "sweep"
 

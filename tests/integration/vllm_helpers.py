@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.data.sample import load_sample
 from specmeter.data.selection import select
@@ -49,6 +51,25 @@ class ServerPool:
         for server in self._servers.values():
             server.stop()
         self._servers.clear()
+
+
+def attached_sweep_file(pool: ServerPool, models: Path, specs: list[SpecConfig], out: Path, *, num_prompts: int,
+                        load: dict[str, object]) -> Path:
+    """A sweep file over the sample workload whose baseline and candidates attach to the pool's servers for `specs`
+    (started on first use), written into `out`."""
+    candidates = [{**spec.model_dump(mode="json", exclude_none=True, exclude={"extra"}),
+                   "endpoint": pool.get(spec).base_url} for spec in specs]
+    sweep = {
+        "workload": {"dataset": "sample", "num_prompts": num_prompts},
+        "engine": {"model": str(models / "demo-target")},
+        "baseline_endpoint": pool.get(SpecConfig()).base_url,
+        "candidates": candidates,
+        "load": load,
+        "interleave": True,
+    }
+    path = out / "sweep.yaml"
+    path.write_text(yaml.safe_dump(sweep), encoding="utf-8")
+    return path
 
 
 def measure(base_url: str | list[str], run_dir: Path, load: LoadSpec, num_prompts: int | None = None,
