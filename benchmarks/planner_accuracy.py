@@ -110,7 +110,7 @@ def blind(summary: RunSummary, run_dir: Path, calibrated_on: set[str], loads: se
                      "al": None if profile is None else profile.al(m.k).al, "synthetic": m.config_id in given,
                      "measured": check.measured_tpot_speedup, "predicted": check.predicted,
                      "low": check.predicted_low, "high": check.predicted_high, "error": check.error,
-                     "covered": check.covered})
+                     "covered": check.covered, "why": check.why})
     return cal, rows
 
 

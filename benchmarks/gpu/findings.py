@@ -341,6 +341,8 @@ def markdown(doc: dict[str, Any]) -> str:
                      f"{_x(r['predicted'])}{interval} | {_pct(r['error'])} | {_x(r.get('predicted_knee'))} | "
                      f"{_pct(r.get('error_knee'))} |")
     lines.append("")
+    lines += [f"No prediction for {r['config']} at concurrency {r['concurrency']}: {r['why']}." for r in pl["rows"]
+              if r["predicted"] is None]
     if knee["knee_tokens"] is None:
         lines.append(f"The linear step cost fits the calibration's points (relative residual sd "
                      f"{knee['linear_residual_sd']:.3f}) and no knee term fits them better.")

@@ -79,14 +79,17 @@ def test_the_speedup_curve_covers_every_load_with_a_crossover_verdict(doc: dict[
         assert sp["crossovers"][cid]["status"] in ("crosses", "always_pays", "never_pays", "unclear")
 
 
-def test_the_planner_predicts_k4_blind_at_every_load(doc: dict[str, Any]) -> None:
+def test_the_planner_predicts_k4_blind_at_every_load_or_says_why(results: Path, doc: dict[str, Any]) -> None:
     pl = doc["findings"]["planner"]
     assert pl["left_out_k"] == 4
     assert sorted(pl["calibrated_on"]) == ["draft_model-k2-ceiling", "draft_model-k2-synth-al2.3"]
     assert sorted((r["config"], r["concurrency"]) for r in pl["rows"]) == sorted(
         (c, n) for c in ("draft_model-k4-ceiling", "draft_model-k4-synth-al3") for n in (1, 2, 8))
+    summary = (results / "summary.md").read_text()
     for r in pl["rows"]:
-        assert r["predicted"] is not None and r["error"] == pytest.approx((r["predicted"] - r["measured"])
-                                                                          / r["measured"])
-    assert pl["median_abs_error"] is not None
+        if r["predicted"] is None:  # the tiny pair's sub-millisecond steps on a loaded CPU can defeat the fit
+            assert r["why"] and f"No prediction for {r['config']} at concurrency {r['concurrency']}: " in summary
+        else:
+            assert r["why"] is None and r["error"] == pytest.approx((r["predicted"] - r["measured"]) / r["measured"])
+    assert (pl["median_abs_error"] is None) == all(r["predicted"] is None for r in pl["rows"])
     assert pl["in_sample"]["residuals_by_tokens"]

@@ -165,7 +165,7 @@ def checks(predictor: Predictor, points: Sequence[MeasuredPoint], profiles: Mapp
                          predicted_low=predicted.low if predicted else None,
                          predicted_high=predicted.high if predicted else None,
                          error=(predicted.speedup - measured.value) / measured.value if predicted else None,
-                         covered=covered))
+                         covered=covered, why=est if isinstance(est, str) else None))
     return out
 
 

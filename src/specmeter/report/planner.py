@@ -115,6 +115,15 @@ def error_line(checks: list[Check]) -> str | None:
             f"{max(errors):.1%}")
 
 
+def unpredicted_lines(checks: list[Check]) -> list[str]:
+    """One line per reason the model gave no prediction, with the points it left without one."""
+    by_reason: dict[str, list[str]] = {}
+    for c in checks:
+        if c.predicted is None and c.why:
+            by_reason.setdefault(c.why, []).append(f"{c.config_id}/{c.point_id}")
+    return [f"no prediction at {', '.join(points)}: {why}" for why, points in by_reason.items()]
+
+
 def render_plan(console: Console, result: PlanResult) -> None:
     console.print(Text(f"Planner for {result.run}: {PREDICTED}", style="bold"))
     console.print(to_rich(calibration_grids(result.calibration)[0]))
@@ -133,6 +142,8 @@ def render_plan(console: Console, result: PlanResult) -> None:
         line = error_line(result.checks)
         if line:
             console.print(Text(line, style="bold"))
+        for missing in unpredicted_lines(result.checks):
+            console.print(Text("• " + missing, style="dim"))
     for table in result.tables:
         source = ("the sweep's table, no recommendation recorded" if result.answer_round is None else
                   f"the run's answer, round {result.answer_round}, verification {result.answer_verification}")

@@ -119,6 +119,7 @@ class Check(BaseModel):
     predicted_high: float | None
     error: float | None = Field(description="(predicted - measured) / measured.")
     covered: bool | None = Field(description="The measured value lies inside the predicted interval.")
+    why: str | None = Field(default=None, description="Why there is no prediction (predicted is None).")
 
 
 class PlanResult(BaseModel):
