@@ -1,8 +1,8 @@
 """Sequential sampling and the verification loop on the real engine.
 
 A sweep of the baseline and draft_model K = 2 at concurrency 1 (attached to the session's servers) runs in
-rounds until its decisions settle. Then a deliberately wrong table (K = 8 at every batch size: eight draft
-passes and a nine-token verification per step cost far more than they accept on this pair) is verified:
+rounds until its decisions settle. Then a deliberately wrong table (K = 16 at every batch size: sixteen draft
+passes and a 17-token verification per step cost far more than they accept on this pair) is verified:
 the sweep's static K = 2 must beat it head to head at batch 1, the loop must write a corrected table from the
 pooled evidence (the wrong one kept beside it), and the second round, verifying the correction, must hold.
 """
@@ -26,7 +26,7 @@ from specmeter.schemas.recommend import KRange, Recommendation
 from specmeter.workflows.verify import VerifyLoop
 
 pytestmark = pytest.mark.integration
-WRONG = [(1, 64, 8)]
+WRONG = [(1, 64, 16)]
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +39,9 @@ def sweep_dir(pool: ServerPool, models: Path, tmp_path_factory: pytest.TempPathF
         "candidates": [{**k2.model_dump(mode="json", exclude_none=True, exclude={"extra"}),
                         "endpoint": pool.get(k2).base_url}],
         # 96 tokens as in the demo: over the first ~32 the tiny pair accepts too little for K = 2 to pay.
-        # Five rounds at most: the verification inherits the budget, and on a loaded 2-core machine K = 2 against
-        # K = 8 (about 15% apart here) can stay unsure after three rounds of six requests.
+        # Five rounds at most: the verification inherits the budget. The wrong table's K = 16 runs about 1.5x
+        # slower than K = 2 here, so the head-to-head settles in four (K = 8, about 15% apart, could stay unsure
+        # after five on a loaded 2-core machine, at about the same time per round).
         "load": {"concurrency": [1], "max_tokens": 96, "temperature": 0, "warmup": 1, "max_rounds": 5},
         "interleave": True,
     }
@@ -71,7 +72,7 @@ def test_verify_corrects_a_wrong_table_and_the_correction_holds(pool: ServerPool
                  "vllm")
     best = rec.best
     assert best is not None
-    wrong_spec = _draft(models, 8).model_copy(update={"num_speculative_tokens_per_batch_size": WRONG})
+    wrong_spec = _draft(models, 16).model_copy(update={"num_speculative_tokens_per_batch_size": WRONG})
     ranges = [KRange(start=a, end=b, k=k, bases=["measured"]) for a, b, k in WRONG]  # the table, edited alike
     wrong = rec.model_copy(update={"drafters": [best.model_copy(update={"spec": wrong_spec, "ranges": ranges})]})
 
@@ -95,7 +96,7 @@ def test_verify_corrects_a_wrong_table_and_the_correction_holds(pool: ServerPool
 
     first = load_summary(sweep_dir / "verify")
     (vp,) = first.analysis.verification
-    assert vp.drafted.followed and vp.drafted.expected_k == 8
+    assert vp.drafted.followed and vp.drafted.expected_k == 16
     assert vp.disagrees and vp.challenge is not None and vp.challenge.outcome == "beats", vp.note
     assert any("the table is wrong" in line for line in said), said
     answer = read_answer(sweep_dir)
@@ -104,7 +105,7 @@ def test_verify_corrects_a_wrong_table_and_the_correction_holds(pool: ServerPool
     kept = answer.at(1).recommendation
     assert kept.verification == "disagreed" and kept.best is not None and kept.best.spec == wrong_spec
     assert final.round == 2 and final.corrects == "answer/r1-verified.json"
-    assert final.best is not None and final.best.ranges[0].k == 2 and any("K 8 -> 2" in c for c in final.changes)
+    assert final.best is not None and final.best.ranges[0].k == 2 and any("K 16 -> 2" in c for c in final.changes)
     assert final.verification == "held" and final.verified_in == "verify-r2", said
     on_disk = Recommendation.model_validate_json((sweep_dir / "recommendation.json").read_text(encoding="utf-8"))
     assert on_disk == final == answer.recommendation
