@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from vllm_helpers import ServerPool
 
+from specmeter.engines.gguf import server_binary
 from specmeter.plans.demo import models_dir
 
 
@@ -15,6 +16,15 @@ from specmeter.plans.demo import models_dir
 def models() -> Path:
     """The committed demo models (a missing models/ directory fails the tests, it never skips them)."""
     return models_dir()
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> Path:
+    """The llama-server binary the llama.cpp tests launch (modules that need it use this fixture)."""
+    binary = server_binary()
+    if binary is None:  # the test command builds it: missing means the setup is broken, not optional
+        pytest.fail("no llama-server: scripts/test.sh builds it with scripts/setup-llamacpp.sh")
+    return binary
 
 
 @pytest.fixture(scope="session")

@@ -12,17 +12,13 @@ from typing import Any
 
 import pytest
 
-from specmeter.engines.gguf import server_binary
-
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("llama_server")]
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if server_binary() is None:  # the test command builds it: missing means the setup is broken, not optional
-        pytest.fail("no llama-server: scripts/test.sh builds it with scripts/setup-llamacpp.sh")
     out = tmp_path_factory.mktemp("gpu-check")
     env = {**os.environ, "SPECMETER_GPU_WORK": str(tmp_path_factory.mktemp("gpu-work"))}
     done = subprocess.run([str(ROOT / "benchmarks" / "gpu" / "check.sh"), "--cpu", "--out", str(out)], env=env,

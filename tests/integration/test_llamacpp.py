@@ -11,7 +11,6 @@ import pytest
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig, SpecMethod
 from specmeter.data.sample import load_sample
 from specmeter.data.selection import select
-from specmeter.engines.gguf import server_binary
 from specmeter.execution.runner import Execution, execute
 from specmeter.plans.run import run_plan
 from specmeter.plans.sweep import SweepSpec
@@ -20,12 +19,10 @@ from specmeter.rundir.store import RunStore
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.results import PointResult, RunSummary
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("llama_server")]
 
 
 def _engine(models: Path) -> EngineSpec:
-    if server_binary() is None:  # the test command builds it: missing means the setup is broken, not optional
-        pytest.fail("no llama-server: scripts/test.sh builds it with scripts/setup-llamacpp.sh")
     return EngineSpec(kind="llamacpp", model=str(models / "demo-target"), dtype="float32", max_model_len=1024,
                       max_num_seqs=4)
 

@@ -12,7 +12,6 @@ import pytest
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig, SpecMethod
 from specmeter.data.sample import load_sample
 from specmeter.data.selection import select
-from specmeter.engines.gguf import server_binary
 from specmeter.execution.runner import Execution, execute
 from specmeter.plans.run import config_id, run_plan
 from specmeter.rundir.store import RunStore
@@ -20,7 +19,7 @@ from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.results import PointResult, RunSummary
 
 K = 3
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("llama_server")]
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +31,6 @@ def head(models: Path) -> SpecConfig:
 def run(models: Path, head: SpecConfig, tmp_path_factory: pytest.TempPathFactory) -> tuple[RunSummary, Path]:
     """Six conversations, one request at a time (the batch composition stays out of the numerics), against the
     same server with speculation off."""
-    if server_binary() is None:  # the test command builds it: missing means the setup is broken, not optional
-        pytest.fail("no llama-server: scripts/test.sh builds it with scripts/setup-llamacpp.sh")
     engine = EngineSpec(kind="llamacpp", model=str(models / "demo-target"), dtype="float32", max_model_len=1024,
                         max_num_seqs=2)
     convs = select(load_sample(), num_prompts=6, seed=0)

@@ -20,13 +20,12 @@ import pytest
 import yaml
 from slurm_cluster import slurm_cluster
 
-from specmeter.engines.gguf import server_binary
 from specmeter.executors.layout import AttemptDir, read_state
 from specmeter.plans.sweep import read_sweep_file
 from specmeter.rundir.store import RunStore, load_summary
 from specmeter.schemas.results import RunSummary
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("llama_server")]
 SPECMETER = [sys.executable, "-m", "specmeter.cli"]
 
 
@@ -77,8 +76,6 @@ def _cancel_after_first_cell(driver: subprocess.Popen[str], run_dir: Path, timeo
 
 
 def test_sweep_on_slurm_survives_a_cancelled_job(partition: str, models: Path, tmp_path: Path) -> None:
-    if server_binary() is None:  # the test command builds it: missing means the setup is broken, not optional
-        pytest.fail("no llama-server: scripts/test.sh builds it with scripts/setup-llamacpp.sh")
     sweep = _sweep_file(models, tmp_path)
     run_dir = tmp_path / "runs" / "on-slurm"
     cmd = [*SPECMETER, "sweep", str(sweep), "--executor", "slurm", "--partition", partition, "--time", "30:00",
