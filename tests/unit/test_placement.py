@@ -240,6 +240,18 @@ def test_llamacpp_has_no_memory_fraction() -> None:
         EngineSpec(kind="llamacpp", model="m", memory_fraction=0.4)
 
 
+def test_placed_llamacpp_servers_share_the_gpu_without_a_memory_fraction_and_read_back() -> None:
+    """The placement keeps its split (the report compares KV capacities with it), but llama-server takes none:
+    a placed plan written to a run directory must validate when `resume` reads it back."""
+    sw = SweepSpec.model_validate({"engine": {"kind": "llamacpp", "model": "m"}, "candidates": [
+        {"method": "draft_model", "model": "d", "num_speculative_tokens": k} for k in (2, 4)], "interleave": True})
+    placement = sw.place(inventory(1), "--gpus")
+    assert placement.mode == "shared" and all(s.memory_fraction is not None for s in placement.servers)
+    configs = placed(sw.configs(), placement)
+    assert all(c.engine.memory_fraction is None and c.engine.env["CUDA_VISIBLE_DEVICES"] == "0" for c in configs)
+    assert [type(c).model_validate(c.model_dump()) for c in configs] == configs
+
+
 def test_a_slurm_job_places_its_plan_on_the_gpus_of_its_allocation() -> None:
     """The driver plans without a placement (the login node's GPUs are not the job's); the job places it there."""
     sw = sweep(tensor_parallel_size=2)

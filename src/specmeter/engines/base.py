@@ -185,6 +185,9 @@ class EngineLauncher(ABC):
     # The engine's own flags for what EngineSpec.tensor_parallel_size and memory_fraction set: placement refuses
     # them in extra_args, where it could not see them (a share it did not give breaks equal KV capacity).
     placement_flags: tuple[str, ...] = ()
+    # Whether the server takes EngineSpec.memory_fraction (llama.cpp's KV cache is its context instead): placement
+    # writes its share only into engines that take one, so a placed plan validates when it is read back.
+    memory_fraction: bool = True
 
     @abstractmethod
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:

@@ -166,6 +166,7 @@ class LlamaCppLauncher(EngineLauncher):
     name = "llamacpp"
     methods = tuple(_SPEC_TYPES)
     synthetic = True
+    memory_fraction = False  # its KV cache is its context (-c)
     # common/speculative.h: a draft is one token list per sequence; the branching drafts of llama.cpp's
     # examples/speculative (--spec-draft-p-split, parallel sequences) are not in the server.
     no_tree = ("llama-server drafts one chain per request (its drafters return one token list; the branching "

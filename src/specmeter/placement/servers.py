@@ -60,7 +60,8 @@ def place_configs(configs: Sequence[PlannedConfig], gpus: Sequence[Gpu], source:
 
 
 def placed(configs: Sequence[PlannedConfig], placement: Placement) -> list[PlannedConfig]:
-    """The configurations with each launched server's GPUs and memory fraction in its engine."""
+    """The configurations with each launched server's GPUs and, where its engine takes one, memory fraction in
+    its engine."""
     out: list[PlannedConfig] = []
     for c in configs:
         where = placement.server(c.server)
@@ -68,6 +69,9 @@ def placed(configs: Sequence[PlannedConfig], placement: Placement) -> list[Plann
             out.append(c)
             continue
         env = {**c.engine.env, "CUDA_VISIBLE_DEVICES": ",".join(where.gpus), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-        engine = c.engine.model_copy(update={"env": env, "memory_fraction": where.memory_fraction})
+        update: dict[str, object] = {"env": env}
+        if c.engine.kind is None or get_engine(c.engine.kind).launcher.memory_fraction:
+            update["memory_fraction"] = where.memory_fraction
+        engine = c.engine.model_copy(update=update)
         out.append(c.model_copy(update={"engine": engine}))
     return out
