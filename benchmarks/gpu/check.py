@@ -38,6 +38,8 @@ from specmeter.rundir.store import load_summary
 from specmeter.schemas.results import RunSummary
 
 RUN_NAME = "gpu-check"
+STATE = "check.json"  # the profile, the build and each step's seconds: what a later call continues from
+READINGS = "nvidia-smi"
 # Unconditional per-position acceptance: between SPEED-Bench's EAGLE-3 on Llama-3.3-70B (AL 2.45 at K = 3) and a
 # good draft model (AR 0.5-0.75). K = 2 takes the first two positions of K = 4's profile.
 RATES = (0.75, 0.55, 0.4, 0.3)
@@ -114,8 +116,8 @@ def _describe(shape: Shape, dtype: str) -> str:
 
 
 def planner_figure(planner: dict[str, Any], out: Path) -> None:
-    """The left-out K's TPOT speedup over concurrency: measured, predicted blind (with its interval) and, where a
-    knee fitted the calibration better, predicted with it."""
+    """The left-out K's TPOT speedup over concurrency: measured, predicted blind (with its interval) and, where one
+    more term (a knee or a cap) fitted the calibration better, predicted with it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -131,8 +133,9 @@ def planner_figure(planner: dict[str, Any], out: Path) -> None:
         lows, highs = [r["low"] for r in rows], [r["high"] for r in rows]
         if None not in lows and None not in highs:
             ax.fill_between(xs, lows, highs, color=color, alpha=0.15)
-        if any(r.get("predicted_knee") is not None for r in rows):
-            ax.plot(xs, [r.get("predicted_knee") for r in rows], "--", color=color, label="predicted blind (knee)")
+        if any(r.get("predicted_term") is not None for r in rows):
+            ax.plot(xs, [r.get("predicted_term") for r in rows], "--", color=color,
+                    label=f"predicted blind ({planner['term']['shape']} term)")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("concurrency")
@@ -144,40 +147,48 @@ def planner_figure(planner: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--profile", choices=sorted(PROFILES), help="default: gpu where nvidia-smi lists one")
-    parser.add_argument("--out", type=Path, required=True, help="Where the run and its results go (new or empty).")
-    parser.add_argument("--work", type=Path, required=True, help="Where the pair is made (kept between runs).")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    gpus = smi.gpus() if smi.available() else []
-    profile = PROFILES[args.profile or ("gpu" if gpus else "cpu")]
-    run_dir = args.out / "runs" / RUN_NAME
-    if run_dir.exists():
-        print(f"check: {run_dir} exists; give a new --out", file=sys.stderr)
-        return 2
+def sweep(out: Path, work: Path, profile: Profile, seed: int, gpus: list[dict[str, str]]) -> dict[str, Any]:
+    """Make the pair and run the sweep into a new OUT; the check's state (STATE) records the profile, the build and
+    the seconds each step took."""
     started = time.monotonic()
-    target, draft = make_pair(args.work / f"pair-{profile.name}", profile.target, profile.draft, profile.dtype,
-                              args.seed)
-    pair_s = time.monotonic() - started
-    args.out.mkdir(parents=True, exist_ok=True)
-    sweep_path = args.out / "sweep.yaml"
+    target, draft = make_pair(work / f"pair-{profile.name}", profile.target, profile.draft, profile.dtype, seed)
+    state: dict[str, Any] = {"profile": profile.name, "build": built(), "pair_s": time.monotonic() - started,
+                             "sweep_s": []}
+    out.mkdir(parents=True, exist_ok=True)
+    sweep_path = out / "sweep.yaml"
     sweep_path.write_text(yaml.safe_dump(sweep_file(profile, target, draft), sort_keys=False), encoding="utf-8")
-    readings = args.out / "nvidia-smi"
-    cmd = [sys.executable, "-m", "specmeter", "sweep", str(sweep_path), "--out", str(args.out / "runs"),
-           "--name", RUN_NAME]
+    _save(out, state)
+    return _measured(out, state, gpus, ["sweep", str(sweep_path), "--out", str(out / "runs"), "--name", RUN_NAME])
+
+
+def _measured(out: Path, state: dict[str, Any], gpus: list[dict[str, str]], args: list[str]) -> dict[str, Any]:
+    """Run `specmeter ARGS` with nvidia-smi sampled beside it (readings appended across calls), timing it."""
+    cmd = [sys.executable, "-m", "specmeter", *args]
     print("check: " + " ".join(cmd), file=sys.stderr, flush=True)
-    sweep_started = time.monotonic()
-    with smi.Sampler(readings) if gpus else contextlib.nullcontext():
-        done = subprocess.run(cmd, check=False)
-    sweep_s = time.monotonic() - sweep_started
-    if not (run_dir / "summary.json").is_file():
-        print(f"check: the sweep wrote no summary (exit {done.returncode}); see above", file=sys.stderr)
-        return 1
+    started = time.monotonic()
+    try:
+        with smi.Sampler(out / READINGS) if gpus else contextlib.nullcontext():
+            subprocess.run(cmd, check=False)
+    finally:  # also when a time limit interrupts the call: the next call resumes and adds its own seconds
+        state["sweep_s"].append(time.monotonic() - started)
+        _save(out, state)
+    return state
+
+
+def _save(out: Path, state: dict[str, Any]) -> None:
+    (out / STATE).write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+
+
+def write_results(out: Path, state: dict[str, Any], gpus: list[dict[str, str]]) -> int:
+    """OUT/results-<date>-<device>/ from the finished run and nvidia-smi's readings, and its summary printed."""
+    run_dir = out / "runs" / RUN_NAME
+    profile = PROFILES[state["profile"]]
     summary = load_summary(run_dir)
-    device = device_name(gpus, summary)
-    results = args.out / f"results-{datetime.now(UTC):%Y%m%d}-{slug(device if gpus else 'cpu')}"
+    readings = out / READINGS
+    # The readings name the GPU the run measured, also where the results are written on another machine.
+    gpu_rows = smi.read_csv(readings / smi.GPU_CSV)
+    device = device_name(gpus or gpu_rows, summary)
+    results = out / f"results-{datetime.now(UTC):%Y%m%d}-{slug(device if gpus or gpu_rows else 'cpu')}"
     figures = results / "figures"
     subprocess.run([sys.executable, "-m", "specmeter", "report", str(run_dir), "--plots", str(figures), "-q"],
                    check=False, stdout=subprocess.DEVNULL)
@@ -186,22 +197,22 @@ def main() -> int:
     found = findings.all_findings(summary, run_dir, profile.target.kv_bytes_per_token(profile.dtype), peaks,
                                   LEFT_OUT_K)
     engine = next((c.engine_version for c in summary.configs if c.engine_version), "llama.cpp (version unknown)")
-    build = built()
+    build = state["build"]
     doc = {"setup": {"device": device, "engine": engine, "backend": build["backend"], "build_s": build.get("seconds"),
                      "profile": profile.name, "target": _describe(profile.target, profile.dtype),
                      "draft": _describe(profile.draft, profile.dtype),
                      "sweep": f"{len(summary.plan.configs)} servers interleaved, concurrency "
                               f"{', '.join(map(str, profile.concurrency))}, {profile.num_prompts} conversations per "
                               f"point, {profile.max_tokens} output tokens, synthetic rates {list(RATES)}",
-                     "status": summary.status, "pair_s": pair_s, "sweep_s": sweep_s,
-                     "findings_s": time.monotonic() - findings_started},
-           "gpus": smi.gpu_summary(smi.read_csv(readings / smi.GPU_CSV)), "findings": found}
+                     "status": summary.status, "pair_s": state["pair_s"], "sweep_s": sum(state["sweep_s"]),
+                     "sweep_calls": len(state["sweep_s"]), "findings_s": time.monotonic() - findings_started},
+           "gpus": smi.gpu_summary(gpu_rows), "findings": found}
     results.mkdir(parents=True, exist_ok=True)
     planner_figure(found["planner"], figures / "planner-blind.png")
     for name in (smi.GPU_CSV, smi.APPS_CSV, smi.QUERY_TXT):
         if (readings / name).is_file():
             (results / name).write_bytes((readings / name).read_bytes())
-    (results / "sweep.yaml").write_bytes(sweep_path.read_bytes())
+    (results / "sweep.yaml").write_bytes((out / "sweep.yaml").read_bytes())
     (results / "run-summary.json").write_bytes((run_dir / "summary.json").read_bytes())
     (results / "summary.json").write_text(json.dumps(doc, indent=2, default=str) + "\n", encoding="utf-8")
     text = findings.markdown(doc)
@@ -209,6 +220,39 @@ def main() -> int:
     print(text)
     print(f"check: {results}", file=sys.stderr)
     return 0 if summary.status == "complete" else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", choices=sorted(PROFILES), help="default: gpu where nvidia-smi lists one")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="Where the run and its results go: a new folder, or one an earlier call left (its run "
+                             "is resumed where it stopped, or, finished, its results written again).")
+    parser.add_argument("--work", type=Path, required=True, help="Where the pair is made (kept between runs).")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    gpus = smi.gpus() if smi.available() else []
+    run_dir = args.out / "runs" / RUN_NAME
+    if (args.out / STATE).is_file():
+        state = json.loads((args.out / STATE).read_text(encoding="utf-8"))
+        if args.profile and args.profile != state["profile"]:
+            print(f"check: {args.out} holds the {state['profile']} profile's run; give a new --out", file=sys.stderr)
+            return 2
+        if not (run_dir / "summary.json").is_file():
+            print(f"check: {args.out} holds no run ({run_dir} has no summary.json); give a new --out",
+                  file=sys.stderr)
+            return 2
+        if load_summary(run_dir).status != "complete":
+            state = _measured(args.out, state, gpus, ["resume", str(run_dir)])
+    elif args.out.is_dir() and any(args.out.iterdir()):
+        print(f"check: {args.out} is not empty and holds no check; give a new --out", file=sys.stderr)
+        return 2
+    else:
+        state = sweep(args.out, args.work, PROFILES[args.profile or ("gpu" if gpus else "cpu")], args.seed, gpus)
+    if not (run_dir / "summary.json").is_file():
+        print("check: the sweep wrote no summary; see above", file=sys.stderr)
+        return 1
+    return write_results(args.out, state, gpus)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@
 #   benchmarks/gpu/check.sh --build-only       the build alone, for where one command may not hold both
 #   benchmarks/gpu/check.sh --cpu --out DIR    the tiny pair, whatever the machine
 #
+# Given a DIR an earlier call left, it goes on from there: an interrupted sweep (a time limit per command) is
+# resumed where it stopped, a finished one gets its results written again.
+#
 # Nothing is downloaded. Python is the project's .venv where it is set up, else python3 (a PyTorch image), which
 # gets the wheels benchmarks/gpu/bundle.sh gathered (pydantic and its needs) where it lacks pydantic; llama.cpp's
 # source comes from that bundle too where there is one. The pair and the build stay in benchmarks/gpu/work/
@@ -22,7 +25,7 @@ while [ $# -gt 0 ]; do
     --out) out=${2:?--out takes a directory}; shift 2 ;;
     --cpu) profile=(--profile cpu); shift ;;
     --build-only) build_only=1; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "check: unknown argument $1; see --help" >&2; exit 2 ;;
   esac
 done

@@ -7,9 +7,9 @@ five findings the check exists for, as one JSON document and as Markdown.
 3. synthetic: the acceptance measured back against the set rates, within sampling error;
 4. speedup: the curve over concurrency per configuration, and where speculation stops paying (the crossover);
 5. planner: the step-cost model calibrated on the baseline and K = 2 only (K = 4 left out), its predictions at
-   every measured load of K = 4 against the measurement; and whether one more term, a knee where the step's
-   tokens stop being free (the GPU's memory-bound regime ending), describes the measurements better than the
-   linear form.
+   every measured load of K = 4 against the measurement; and whether one more term describes the measurements
+   better than the linear form: a knee where the step's tokens stop being free (the GPU's memory-bound regime
+   ending), or a cap where the step stops growing with more sequences.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -126,17 +127,42 @@ def speedup(summary: RunSummary) -> dict[str, Any]:
     return {"curves": curves, "crossovers": crossovers}
 
 
-def _knee_design(obs: Sequence[Observation], drafters: Sequence[str], knee: float | None) -> np.ndarray:
+@dataclass(frozen=True)
+class Term:
+    """One term beyond the linear step cost, at a threshold `at`:
+    - knee: a per-token cost beyond `at` tokens per step (convex: the GPU's memory-bound regime ending);
+    - cap: a per-sequence cost up to `at` running sequences and none beyond (concave: steps that grow steeply with
+      the first sequences, then flatten, as per-sequence work that does not grow with the batch past a point)."""
+
+    shape: str
+    at: float
+
+    def value(self, batch: float, k: float) -> float:
+        return max(0.0, batch * (1.0 + k) - self.at) if self.shape == "knee" else min(batch, self.at)
+
+    def describe(self) -> str:
+        if self.shape == "knee":
+            return f"a per-token cost rising beyond {self.at:g} tokens per step"
+        return f"a per-sequence cost up to {self.at:g} running sequences, none beyond (steps flatten past it)"
+
+
+# Where a knee may sit (tokens one engine step verifies: running requests x (1 + K)), and where a cap (requests).
+KNEES = (16, 32, 64, 96, 128, 192, 256, 384, 512)
+CAPS = (2, 4, 8, 12, 16, 24, 32, 48)
+TERMS = tuple(Term("knee", n) for n in KNEES) + tuple(Term("cap", n) for n in CAPS)
+
+
+def _design(obs: Sequence[Observation], drafters: Sequence[str], term: Term | None) -> np.ndarray:
     rows = [observation_features(drafters, o) for o in obs]
-    if knee is not None:
-        rows = [np.append(x, max(0.0, o.batch * (1.0 + o.k) - knee)) for x, o in zip(rows, obs)]
+    if term is not None:
+        rows = [np.append(x, term.value(o.batch, o.k)) for x, o in zip(rows, obs)]
     return np.array(rows)
 
 
-def fit_step_cost(obs: Sequence[Observation], drafters: Sequence[str], knee: float | None) -> tuple[np.ndarray, float]:
-    """Non-negative least squares on relative error, as the step-cost model fits (stepcost.fit), optionally with a
-    knee term: the coefficients and the relative residuals' standard deviation."""
-    x = _knee_design(obs, drafters, knee)
+def fit_step_cost(obs: Sequence[Observation], drafters: Sequence[str], term: Term | None) -> tuple[np.ndarray, float]:
+    """Non-negative least squares on relative error, as the step-cost model fits (stepcost.fit), optionally with
+    one more term: the coefficients and the relative residuals' standard deviation."""
+    x = _design(obs, drafters, term)
     y = np.array([o.step_s for o in obs])
     xw, yw = x / y[:, None], np.ones_like(y)
     norms = np.linalg.norm(xw, axis=0)
@@ -146,14 +172,12 @@ def fit_step_cost(obs: Sequence[Observation], drafters: Sequence[str], knee: flo
     return beta, float(np.sqrt(np.mean(resid**2)))
 
 
-def _step(beta: np.ndarray, drafters: Sequence[str], mix: Mix, knee: float | None, drafter: str | None, k: float,
+def _step(beta: np.ndarray, drafters: Sequence[str], mix: Mix, term: Term, drafter: str | None, k: float,
           batch: float, tokens: float) -> float:
     ctx = mix.prompt_tokens + mix.output_tokens / 2
     x = features(drafters, drafter, k, batch, batch * ctx,
                  prefill_per_step(batch, tokens, mix.prompt_tokens, mix.output_tokens))
-    if knee is not None:
-        x = np.append(x, max(0.0, batch * (1.0 + k) - knee))
-    return float(x @ beta)
+    return float(np.append(x, term.value(batch, k)) @ beta)
 
 
 def _errors(rows: Sequence[dict[str, Any]], key: str) -> dict[str, float | None]:
@@ -162,46 +186,51 @@ def _errors(rows: Sequence[dict[str, Any]], key: str) -> dict[str, float | None]
             "worst_abs_error": max(errors) if errors else None}
 
 
-def best_knee(obs: Sequence[Observation], drafters: Sequence[str]) -> tuple[float, float, float, np.ndarray]:
-    """The linear fit's residual sd, then the best of KNEES: its residual sd, the knee and its coefficients."""
+def best_term(obs: Sequence[Observation], drafters: Sequence[str],
+              terms: Sequence[Term] = TERMS) -> tuple[float, float, Term, np.ndarray]:
+    """The linear fit's residual sd, then the best of `terms`: its residual sd, the term and its coefficients."""
     _, linear_sd = fit_step_cost(obs, drafters, None)
-    tried = [(*fit_step_cost(obs, drafters, knee), knee) for knee in KNEES]
-    beta, sd, knee = min(tried, key=lambda t: t[1])
-    return linear_sd, sd, knee, beta
+    tried = [(*fit_step_cost(obs, drafters, term), term) for term in terms]
+    beta, sd, term = min(tried, key=lambda t: t[1])
+    return linear_sd, sd, term, beta
 
 
-def knee_refit(cal: Calibration, rows: list[dict[str, Any]], mix: Mix, drafter: str) -> dict[str, Any]:
-    """The linear step cost against the same fit with a knee: the knee that fits the calibration's points best
-    predicts the left-out points again (rows gain 'predicted_knee' and 'error_knee'). A knee that fits them no
-    better than the linear form (or with no cost beyond it) says the linear form held where the calibration looked."""
+def term_refit(cal: Calibration, rows: list[dict[str, Any]], mix: Mix, drafter: str) -> dict[str, Any]:
+    """The linear step cost against the same fit with the one more term that fits the calibration's points best,
+    which then predicts the left-out points again (rows gain 'predicted_term' and 'error_term'). A term that fits
+    them no better than the linear form (or costs nothing) says the linear form held where the calibration looked."""
     used = [o for o in cal.observations if o.used]
     drafters = [d.drafter for d in cal.drafters]
-    linear_sd, knee_sd, knee, beta = best_knee(used, drafters)
-    helps = beta[-1] > 0 and knee_sd < linear_sd * 0.95
+    linear_sd, term_sd, term, beta = best_term(used, drafters)
+    helps = beta[-1] > 0 and term_sd < linear_sd * 0.95
     for r in rows:
         if not helps or r["al"] is None:
             continue
-        on = _step(beta, drafters, mix, knee, drafter, r["k"], r["batch"], r["al"])
-        off = _step(beta, drafters, mix, knee, None, 0.0, r["base_batch"], 1.0)
+        on = _step(beta, drafters, mix, term, drafter, r["k"], r["batch"], r["al"])
+        off = _step(beta, drafters, mix, term, None, 0.0, r["base_batch"], 1.0)
         if on > 0 and off > 0:
-            r["predicted_knee"] = r["al"] * off / on
-            r["error_knee"] = (r["predicted_knee"] - r["measured"]) / r["measured"]
-    return {"linear_residual_sd": linear_sd, "knee_tokens": knee if helps else None,
-            "knee_residual_sd": knee_sd if helps else None,
-            "knee_slope_s_per_token": float(beta[-1]) if helps else None,
-            "per_token_s": float(beta[2]) if helps else None, **_errors(rows, "error_knee")}
+            r["predicted_term"] = r["al"] * off / on
+            r["error_term"] = (r["predicted_term"] - r["measured"]) / r["measured"]
+    return {"linear_residual_sd": linear_sd, "term": term.describe() if helps else None,
+            "shape": term.shape if helps else None, "at": term.at if helps else None,
+            "residual_sd": term_sd if helps else None, "coefficient_s": float(beta[-1]) if helps else None,
+            **_errors(rows, "error_term")}
 
 
 def in_sample(summary: RunSummary, run: str) -> dict[str, Any]:
-    """Every measured point (K = 4 included) fitted at once, linear and with the best knee: whether the GPU's steps
-    have a knee at all, wherever the calibration looked; and the linear fit's residual at each point."""
+    """Every measured point (K = 4 included) fitted at once, linear and with the best of each shape of term: the
+    shape the GPU's steps have, wherever the calibration looked; and the linear fit's residual at each point."""
     cal = calibrate([(run, summary)])
-    linear_sd, knee_sd, knee, _ = best_knee([o for o in cal.observations if o.used], [d.drafter for d in cal.drafters])
+    used, drafters = [o for o in cal.observations if o.used], [d.drafter for d in cal.drafters]
+    linear_sd = fit_step_cost(used, drafters, None)[1]
+    best: dict[str, dict[str, float]] = {}
+    for shape in ("knee", "cap"):
+        _, sd, term, _ = best_term(used, drafters, [t for t in TERMS if t.shape == shape])
+        best[shape] = {"at": term.at, "residual_sd": sd}
     by_tokens = sorted(({"config": o.config_id, "point": o.point_id,
                          "tokens_per_step": round(o.batch * (1 + o.k), 1), "residual": o.residual}
                         for o in cal.observations if o.residual is not None), key=lambda r: r["tokens_per_step"])
-    return {"linear_residual_sd": linear_sd, "best_knee_tokens": knee, "knee_residual_sd": knee_sd,
-            "residuals_by_tokens": by_tokens}
+    return {"linear_residual_sd": linear_sd, "best": best, "residuals_by_tokens": by_tokens}
 
 
 def planner(summary: RunSummary, run_dir: Path, left_out_k: int) -> dict[str, Any]:
@@ -216,11 +245,11 @@ def planner(summary: RunSummary, run_dir: Path, left_out_k: int) -> dict[str, An
     mix = request_mix(summary)
     assert mix is not None, "a check with no completed request"
     drafter = next(d.drafter for d in cal.drafters)
-    knee = knee_refit(cal, rows, mix, drafter)
+    term = term_refit(cal, rows, mix, drafter)
     covered = [r["covered"] for r in rows if r["covered"] is not None]
     return {"left_out_k": left_out_k, "calibrated_on": sorted(calibrated_on), "rows": rows,
             "residual_scale": cal.residual_scale, "covered": sum(covered), "with_interval": len(covered),
-            **_errors(rows, "error"), "knee": knee, "in_sample": in_sample(summary, str(run_dir)),
+            **_errors(rows, "error"), "term": term, "in_sample": in_sample(summary, str(run_dir)),
             "notes": cal.notes}
 
 
@@ -237,6 +266,10 @@ def _x(v: float | None, digits: int = 2) -> str:
 
 def _n(v: float | None, fmt: str = ".2f") -> str:
     return "-" if v is None else format(v, fmt)
+
+
+def _calls(n: int | None) -> str:
+    return "" if not n or n == 1 else f" in {n} calls (resumed where the time limit stopped it)"
 
 
 def _pct(v: float | None) -> str:
@@ -256,7 +289,8 @@ def markdown(doc: dict[str, Any]) -> str:
                  "built before this run)" if head.get("build_s") is None else f"built in {head['build_s']:.0f} s)"),
              f"- target: {head['target']}", f"- draft: {head['draft']}",
              f"- sweep: {head['sweep']}", f"- wall time: pair {_n(head['pair_s'], '.0f')} s, sweep "
-             f"{_n(head['sweep_s'], '.0f')} s, findings {_n(head.get('findings_s'), '.0f')} s", ""]
+             f"{_n(head['sweep_s'], '.0f')} s{_calls(head.get('sweep_calls'))}, findings "
+             f"{_n(head.get('findings_s'), '.0f')} s", ""]
     if doc.get("gpus"):
         lines += ["| GPU | memory | peak used | peak power | SM clock | mean load | readings |",
                   "|---|---|---|---|---|---|---|"]
@@ -327,32 +361,33 @@ def markdown(doc: dict[str, Any]) -> str:
     lines.append("")
 
     pl = f["planner"]
-    knee, ins = pl["knee"], pl["in_sample"]
+    term, ins = pl["term"], pl["in_sample"]
     lines += [f"## 5. The planner, blind at K = {pl['left_out_k']}", "",
               f"Calibrated on {', '.join(pl['calibrated_on'])} and the baseline at every load (relative residual "
               f"sd {_n(pl['residual_scale'], '.3f')}); K = {pl['left_out_k']} predicted at every measured load "
               f"(TPOT speedup). Median |error| {_pct(pl['median_abs_error'])}, worst {_pct(pl['worst_abs_error'])}; "
               f"{pl['covered']} of {pl['with_interval']} inside the predicted interval.", "",
-              "| configuration | concurrency | batch | measured | predicted [95%] | error | with a knee | error |",
+              "| configuration | concurrency | batch | measured | predicted [95%] | error | with the term | error |",
               "|---|---|---|---|---|---|---|---|"]
     for r in pl["rows"]:
         interval = "" if r["low"] is None else f" [{r['low']:.2f}, {r['high']:.2f}]"
         lines.append(f"| {r['config']} | {r['concurrency']} | {r['batch']} | {_x(r['measured'])} | "
-                     f"{_x(r['predicted'])}{interval} | {_pct(r['error'])} | {_x(r.get('predicted_knee'))} | "
-                     f"{_pct(r.get('error_knee'))} |")
+                     f"{_x(r['predicted'])}{interval} | {_pct(r['error'])} | {_x(r.get('predicted_term'))} | "
+                     f"{_pct(r.get('error_term'))} |")
     lines.append("")
     lines += [f"No prediction for {r['config']} at concurrency {r['concurrency']}: {r['why']}." for r in pl["rows"]
               if r["predicted"] is None]
-    if knee["knee_tokens"] is None:
+    if term["term"] is None:
         lines.append(f"The linear step cost fits the calibration's points (relative residual sd "
-                     f"{knee['linear_residual_sd']:.3f}) and no knee term fits them better.")
+                     f"{term['linear_residual_sd']:.3f}) and no knee or cap term fits them better.")
     else:
-        lines.append(f"A knee term, per-token cost rising beyond {knee['knee_tokens']} tokens per step, fits the "
-                     f"calibration's points with residual sd {knee['knee_residual_sd']:.3f} against "
-                     f"{knee['linear_residual_sd']:.3f} linear; blind with it: median |error| "
-                     f"{_pct(knee['median_abs_error'])}, worst {_pct(knee['worst_abs_error'])}.")
+        lines.append(f"One more term, {term['term']}, fits the calibration's points with residual sd "
+                     f"{term['residual_sd']:.3f} against {term['linear_residual_sd']:.3f} linear; blind with it "
+                     f"(the column 'with the term'): median |error| {_pct(term['median_abs_error'])}, worst "
+                     f"{_pct(term['worst_abs_error'])}.")
+    knee, cap = ins["best"]["knee"], ins["best"]["cap"]
     lines += ["", f"Every point fitted at once (K = {pl['left_out_k']} included): linear residual sd "
-              f"{ins['linear_residual_sd']:.3f}; with the best knee ({ins['best_knee_tokens']} tokens per step) "
-              f"{ins['knee_residual_sd']:.3f}."]
+              f"{ins['linear_residual_sd']:.3f}; with the best knee ({knee['at']:g} tokens per step) "
+              f"{knee['residual_sd']:.3f}; with the best cap ({cap['at']:g} sequences) {cap['residual_sd']:.3f}."]
     lines += [f"- {n}" for n in pl["notes"]]
     return "\n".join(lines) + "\n"

@@ -47,19 +47,20 @@ def gpus() -> list[dict[str, str]]:
 
 class Sampler:
     """Reads nvidia-smi every `interval_s` in a thread into `out` (GPU_CSV, APPS_CSV), with `nvidia-smi -q` as it
-    stood at the start (QUERY_TXT). Used as a context manager around the sweep."""
+    stood at the first start (QUERY_TXT). Used as a context manager around the sweep; a second sampler on the same
+    folder (the sweep resumed) appends, and t_s (Unix seconds) keeps the calls' readings in one time line."""
 
     def __init__(self, out: Path, interval_s: float = 1.0) -> None:
         self.out = out
         self.interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="nvidia-smi", daemon=True)
-        self._t0 = time.monotonic()
 
     def __enter__(self) -> Sampler:
         self.out.mkdir(parents=True, exist_ok=True)
-        full = subprocess.run(["nvidia-smi", "-q"], capture_output=True, text=True, timeout=60, check=False)
-        (self.out / QUERY_TXT).write_text(full.stdout, encoding="utf-8")
+        if not (self.out / QUERY_TXT).is_file():
+            full = subprocess.run(["nvidia-smi", "-q"], capture_output=True, text=True, timeout=60, check=False)
+            (self.out / QUERY_TXT).write_text(full.stdout, encoding="utf-8")
         self._thread.start()
         return self
 
@@ -68,13 +69,16 @@ class Sampler:
         self._thread.join(timeout=30)
 
     def _loop(self) -> None:
-        with (self.out / GPU_CSV).open("w", newline="", encoding="utf-8") as g, \
-                (self.out / APPS_CSV).open("w", newline="", encoding="utf-8") as a:
+        new_gpu, new_apps = (not (self.out / name).is_file() for name in (GPU_CSV, APPS_CSV))
+        with (self.out / GPU_CSV).open("a", newline="", encoding="utf-8") as g, \
+                (self.out / APPS_CSV).open("a", newline="", encoding="utf-8") as a:
             gpu_rows, app_rows = csv.writer(g), csv.writer(a)
-            gpu_rows.writerow(["t_s", *GPU_FIELDS])
-            app_rows.writerow(["t_s", *APP_FIELDS])
+            if new_gpu:
+                gpu_rows.writerow(["t_s", *GPU_FIELDS])
+            if new_apps:
+                app_rows.writerow(["t_s", *APP_FIELDS])
             while not self._stop.is_set():
-                t = f"{time.monotonic() - self._t0:.1f}"
+                t = f"{time.time():.1f}"
                 for row in _query(["--query-gpu=" + ",".join(GPU_FIELDS)]):
                     gpu_rows.writerow([t, *row])
                 for row in _query(["--query-compute-apps=" + ",".join(APP_FIELDS)]):

@@ -89,3 +89,18 @@ def test_the_planner_predicts_k4_blind_at_every_load_or_says_why(results: Path, 
             assert r["why"] is None and r["error"] == pytest.approx((r["predicted"] - r["measured"]) / r["measured"])
     assert (pl["median_abs_error"] is None) == all(r["predicted"] is None for r in pl["rows"])
     assert pl["in_sample"]["residuals_by_tokens"]
+
+
+def test_a_second_call_on_the_same_folder_goes_on_from_the_finished_run(results: Path) -> None:
+    """A GPU box's time limit per command can stop the check part way: the same --out continues (here, a finished
+    run: its results are written again, nothing measured twice)."""
+    out = results.parent
+    before = (results / "summary.json").stat().st_mtime_ns
+    done = subprocess.run([str(ROOT / "benchmarks" / "gpu" / "check.sh"), "--cpu", "--out", str(out)],
+                          env={**os.environ, "SPECMETER_GPU_WORK": str(out.parent / "unused-work")},
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (results / "summary.json").stat().st_mtime_ns > before
+    state = json.loads((out / "check.json").read_text())
+    assert state["profile"] == "cpu" and len(state["sweep_s"]) == 1  # the one sweep; no pair made, none resumed
+    assert not (out.parent / "unused-work").exists() or not list((out.parent / "unused-work").glob("pair-*"))

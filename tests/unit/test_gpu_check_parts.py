@@ -1,6 +1,6 @@
 """benchmarks/gpu/: the GPU check's parts that need no server: its sweep file, the pair's shapes and files,
-nvidia-smi's readings, the knee diagnosis of the step-cost model, and check.sh's refusals. The CPU twin of the
-whole check runs in tests/integration/test_gpu_check.py."""
+nvidia-smi's readings, the diagnosis of the step-cost model by one more term (a knee or a cap), and check.sh's
+refusals. The CPU twin of the whole check runs in tests/integration/test_gpu_check.py."""
 
 from __future__ import annotations
 
@@ -106,18 +106,25 @@ def _observations(step: object) -> list[Observation]:
     return out
 
 
-def test_a_knee_fits_a_gpu_like_step_and_adds_nothing_to_a_linear_one() -> None:
+def test_a_knee_or_a_cap_fits_its_own_step_shape_and_adds_nothing_to_a_linear_one() -> None:
     def linear(batch: float, k: float) -> float:
         return 0.004 + 0.0001 * batch * (1 + k) + (0.001 * k if k else 0.0)
 
     def knee(batch: float, k: float) -> float:  # flat until 64 tokens per step, then 20 us per token
         return linear(batch, k) + 2e-5 * max(0.0, batch * (1 + k) - 64)
 
+    def cap(batch: float, k: float) -> float:  # 1 ms more per sequence up to 16 sequences, then flat
+        return linear(batch, k) + 1e-3 * min(batch, 16)
+
     _, sd_linear = findings.fit_step_cost(_observations(linear), ["d"], None)
     assert sd_linear < 1e-6
-    linear_sd, knee_sd, knee_at, beta = findings.best_knee(_observations(knee), ["d"])
-    assert knee_at == 64 and knee_sd < 1e-6 < linear_sd
+    linear_sd, term_sd, term, beta = findings.best_term(_observations(knee), ["d"])
+    assert term == findings.Term("knee", 64) and term_sd < 1e-6 < linear_sd
     assert beta[-1] == pytest.approx(2e-5, rel=1e-3) and np.all(beta >= 0)
+    linear_sd, term_sd, term, beta = findings.best_term(_observations(cap), ["d"])
+    assert term == findings.Term("cap", 16) and term_sd < 1e-6 < linear_sd
+    assert beta[-1] == pytest.approx(1e-3, rel=1e-3)
+    assert "16 running sequences" in term.describe()
 
 
 @pytest.mark.parametrize(("args", "says"), [([], "give --out DIR"), (["--nope"], "unknown argument --nope")])
