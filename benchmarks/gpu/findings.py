@@ -19,7 +19,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from planner_accuracy import blind  # benchmarks/ is on the path: check.sh puts it there
@@ -134,7 +134,7 @@ class Term:
     - cap: a per-sequence cost up to `at` running sequences and none beyond (concave: steps that grow steeply with
       the first sequences, then flatten, as per-sequence work that does not grow with the batch past a point)."""
 
-    shape: str
+    shape: Literal["knee", "cap"]
     at: float
 
     def value(self, batch: float, k: float) -> float:
@@ -222,10 +222,9 @@ def in_sample(summary: RunSummary, run: str) -> dict[str, Any]:
     shape the GPU's steps have, wherever the calibration looked; and the linear fit's residual at each point."""
     cal = calibrate([(run, summary)])
     used, drafters = [o for o in cal.observations if o.used], [d.drafter for d in cal.drafters]
-    linear_sd = fit_step_cost(used, drafters, None)[1]
     best: dict[str, dict[str, float]] = {}
     for shape in ("knee", "cap"):
-        _, sd, term, _ = best_term(used, drafters, [t for t in TERMS if t.shape == shape])
+        linear_sd, sd, term, _ = best_term(used, drafters, [t for t in TERMS if t.shape == shape])
         best[shape] = {"at": term.at, "residual_sd": sd}
     by_tokens = sorted(({"config": o.config_id, "point": o.point_id,
                          "tokens_per_step": round(o.batch * (1 + o.k), 1), "residual": o.residual}
