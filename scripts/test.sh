@@ -3,15 +3,50 @@
 # ships py.typed) and run the whole test suite (unit, integration on the real vLLM CPU server, on llama.cpp's
 # llama-server and on a one-node Slurm cluster, e2e; the HTML report in headless Chromium). Only this command
 # builds llama-server (once) and installs arctic-inference (vLLM's suffix decoding), Chromium and Slurm.
+#
+# Those installs (llama-server's build is most of them: about 8 minutes on 2 cores) run in the background, niced,
+# beside the checks and the unit tests, which need none of them and keep one core busy; the integration and e2e
+# tests wait for them. Arguments go to pytest, which then runs once, after every install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/setup-llamacpp.sh
-scripts/setup-suffix.sh
-scripts/setup-browser.sh
-scripts/setup-slurm.sh
+
+install_log=$(mktemp)
+engines_setup() {
+  scripts/setup-llamacpp.sh && scripts/setup-suffix.sh && scripts/setup-browser.sh && scripts/setup-slurm.sh
+}
+# The installs' output, as they printed it, once they are done; their status is the command's if they failed.
+wait_for_installs() {
+  local status=0
+  wait "$installs" || status=$?
+  cat "$install_log"
+  rm -f "$install_log"
+  if [ "$status" -ne 0 ]; then
+    echo "test: the engines' setup failed (exit $status); its output is above" >&2
+    exit "$status"
+  fi
+}
+# Its own process group (set -m), so a check that fails stops the installs with the command.
+set -m
+nice -n 10 bash -c "$(declare -f engines_setup); engines_setup" >"$install_log" 2>&1 &
+installs=$!
+set +m
+trap 'kill -- -"$installs" 2>/dev/null || true' EXIT
+
 .venv/bin/ruff check src tests tools benchmarks docs/hooks
 .venv/bin/mypy
 .venv/bin/lint-imports
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
-exec .venv/bin/python -m pytest -q -ra "$@"
+if [ "$#" -gt 0 ]; then
+  wait_for_installs
+  exec .venv/bin/python -m pytest -q -ra "$@"
+fi
+unit=0
+.venv/bin/python -m pytest -q -ra tests/unit || unit=$?
+wait_for_installs
+engines=0
+.venv/bin/python -m pytest -q -ra tests/e2e tests/integration || engines=$?
+if [ "$unit" -ne 0 ] || [ "$engines" -ne 0 ]; then
+  echo "test: failed (unit tests: exit $unit; integration and e2e tests: exit $engines)" >&2
+  exit 1
+fi
