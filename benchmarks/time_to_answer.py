@@ -1,7 +1,9 @@
-"""Time to the verified answer: two designs of the demo (two git revisions) on the same machine, in one run.
+"""Time to the verified answer: two designs of the demo, or of a sweep file's tune loop (two git revisions), on the
+same machine, in one run.
 
 The cost of an answer is what a user pays for specmeter: every server start and every round is machine time
-(GPU time, on a real model). This runs `specmeter demo` from a fresh clone of each revision, `--repeats` times,
+(GPU time, on a real model). This runs `specmeter demo` (with --sweep FILE: `specmeter sweep FILE --verify`, the
+same loop over a sweep file of the repository's) from a fresh clone of each revision, `--repeats` times,
 alternating which design goes first (so drift on a shared machine falls on both alike), and reports per run:
 - wall time, split into setup (only with --setup: `scripts/setup.sh` in the clone, a fresh environment),
   server starts, the sweep's measuring, the measuring of the Ks the step-cost model proposed, the verification
@@ -13,8 +15,9 @@ Then the median and range per design, and the ratios after / before of wall time
 
 Without --setup a clone reuses this checkout's environment (.venv linked), so only the design differs.
 
-Run (about 30 minutes per repeat of both designs on 2 cores):
+Run (about 30 minutes per repeat of both designs on 2 cores; the larger sweep about an hour):
     .venv/bin/python benchmarks/time_to_answer.py --before 0b49660 --after HEAD --repeats 3 --out runs/tta
+    .venv/bin/python benchmarks/time_to_answer.py --before 0b49660 --sweep examples/demo-sweep.yaml --out runs/tta-sweep
 """
 
 from __future__ import annotations
@@ -126,8 +129,16 @@ def _git(*args: str, cwd: Path = REPO) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def run_design(design: str, rev: str, repeat: int, out: Path, *, setup: bool, demo_args: Sequence[str]) -> Timing:
-    """A fresh clone of `rev`, then (with `setup`) its own environment, then `specmeter demo` from it."""
+def answer_command(sweep: str | None, runs: Path, args: Sequence[str]) -> list[str]:
+    """The tune loop to time: the demo, or a sweep file's sweep with --verify (the file's path read in the clone)."""
+    if sweep is None:
+        return ["demo", "--out", str(runs), *args]
+    return ["sweep", sweep, "--verify", "--name", "answer", "--out", str(runs), *args]
+
+
+def run_design(design: str, rev: str, repeat: int, out: Path, *, setup: bool, sweep: str | None,
+               args: Sequence[str]) -> Timing:
+    """A fresh clone of `rev`, then (with `setup`) its own environment, then the tune loop from it."""
     clone = out / f"{design}-{repeat}"
     subprocess.run(["git", "clone", "-q", "--shared", str(REPO), str(clone)], check=True)
     _git("checkout", "-q", rev, cwd=clone)
@@ -139,10 +150,10 @@ def run_design(design: str, rev: str, repeat: int, out: Path, *, setup: bool, de
     setup_s = time.perf_counter() - t0
     env = {**os.environ, "PYTHONPATH": str(clone / "src")}  # the clone's code, not this checkout's
     runs = clone / "runs"
-    subprocess.run([str(clone / ".venv/bin/python"), "-m", "specmeter", "demo", "--out", str(runs), *demo_args],
+    subprocess.run([str(clone / ".venv/bin/python"), "-m", "specmeter", *answer_command(sweep, runs, args)],
                    cwd=clone, env=env, check=True, stdout=subprocess.DEVNULL)
     wall_s = time.perf_counter() - t0
-    (run_dir,) = runs.glob("*-demo")
+    (run_dir,) = runs.glob("*-demo" if sweep is None else "answer")
     return read_run(run_dir, design=design, rev=rev, repeat=repeat, wall_s=wall_s, setup_s=setup_s)
 
 
@@ -187,7 +198,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=1, help="demo runs per design, alternating which goes first")
     ap.add_argument("--setup", action="store_true", help="time scripts/setup.sh in each clone (a fresh environment)")
     ap.add_argument("--out", type=Path, required=True, help="a new directory for the clones, runs and results")
-    ap.add_argument("demo_args", nargs="*", help="after --: arguments for `specmeter demo`")
+    ap.add_argument("--sweep", metavar="FILE", help="time `specmeter sweep FILE --verify` instead of the demo (FILE: "
+                    "a path in the repository, e.g. examples/demo-sweep.yaml, read in each clone)")
+    ap.add_argument("args", nargs="*", help="after --: more arguments for `specmeter demo` (or `specmeter sweep`)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=False)
     revs = {"before": _git("rev-parse", "--short", args.before), "after": _git("rev-parse", "--short", args.after)}
@@ -196,8 +209,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         order = ("before", "after") if repeat % 2 else ("after", "before")
         for design in order:
             print(f"repeat {repeat}: {design} ({revs[design]})", file=sys.stderr, flush=True)
-            timings.append(run_design(design, revs[design], repeat, args.out, setup=args.setup,
-                                      demo_args=args.demo_args))
+            timings.append(run_design(design, revs[design], repeat, args.out, setup=args.setup, sweep=args.sweep,
+                                      args=args.args))
             (args.out / "time_to_answer.json").write_text(json.dumps([asdict(t) for t in timings], indent=1))
     text = report(timings)
     (args.out / "time_to_answer.md").write_text(text + "\n", encoding="utf-8")
