@@ -1,5 +1,5 @@
 """Sequential sampling against the fixed design, on the same data: the requests it saves, what the indifference
-zone saves on top, and any decision that differs.
+zone and resting save on top, and any decision that differs.
 
 A fixed-precision sweep runs every point `max_rounds` rounds and decides on all of them at 95%. The adaptive
 design runs the same rounds in the same order but looks after round `min_rounds` and each round after, at the
@@ -7,8 +7,9 @@ confidence its alpha spending allows, and stops a point once every decision ther
 adaptive rule on the fixed sweep's own rounds measures exactly what it saves (no drift between two runs to
 muddy the ratio): per point, the rounds, requests and measured wall time each design used, and the choice
 each made there (best configuration at the point, and the recommended table). The adaptive rule is replayed
-twice: without a zone (only beats and does-not-beat settle, as before ties existed) and with the indifference
-zone (a tie within +-z settles too), so the last column is what the zone saves.
+three times: without a zone (only beats and does-not-beat settle, as before ties existed), with the indifference
+zone (a tie within +-z settles too), and with the zone and resting (a configuration no open comparison can read
+sits out the next rounds: each look then reads only the rounds each configuration would have run).
 
 Run (about 12 minutes here; or give --run-dir of a fixed sweep with repeats = max_rounds):
     .venv/bin/python benchmarks/sequential_sampling.py --out runs/bench-sequential
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from specmeter.analysis.decide import analyze
 from specmeter.analysis.recommend import recommend
-from specmeter.analysis.sequential import confidence_after, point_decisions, settled
+from specmeter.analysis.sequential import confidence_after, distinct, point_walks, resting, settled
 from specmeter.config.models import LoadSpec
 from specmeter.execution.runner import execute
 from specmeter.plans.demo import demo_plan
@@ -30,27 +31,37 @@ from specmeter.rundir.store import RunStore, latest_records, load_summary
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import PointSampling, RunSummary
 
+Ran = dict[str, set[int]]  # configuration -> the rounds (repeats) it ran at a point
 
-def truncated(summary: RunSummary, records: list[RequestRecord], rounds: int, point_id: str
-              ) -> tuple[RunSummary, list[RequestRecord]]:
-    """The run as it stood after `rounds` rounds of one point (other points whole)."""
+
+def cut(summary: RunSummary, records: list[RequestRecord], point_id: str, ran: Ran
+        ) -> tuple[RunSummary, list[RequestRecord]]:
+    """The run as it stood with each configuration's rounds at one point cut to those it ran (other points whole)."""
     s = summary.model_copy(deep=True)
     for res in s.configs:
-        res.points = [p for p in res.points if p.point_id != point_id or p.repeat < rounds]
-    kept = [r for r in records if r.point_id != point_id or r.repeat < rounds]
+        res.points = [p for p in res.points if p.point_id != point_id or p.repeat in ran.get(res.config_id, set())]
+    kept = [r for r in records if r.point_id != point_id or r.repeat in ran.get(r.config_id, set())]
     return s, kept
 
 
-def replay(summary: RunSummary, records: list[RequestRecord], load: LoadSpec) -> dict[str, tuple[int, bool]]:
-    """Per point, the rounds the adaptive rule would have run on this data, and whether it settled there."""
-    out: dict[str, tuple[int, bool]] = {}
-    for point in summary.plan.points:
-        out[point.id] = (load.max_rounds, False)
+def replay(summary: RunSummary, records: list[RequestRecord], load: LoadSpec, *, rest: bool
+           ) -> dict[str, tuple[int, bool, Ran]]:
+    """Per point, the rounds the adaptive rule would have run on this data, whether it settled there, and the rounds
+    each configuration ran (with `rest`, a configuration the look rested sits out the next round)."""
+    out: dict[str, tuple[int, bool, Ran]] = {}
+    plan = summary.plan
+    for point in plan.points:
+        ran: Ran = {c.id: set(range(load.min_rounds)) for c in plan.configs if plan.runs(c, point.id)}
         for r in range(load.min_rounds, load.max_rounds + 1):
-            s, recs = truncated(summary, records, r, point.id)
-            if settled(point_decisions(s, recs, point.id, confidence_after(r, load))):
-                out[point.id] = (r, True)
+            s, recs = cut(summary, records, point.id, ran)
+            walks = point_walks(s, recs, point.id, confidence_after(r, load))
+            if settled(distinct(walks)) or r == load.max_rounds:
+                out[point.id] = (r, settled(distinct(walks)), ran)
                 break
+            rested = resting(s, walks, point.id) if rest else set()
+            for cid, rounds in ran.items():
+                if cid not in rested:
+                    rounds.add(r)
     return out
 
 
@@ -62,16 +73,16 @@ def with_zone(summary: RunSummary, indifference: float) -> RunSummary:
 
 
 def adaptive_run(summary: RunSummary, records: list[RequestRecord], load: LoadSpec,
-                 stop: dict[str, tuple[int, bool]]) -> tuple[RunSummary, list[RequestRecord]]:
-    """The fixed run cut where the adaptive rule stops each point, analysed as the adaptive design would."""
+                 stop: dict[str, tuple[int, bool, Ran]]) -> tuple[RunSummary, list[RequestRecord]]:
+    """The fixed run cut to the rounds the adaptive rule ran, analysed as the adaptive design would."""
     s = summary.model_copy(deep=True)
     s.plan.load = load
     for res in s.configs:
-        res.points = [p for p in res.points if p.repeat < stop[p.point_id][0]]
-    kept = [r for r in records if r.repeat < stop[r.point_id][0]]
+        res.points = [p for p in res.points if p.repeat in stop[p.point_id][2].get(res.config_id, set())]
+    kept = [r for r in records if r.repeat in stop[r.point_id][2].get(r.config_id, set())]
     s.sampling = [PointSampling(point_id=p, precision="adaptive", rounds=n, requests=0,
                                 stopped="settled" if done else "budget", confidence=confidence_after(n, load))
-                  for p, (n, done) in stop.items()]
+                  for p, (n, done, _) in stop.items()]
     s.analysis = analyze(s, kept)
     return s, kept
 
@@ -101,9 +112,11 @@ def main() -> int:
     load = fixed.plan.load.model_copy(update={"precision": "adaptive", "min_rounds": args.min_rounds,
                                              "max_rounds": args.max_rounds})
     zone = fixed.plan.indifference if args.indifference is None else args.indifference
-    designs = {"no zone": with_zone(fixed, fixed.plan.min_gain), f"±{zone:.0%} zone": with_zone(fixed, zone)}
-    stops = {name: replay(s, records, load) for name, s in designs.items()}
-    runs = {name: adaptive_run(designs[name], records, load, stop) for name, stop in stops.items()}
+    zoned = f"±{zone:.0%} zone"
+    designs = {"no zone": (with_zone(fixed, fixed.plan.min_gain), False), zoned: (with_zone(fixed, zone), False),
+               f"{zoned}, resting": (with_zone(fixed, zone), True)}
+    stops = {name: replay(s, records, load, rest=rest) for name, (s, rest) in designs.items()}
+    runs = {name: adaptive_run(designs[name][0], records, load, stop) for name, stop in stops.items()}
     choice = {name: {c.point_id: c.best_config_id for c in s.analysis.choices}
               for name, (s, _) in {"fixed": (fixed, records), **runs}.items()}
 
@@ -122,7 +135,7 @@ def main() -> int:
         for name, (s, kept) in runs.items():
             an, aw = usage(s, kept, point.id)
             totals[name] = [totals[name][0] + an, totals[name][1] + aw]
-            rounds, done = stops[name][point.id]
+            rounds, done, _ = stops[name][point.id]
             cells.append(f"{rounds}{'' if done else ' (unsettled)'} / {an} / {aw:.0f}")
         picks = [choice[name].get(point.id, "-") for name in choice]
         same = "" if len(set(picks)) == 1 else " (differs)"
@@ -131,9 +144,10 @@ def main() -> int:
     print(f"| all | {n0} requests, {w0:.0f} s | " + " | ".join(
         f"{n} requests ({n / n0:.2f}x), {w:.0f} s ({w / w0:.2f}x)" for name, (n, w) in totals.items()
         if name != "fixed") + " | |")
-    (plain_n, plain_w), (zoned_n, zoned_w) = (totals[name] for name in runs)
+    (plain_n, plain_w), (zoned_n, zoned_w), (rest_n, rest_w) = (totals[name] for name in runs)
     print(f"\nthe ±{zone:.0%} zone saves {plain_n - zoned_n} requests and {plain_w - zoned_w:.0f} measured seconds "
-          "over the adaptive design without it")
+          f"over the adaptive design without it; resting saves {zoned_n - rest_n} requests and "
+          f"{zoned_w - rest_w:.0f} measured seconds more")
     tables = {"fixed": recommend(fixed, records).best,
               **{name: recommend(s, kept).best for name, (s, kept) in runs.items()}}
     print("recommended table: " + "; ".join(f"{name} {[r.entry for r in t.ranges] if t else '-'}"

@@ -13,11 +13,12 @@ from test_recommend import latency, sweep
 from fakeengine.drive import attach_pair, conversations, run_plan
 from fakeengine.server import FakeEngine
 from specmeter.analysis.headtohead import Side, head_to_head, outcome_of
-from specmeter.analysis.sequential import ALPHA, confidence_after, look_confidence, looks
+from specmeter.analysis.sequential import ALPHA, confidence_after, look_confidence, looks, resting
 from specmeter.common.errors import InputError
 from specmeter.config.models import ConcurrencyPoint, LoadSpec
 from specmeter.execution.rounds import Rounds
 from specmeter.plans.run import BASELINE
+from specmeter.report.decisions import sampling_table
 from specmeter.rundir.store import RunStore, load_summary
 from specmeter.schemas.analysis import HeadToHead
 from specmeter.schemas.records import RequestRecord
@@ -64,12 +65,12 @@ def adaptive(rows: dict[str, dict[str, list[tuple[float, float, float]]]], **loa
 def test_a_point_stops_once_settled_and_never_before_min_rounds() -> None:
     clear = {K2: {"c1": [(1.3, 1.28, 1.32)] * 4}, K4: {"c1": [(1.6, 1.58, 1.62)] * 4}}
     rounds = adaptive(clear)
-    assert rounds.start(C1, 0) and rounds.start(C1, 1)  # one lucky round is never enough to stop
-    assert not rounds.start(C1, 2)  # after min_rounds (2) every decision is clear: stop
+    assert rounds.start(C1, 0, BASELINE) and rounds.start(C1, 1, BASELINE)  # one lucky round is never enough to stop
+    assert not rounds.start(C1, 2, BASELINE)  # after min_rounds (2) every decision is clear: stop
     entry = rounds.summary.sampled("c1")
     assert entry is not None and entry.stopped == "settled" and entry.rounds == 2
     assert entry.confidence == confidence_after(2, rounds.load) and entry.looks[-1].open == []
-    assert not rounds.start(C1, 3)  # and it stays stopped
+    assert not rounds.start(C1, 3, BASELINE)  # and it stays stopped
     # A resume reads the same from the stored summary: the rounds past the stop are not pending.
     again = Rounds(rounds.summary, rounds.records, rounds.per_round)
     assert again.stopped_before(C1, 2) and again.stopped_before(C1, 3) and not again.stopped_before(C1, 1)
@@ -78,13 +79,53 @@ def test_a_point_stops_once_settled_and_never_before_min_rounds() -> None:
 def test_a_point_that_cannot_settle_runs_to_its_budget_and_says_what_is_open() -> None:
     close = {K2: {"c1": [(1.30, 1.10, 1.50)] * 4}, K4: {"c1": [(1.31, 1.11, 1.51)] * 4}}
     rounds = adaptive(close)
-    assert all(rounds.start(C1, r) for r in range(4))  # looks after 2 and 3 rounds: still open, go on
+    assert all(rounds.start(C1, r, K4) for r in range(4))  # looks after 2 and 3 rounds: still open, go on
     rounds.finish(C1)
     entry = rounds.summary.sampled("c1")
     assert entry is not None and entry.stopped == "budget" and "max_rounds" in entry.why
     assert entry.looks[-1].open and K4 in entry.why
     capped = adaptive(close, max_requests=50)  # 20 requests a round: a third round would pass 50
-    assert capped.start(C1, 2) is False and "max_requests" in capped.summary.sampling[0].why
+    assert capped.start(C1, 2, K4) is False and "max_requests" in capped.summary.sampling[0].why
+
+
+def test_a_configuration_whose_comparisons_settled_rests_while_the_rest_go_on() -> None:
+    """K = 2 clearly beats the baseline, K = 4 against K = 2 stays open: from the first look on the baseline sits
+    out (its one comparison settled), K = 2 and K = 4 run to the budget, and each look says who rested. A K that
+    no comparison reads yet (the walk has not reached it) keeps running."""
+    open_top = {K2: {"c1": [(1.30, 1.28, 1.32)] * 4}, K4: {"c1": [(1.31, 1.10, 1.52)] * 4}}
+    rounds = adaptive(open_top)
+    assert all(rounds.start(C1, r, c) for r in (0, 1) for c in (BASELINE, K2, K4))  # min_rounds: everyone
+    assert not rounds.start(C1, 2, BASELINE) and rounds.start(C1, 2, K2) and rounds.start(C1, 2, K4)
+    assert not rounds.start(C1, 3, BASELINE) and rounds.start(C1, 3, K4)
+    entry = rounds.summary.sampled("c1")
+    assert entry is not None and [lk.rested for lk in entry.looks] == [[BASELINE], [BASELINE]]
+    assert all(K4 in lk.open[0] for lk in entry.looks) and entry.rested_from() == {BASELINE: 3}
+    table = sampling_table(rounds.summary)
+    assert table is not None and [row[5] for row in table.rows] == [f"{BASELINE} from round 3"]
+    # Until K = 2 settles against the baseline the walk does not reach K = 4: all three go on.
+    unsure = adaptive({K2: {"c1": [(1.05, 0.90, 1.20)] * 4}, K4: {"c1": [(1.31, 1.10, 1.52)] * 4}})
+    assert all(unsure.start(C1, 2, c) for c in (BASELINE, K2, K4))
+    assert unsure.summary.sampling[0].looks[-1].rested == []
+
+
+def _h2h(challenger: str, incumbent: str, outcome: str) -> HeadToHead:
+    return HeadToHead.model_construct(point_id="c1", config_id=challenger, against=incumbent, outcome=outcome)
+
+
+def test_what_rests_is_what_no_open_comparison_can_read() -> None:
+    """A walk from the baseline: from its first open comparison on, the choice there and every later challenger
+    may still be read; a verification's comparisons are fixed, so whatever is in none still open rests."""
+    summary, _ = sweep({K2: {"c1": (1.3, 1.2, 1.4)}, K4: {"c1": (1.3, 1.2, 1.4)},
+                        "draft_model-k6": {"c1": (1.3, 1.2, 1.4)}}, {"c1": 1.0})
+    k6 = "draft_model-k6"
+    behind = [[_h2h(K2, BASELINE, "beats"), _h2h(K4, K2, "unsettled"), _h2h(k6, K2, "does_not_beat")]]
+    assert resting(summary, behind, "c1") == {BASELINE}
+    assert resting(summary, [[_h2h(K2, BASELINE, "unsettled"), _h2h(K4, BASELINE, "beats"),
+                              _h2h(k6, BASELINE, "does_not_beat")]], "c1") == set()
+    assert resting(summary, [[_h2h(K2, BASELINE, "beats"), _h2h(K4, K2, "beats"),
+                              _h2h(k6, K4, "unsettled")]], "c1") == {BASELINE, K2}
+    summary.plan.kind = "verify"  # the dynamic table against the baseline settled, K = 6 against it open
+    assert resting(summary, [[_h2h(K4, BASELINE, "beats"), _h2h(k6, K4, "unsettled")]], "c1") == {BASELINE, K2}
 
 
 def test_a_near_tie_stops_as_a_tie_and_says_how_close() -> None:
@@ -92,13 +133,13 @@ def test_a_near_tie_stops_as_a_tie_and_says_how_close() -> None:
     its budget; within ±3% the two are a tie after min_rounds, and the summary says so and by how much."""
     near = {K2: {"c1": [(1.30, 1.29, 1.31)] * 4}, K4: {"c1": [(1.31, 1.30, 1.32)] * 4}}
     rounds = adaptive(near)
-    assert rounds.start(C1, 0) and rounds.start(C1, 1) and not rounds.start(C1, 2)
+    assert rounds.start(C1, 0, BASELINE) and rounds.start(C1, 1, BASELINE) and not rounds.start(C1, 2, BASELINE)
     entry = rounds.summary.sampled("c1")
     assert entry is not None and entry.stopped == "settled" and entry.rounds == 2 and entry.looks[-1].open == []
     assert "1 of 2 as a tie" in entry.why and f"{K4} ties with {K2}" in entry.why and "within ±3%" in entry.why
     without = adaptive(near)
     without.summary.plan.indifference = without.summary.plan.min_gain  # equal to min gain: no ties
-    assert all(without.start(C1, r) for r in range(4))
+    assert all(without.start(C1, r, K4) for r in range(4))
     without.finish(C1)
     left = without.summary.sampled("c1")
     assert left is not None and left.stopped == "budget" and K4 in left.why

@@ -61,3 +61,10 @@ def test_the_measuring_of_proposed_ks_is_a_phase_of_its_own(tta: ModuleType, tmp
     assert t.propose_s == pytest.approx(before.verify_s) and t.verify_s == pytest.approx(before.verify_s)
     assert t.requests > before.requests and t.servers_started > before.servers_started
     assert t.setup_s + t.starts_s + t.sweep_s + t.propose_s + t.verify_s + t.other_s == pytest.approx(900.0)
+
+
+def test_a_sweep_file_is_timed_as_its_own_tune_loop(tta: ModuleType, tmp_path: Path) -> None:
+    """--sweep FILE runs `specmeter sweep FILE --verify` (read in the clone) into a run directory of a known name."""
+    assert tta.answer_command(None, tmp_path, ["-k", "2"]) == ["demo", "--out", str(tmp_path), "-k", "2"]
+    assert tta.answer_command("examples/demo-sweep.yaml", tmp_path, []) == [
+        "sweep", "examples/demo-sweep.yaml", "--verify", "--name", "answer", "--out", str(tmp_path)]

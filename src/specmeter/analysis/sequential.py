@@ -15,6 +15,10 @@ right and the cheaper is kept). Without the zone a near-tie (a true ratio close 
 and runs every point to its budget; with it such a point stops once the interval is narrow enough to say the
 answer hardly matters. A tie is an interval claim like the others, so the alpha spent over the looks bounds a
 wrong tie (the true ratio outside the zone) as it bounds a wrong beats.
+
+A point measures only what its open decisions need: a configuration no comparison still to be settled can read
+rests from the next round on (resting says which). Its settled comparisons stay settled: later looks read them
+on the same rounds at a lower confidence, so the alpha spent bounds them as before.
 """
 
 from __future__ import annotations
@@ -58,9 +62,10 @@ def confidence_after(rounds: int, load: LoadSpec) -> float:
     return look_confidence(look, looks(load))
 
 
-def point_decisions(summary: RunSummary, records: Sequence[RequestRecord], point_id: str,
-                    confidence: float) -> list[HeadToHead]:
-    """Every head-to-head comparison the decisions at this point read, at `confidence`.
+def point_walks(summary: RunSummary, records: Sequence[RequestRecord], point_id: str,
+                confidence: float) -> list[list[HeadToHead]]:
+    """The head-to-head comparisons the decisions at this point read, at `confidence`, as the walks that make them,
+    each in its order.
 
     A sweep decides the best configuration at the point (every candidate from the baseline up) and each
     drafter's K (its own walk, which the recommendation reads). A verification decides whether a static K beats
@@ -74,17 +79,17 @@ def point_decisions(summary: RunSummary, records: Sequence[RequestRecord], point
     if base is None or base.id not in arena.sides:
         return []
     if plan.kind == "verify":
-        return verify_decisions(summary, records, arena, point_id)
-    out: dict[tuple[str, str], HeadToHead] = {}
+        return [verify_decisions(summary, records, arena, point_id)]
     measured = [c for c in plan.configs if c.role is Role.candidate and c.workload == "main" and c.id in arena.sides
                 and not c.spec.synthetic]  # synthetic acceptance is measured, never decided on
-    for group in [measured, *families(measured, [])]:
-        if not group:
-            continue
-        walk = contenders(base.id, [(c, 1.0) for c in group])
-        for h in choose(point_id, walk, arena.duel, min_gain=plan.min_gain).evidence:
-            out[(h.config_id, h.against)] = h
-    return list(out.values())
+    return [choose(point_id, contenders(base.id, [(c, 1.0) for c in group]), arena.duel,
+                   min_gain=plan.min_gain).evidence
+            for group in [measured, *families(measured, [])] if group]
+
+
+def distinct(walks: Sequence[Sequence[HeadToHead]]) -> list[HeadToHead]:
+    """The walks' comparisons, each pair once."""
+    return list({(h.config_id, h.against): h for walk in walks for h in walk}.values())
 
 
 def verify_decisions(summary: RunSummary, records: Sequence[RequestRecord], arena: Arena,
@@ -99,6 +104,26 @@ def verify_decisions(summary: RunSummary, records: Sequence[RequestRecord], aren
     table_k = drafted_check(dynamic, point_id, at_point(summary, point_id), records).expected_k
     challenge = table_challenge(plan, arena, point_id, table_k)
     return [arena.duel(dynamic.id, base.id), *([challenge] if challenge is not None else [])]
+
+
+def resting(summary: RunSummary, walks: Sequence[Sequence[HeadToHead]], point_id: str) -> set[str]:
+    """The configurations at the point the next round can leave out, because no comparison still to be settled can
+    read them. A verification's comparisons are fixed: whatever is in none still open rests. A sweep's walk goes
+    from the cheapest and sets each challenger against the choice so far, so from its first open comparison on,
+    the choice there and every later challenger may still be read (which later comparisons are made depends on how
+    the open one ends); what the walk left behind rests, and a configuration no walk reads keeps running."""
+    plan = summary.plan
+    running = {c.id for c in plan.configs if plan.runs(c, point_id)}
+    if plan.kind == "verify":
+        open_ = [h for h in distinct(walks) if h.outcome == "unsettled"]
+        return running - {side for h in open_ for side in (h.config_id, h.against)}
+    read = {side for walk in walks for h in walk for side in (h.config_id, h.against)}
+    needed: set[str] = set()
+    for walk in walks:
+        first = next((i for i, h in enumerate(walk) if h.outcome == "unsettled"), None)
+        if first is not None:
+            needed |= {walk[first].against, *(h.config_id for h in walk[first:])}
+    return (running & read) - needed
 
 
 def settled(decisions: Sequence[HeadToHead]) -> bool:

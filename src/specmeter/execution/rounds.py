@@ -1,8 +1,9 @@
 """How many rounds each load point runs: the fixed design's `repeats`, or, with adaptive precision, rounds until
-every decision at the point is settled or a budget runs out (analysis.sequential holds the statistics).
+every decision at the point is settled or a budget runs out (analysis.sequential holds the statistics), each
+round leaving out the configurations whose every comparison there has settled.
 
-The runner asks before each round of an adaptive point whether to start it; the answer and the looks behind it
-are written to the summary (`sampling`), so a resumed run looks again at the same data and agrees.
+The runner asks before each configuration's round of an adaptive point whether to run it; the answer and the
+looks behind it are written to the summary (`sampling`), so a resumed run looks again at the same data and agrees.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specmeter.analysis.sequential import confidence_after, point_decisions, settled
+from specmeter.analysis.sequential import confidence_after, distinct, point_walks, resting, settled
 from specmeter.config.models import LoadPoint, LoadSpec
 from specmeter.load.stops import Stop, StopConditions
 from specmeter.schemas.records import RequestRecord
@@ -74,11 +75,13 @@ class Rounds:
         self.adaptive = self.load.precision == "adaptive"
         self.budgets = budgets(self.load)
         self._began: dict[str, float] = {}
-        self._went_on: dict[tuple[str, int], bool] = {}  # (point, rounds) -> the look there said go on
+        # (point, rounds) -> the configurations the look there rested for the next round; None: it stopped the point
+        self._next: dict[tuple[str, int], frozenset[str] | None] = {}
 
-    def start(self, point: LoadPoint, round_: int) -> bool:
-        """Whether to run round `round_` (0-based) of the point: always for a fixed design; for an adaptive one,
-        not once the point has stopped, looking again from min_rounds on."""
+    def start(self, point: LoadPoint, round_: int, config_id: str) -> bool:
+        """Whether the configuration runs round `round_` (0-based) of the point: always for a fixed design; for an
+        adaptive one, not once the point has stopped, nor where the last look rested it, looking again from
+        min_rounds on."""
         self._began.setdefault(point.id, time.monotonic())
         if not self.adaptive:
             return True
@@ -86,34 +89,40 @@ class Rounds:
             return False
         if round_ < self.load.min_rounds:
             return True
-        if (point.id, round_) not in self._went_on:  # one look per round, not one per configuration
-            self._went_on[(point.id, round_)] = self.look(point, round_) is None
-        return self._went_on[(point.id, round_)]
+        if (point.id, round_) not in self._next:  # one look per round, not one per configuration
+            self._next[(point.id, round_)] = self.look(point, round_)
+        rested = self._next[(point.id, round_)]
+        return rested is not None and config_id not in rested
 
     def stopped_before(self, point: LoadPoint, round_: int) -> bool:
         """The point stopped (settled or out of budget) with fewer rounds than this one: a resume skips it."""
         found = self.summary.sampled(point.id)
         return found is not None and found.stopped in ("settled", "budget") and found.rounds <= round_
 
-    def look(self, point: LoadPoint, rounds: int) -> str | None:
-        """Look at the point after `rounds` rounds; the reason to stop there, or None to go on."""
+    def look(self, point: LoadPoint, rounds: int) -> frozenset[str] | None:
+        """Look at the point after `rounds` rounds: None where it stops there (the reason in its entry), else the
+        configurations the next round leaves out (every comparison they are in settled)."""
         confidence = confidence_after(rounds, self.load)
         records = self.records()
-        decisions = point_decisions(self.summary, records, point.id, confidence)
+        walks = point_walks(self.summary, records, point.id, confidence)
+        decisions = distinct(walks)
         entry = self._entry(point, rounds, confidence, records)
-        entry.looks = [*[lk for lk in entry.looks if lk.rounds != rounds],
-                       Look(rounds=rounds, confidence=confidence,
-                            open=[h.summary() for h in decisions if h.outcome == "unsettled"])]
+        look = Look(rounds=rounds, confidence=confidence,
+                    open=[h.summary() for h in decisions if h.outcome == "unsettled"])
+        entry.looks = [*[lk for lk in entry.looks if lk.rounds != rounds], look]
         if decisions and settled(decisions):
             ties = [h.summary() for h in decisions if h.outcome == "tie"]
             # A tie is why a near-even point stopped: say so, and how close the two are.
             tied = f"; {len(ties)} of {len(decisions)} as a tie: {'; '.join(ties)}" if ties else ""
-            return self._stop(entry, "settled", f"every decision settled after {rounds} rounds at "
-                              f"{confidence:.2%} confidence{tied}")
+            self._stop(entry, "settled", f"every decision settled after {rounds} rounds at {confidence:.2%} "
+                       f"confidence{tied}")
+            return None
         budget = self.budgets.check(RoundsRun(rounds, lambda: self.per_round(point), self._began.get(point.id)))
         if budget is not None:
-            return self._stop(entry, "budget", f"{budget.why}; still open: {'; '.join(entry.looks[-1].open) or '-'}")
-        return None
+            self._stop(entry, "budget", f"{budget.why}; still open: {'; '.join(look.open) or '-'}")
+            return None
+        look.rested = sorted(resting(self.summary, walks, point.id))
+        return frozenset(look.rested)
 
     def finish(self, point: LoadPoint) -> None:
         """After the point's last scheduled round: its entry, with the last look where it was adaptive."""
@@ -128,16 +137,16 @@ class Rounds:
             self.look(point, rounds)
 
     # -- inside ---------------------------------------------------------------------------------------------
-    def _stop(self, entry: PointSampling, how: str, why: str) -> str:
+    def _stop(self, entry: PointSampling, how: str, why: str) -> None:
         entry.stopped, entry.why = how, why  # type: ignore[assignment]
-        return why
 
     def _rounds_run(self, point: LoadPoint) -> int:
-        """Rounds every configuration measured at the point (the fewest any of them has)."""
+        """Rounds the point ran: the most any configuration measured there (one whose comparisons all settled
+        rested from the round after)."""
         plan = self.summary.plan
         counts = [len(res.repeats(point.id)) for c in plan.configs if plan.runs(c, point.id)
                   if (res := self.summary.config(c.id)) is not None and res.server_error is None]
-        return min(counts, default=0)
+        return max(counts, default=0)
 
     def _entry(self, point: LoadPoint, rounds: int, confidence: float,
                records: Sequence[RequestRecord]) -> PointSampling:

@@ -286,7 +286,7 @@ class _Run:
             for cell in pending:
                 server = servers[cell.config.server]
                 if (server.error is not None or not self.ramp.start(cell.point)
-                        or not rounds.start(cell.point, cell.repeat)):
+                        or not rounds.start(cell.point, cell.repeat, cell.config.id)):
                     continue
                 result = self.result(cell.config, server.engine)
                 loop = self.plan.load_for(cell.config).event_loop

@@ -94,9 +94,10 @@ def sampling_table(summary: RunSummary) -> Grid | None:
     if not rows:
         return None
     t = grid("Sequential sampling: rounds until every decision at the point settled (alpha spent over the looks)",
-             ("point", "rounds", "requests / config", "confidence", "stopped", "why"),
-             left={"point", "stopped", "why"})
+             ("point", "rounds", "requests / config", "confidence", "stopped", "rested", "why"),
+             left={"point", "stopped", "rested", "why"})
     for s in rows:
+        rested = ", ".join(f"{cid} from round {r}" for cid, r in s.rested_from().items()) or "-"
         t.add_row(point_label(summary, s.point_id), str(s.rounds), str(s.requests), f"{s.confidence:.2%}",
-                  s.stopped or "running", s.why or "-")
+                  s.stopped or "running", rested, s.why or "-")
     return t

@@ -125,6 +125,8 @@ class Look(BaseModel):
     confidence: float
     open: list[str] = Field(default_factory=list, description="The head-to-head comparisons still straddling "
                             "their threshold.")
+    rested: list[str] = Field(default_factory=list, description="Configurations the next round left out: every "
+                              "comparison they are in had settled.")
 
 
 class PointSampling(BaseModel):
@@ -132,7 +134,8 @@ class PointSampling(BaseModel):
 
     point_id: str
     precision: Literal["fixed", "adaptive"]
-    rounds: int = Field(description="Rounds every configuration ran at the point.")
+    rounds: int = Field(description="Rounds the point ran (a configuration whose comparisons had all settled rested "
+                        "from the round after: see looks).")
     requests: int = Field(description="Requests each configuration sent at the point, over all rounds.")
     confidence: float = Field(description="The confidence the point's decisions are read at.")
     stopped: Literal["settled", "budget", "fixed"] | None = Field(
@@ -140,6 +143,15 @@ class PointSampling(BaseModel):
         "first; fixed: the fixed design's rounds; None: still running (or the run ended before its next look).")
     why: str = ""
     looks: list[Look] = Field(default_factory=list)
+
+    def rested_from(self) -> dict[str, int]:
+        """Each configuration that sat out rounds here, and the first round (1-based) it sat out: the round after
+        the look that rested it (a later look may have brought it back)."""
+        out: dict[str, int] = {}
+        for look in sorted(self.looks, key=lambda lk: lk.rounds):
+            for cid in look.rested:
+                out.setdefault(cid, look.rounds + 1)
+        return out
 
 
 class RunSummary(BaseModel):
