@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -63,11 +64,15 @@ class Timing:
     points: dict[str, int] = field(default_factory=dict)  # rounds per point of the sweep
 
 
+# The demo's verification rounds are verify/, verify-r2/, ...; `sweep --verify`'s <timestamp>-verify/, ...-verify-r2/.
+VERIFY_DIR = re.compile(r"(?:.+-)?verify(?:-r(\d+))?")
+
+
 def verify_dirs(run_dir: Path) -> list[Path]:
-    """The run's verification rounds in order: verify/, verify-r2/, ..."""
-    found = [d for d in run_dir.iterdir() if d.is_dir() and d.name.startswith("verify")
-             and (d / "summary.json").exists()]
-    return sorted(found, key=lambda d: int(d.name.rsplit("-r", 1)[1]) if "-r" in d.name else 1)
+    """The run's verification rounds in order."""
+    found = [(int(m.group(1) or 1), d) for d in run_dir.iterdir()
+             if d.is_dir() and (m := VERIFY_DIR.fullmatch(d.name)) and (d / "summary.json").exists()]
+    return [d for _, d in sorted(found)]
 
 
 def propose_dirs(run_dir: Path) -> list[Path]:

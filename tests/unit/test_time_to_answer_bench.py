@@ -68,3 +68,12 @@ def test_a_sweep_file_is_timed_as_its_own_tune_loop(tta: ModuleType, tmp_path: P
     assert tta.answer_command(None, tmp_path, ["-k", "2"]) == ["demo", "--out", str(tmp_path), "-k", "2"]
     assert tta.answer_command("examples/demo-sweep.yaml", tmp_path, []) == [
         "sweep", "examples/demo-sweep.yaml", "--verify", "--name", "answer", "--out", str(tmp_path)]
+
+
+def test_verification_rounds_are_found_by_either_commands_names(tta: ModuleType, tmp_path: Path) -> None:
+    """The demo writes verify/, verify-r2/; `sweep --verify` <timestamp>-verify/, <timestamp>-verify-r2/."""
+    for name in ("verify-r2", "verify", "20261127-014641-verify-r2", "20261127-014641-verify", "verifying", "propose"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text("{}")
+    assert [d.name for d in tta.verify_dirs(tmp_path)] == [
+        "20261127-014641-verify", "verify", "20261127-014641-verify-r2", "verify-r2"]
