@@ -1,6 +1,6 @@
 """How many rounds each load point runs: the fixed design's `repeats`, or, with adaptive precision, rounds until
 every decision at the point is settled or a budget runs out (analysis.sequential holds the statistics), each
-round leaving out the configurations whose every comparison there has settled.
+round leaving out the configurations no open comparison can still read.
 
 The runner asks before each configuration's round of an adaptive point whether to run it; the answer and the
 looks behind it are written to the summary (`sampling`), so a resumed run looks again at the same data and agrees.
@@ -101,7 +101,7 @@ class Rounds:
 
     def look(self, point: LoadPoint, rounds: int) -> frozenset[str] | None:
         """Look at the point after `rounds` rounds: None where it stops there (the reason in its entry), else the
-        configurations the next round leaves out (every comparison they are in settled)."""
+        configurations the next round leaves out (analysis.sequential.resting)."""
         confidence = confidence_after(rounds, self.load)
         records = self.records()
         walks = point_walks(self.summary, records, point.id, confidence)
@@ -141,8 +141,7 @@ class Rounds:
         entry.stopped, entry.why = how, why  # type: ignore[assignment]
 
     def _rounds_run(self, point: LoadPoint) -> int:
-        """Rounds the point ran: the most any configuration measured there (one whose comparisons all settled
-        rested from the round after)."""
+        """Rounds the point ran: the most any configuration measured there (a rested one has fewer)."""
         plan = self.summary.plan
         counts = [len(res.repeats(point.id)) for c in plan.configs if plan.runs(c, point.id)
                   if (res := self.summary.config(c.id)) is not None and res.server_error is None]
