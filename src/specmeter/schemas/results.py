@@ -125,8 +125,8 @@ class Look(BaseModel):
     confidence: float
     open: list[str] = Field(default_factory=list, description="The head-to-head comparisons still straddling "
                             "their threshold.")
-    rested: list[str] = Field(default_factory=list, description="Configurations the next round left out: every "
-                              "comparison they are in had settled.")
+    rested: list[str] = Field(default_factory=list, description="Configurations the next round left out: no "
+                              "comparison still open could read them.")
 
 
 class PointSampling(BaseModel):
