@@ -4,6 +4,7 @@ inflate it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -12,8 +13,9 @@ from test_recommend import latency, sweep
 
 from fakeengine.drive import attach_pair, conversations, run_plan
 from fakeengine.server import FakeEngine
+from specmeter.analysis.choice import choose, contenders
 from specmeter.analysis.headtohead import Side, head_to_head, outcome_of
-from specmeter.analysis.sequential import ALPHA, confidence_after, look_confidence, looks, resting
+from specmeter.analysis.sequential import ALPHA, confidence_after, look_confidence, looks, resting, settled
 from specmeter.common.errors import InputError
 from specmeter.config.models import ConcurrencyPoint, LoadSpec
 from specmeter.execution.rounds import Rounds
@@ -145,13 +147,15 @@ def test_a_near_tie_stops_as_a_tie_and_says_how_close() -> None:
     assert left is not None and left.stopped == "budget" and K4 in left.why
 
 
-def _side(cid: str, rounds: list[np.ndarray], tokens: int = 100) -> Side:
+def _side(cid: str, rounds: list[np.ndarray] | dict[int, np.ndarray], tokens: int = 100) -> Side:
+    """A side from its per-request E2E seconds per round (a dict: only the rounds it ran)."""
+    ran = rounds if isinstance(rounds, dict) else dict(enumerate(rounds))
     recs = [RequestRecord(config_id=cid, point_id="c1", repeat=r, conversation_id=f"q{i}", ok=True,
                           ttft_s=0.01, e2e_s=float(x), output_tokens=tokens)
-            for r, e2e in enumerate(rounds) for i, x in enumerate(e2e)]
+            for r, e2e in ran.items() for i, x in enumerate(e2e)]
     res = ConfigResult(config_id=cid, role="candidate", spec_label=cid, points=[
         PointResult(point_id="c1", repeat=r, latency=latency(float(e2e.sum()), tokens * len(e2e)),
-                    sd=SDSummary(available=False)) for r, e2e in enumerate(rounds)])
+                    sd=SDSummary(available=False)) for r, e2e in ran.items()])
     return Side.of(res, recs, "c1")
 
 
@@ -239,6 +243,56 @@ def test_the_zone_stops_near_ties_early_without_wrong_decisions(ratio: float) ->
     assert np.mean([r for _, r in zoned]) < np.mean([r for _, r in plain])
     wrong = {"beats", "does_not_beat"} if ratio == 1.01 else {"beats"} if ratio < 1.01 else {"does_not_beat"}
     assert sum(o in wrong for o, _ in zoned) / len(zoned) <= ALPHA
+
+
+def _duel(sides: dict[str, Side], confidence: float) -> Callable[[str, str], HeadToHead]:
+    return lambda a, b: head_to_head(sides[a], sides[b], "c1", "output_throughput", min_gain=0.01,
+                                     indifference=ZONE, confidence=confidence)
+
+
+def _walked(rng: np.random.Generator, speeds: dict[str, float], rest: bool,
+            n: int = 12) -> tuple[str, bool, int]:
+    """One simulated point of three configurations (true throughput `speeds`, shared per-request hardness, NOISY
+    each), run as the runner does: every configuration the first min_rounds rounds, then a look after each round
+    that stops once the walk from the baseline has settled, and with `rest` leaves out of the next round what
+    resting says. The configuration chosen where it stopped, whether the walk had settled, and the requests sent."""
+    summary, _ = sweep({K2: {"c1": (1.0, 1.0, 1.0)}, K4: {"c1": (1.0, 1.0, 1.0)}}, {"c1": 1.0})
+    candidates = [c for c in summary.plan.configs if c.id != BASELINE]
+    ran: dict[str, dict[int, np.ndarray]] = {cid: {} for cid in speeds}
+    rested: set[str] = set()
+    for done in range(1, LOAD.max_rounds + 1):
+        hard = rng.lognormal(0.0, 0.5, n)
+        for cid, speed in speeds.items():
+            if cid not in rested:
+                ran[cid][done - 1] = hard / speed * (1 + rng.normal(0, NOISY, n)).clip(0.5)
+        if done < LOAD.min_rounds:
+            continue
+        sides = {cid: _side(cid, rounds) for cid, rounds in ran.items()}
+        walk = choose("c1", contenders(BASELINE, [(c, 1.0) for c in candidates]),
+                      _duel(sides, confidence_after(done, LOAD)), min_gain=0.01)
+        if settled(walk.evidence) or done == LOAD.max_rounds:
+            return (walk.best_config_id, settled(walk.evidence),
+                    sum(len(e2e) for rounds in ran.values() for e2e in rounds.values()))
+        rested = resting(summary, [walk.evidence], "c1") if rest else set()
+    raise AssertionError("unreachable: the last round returns")
+
+
+@pytest.mark.parametrize(("speeds", "right"), [({BASELINE: 1.0, K2: 1.15, K4: 1.15}, {K2}),
+                                               ({BASELINE: 1.0, K2: 1.15, K4: 1.15 * 1.10}, {K4})])
+def test_resting_keeps_the_wrong_choice_rate_at_most_five_percent_and_sends_less(speeds: dict[str, float],
+                                                                                  right: set[str]) -> None:
+    """K = 2 clearly beats the baseline; K = 4 against K = 2 is even (a tie or "does not beat": K = 2 stays) or 10%
+    better (K = 4). The same simulated points run with and without resting: a point that settles settles on the
+    wrong choice at most 5% of the time either way (one out of budget says it is unsure), and resting sends fewer
+    requests (the baseline sits out once K = 2 has settled against it)."""
+    rng_rest, rng_all = np.random.default_rng(5), np.random.default_rng(5)
+    rested = [_walked(rng_rest, speeds, rest=True) for _ in range(100)]
+    everyone = [_walked(rng_all, speeds, rest=False) for _ in range(100)]
+    for runs in (rested, everyone):
+        assert sum(done and choice not in right for choice, done, _ in runs) / len(runs) <= ALPHA
+        if right == {K4}:  # a real 10% settles (the rule has power); an even pair mostly runs to the budget
+            assert sum(done for _, done, _ in runs) / len(runs) > 0.5
+    assert sum(sent for _, _, sent in rested) < sum(sent for _, _, sent in everyone)
 
 
 def _adaptive_pair(tmp_path: Path, sd_chunk_s: float, base_chunk_s: float, **load: object) -> RunSummary:
