@@ -13,6 +13,10 @@ sits out the next rounds: each look then reads only the rounds each configuratio
 
 Run (about 12 minutes here; or give --run-dir of a fixed sweep with repeats = max_rounds):
     .venv/bin/python benchmarks/sequential_sampling.py --out runs/bench-sequential
+
+--resting DIR ... replays resting alone on adaptive runs' own rounds (a demo's run directory, its propose/ and
+verify/): the requests and measured seconds it would have left out, at the same stops (seconds, no servers):
+    D=runs/<id>-demo; .venv/bin/python benchmarks/sequential_sampling.py --resting $D $D/propose $D/verify
 """
 
 from __future__ import annotations
@@ -94,14 +98,41 @@ def usage(summary: RunSummary, records: list[RequestRecord], point_id: str) -> t
     return n, wall
 
 
+def resting_on(run_dirs: list[Path]) -> None:
+    """Each adaptive run replayed on its own rounds with every configuration running and with resting."""
+    totals = {False: [0, 0.0], True: [0, 0.0]}
+    print("| run | points: rounds (settled) | all: requests / seconds | resting: requests / seconds |")
+    print("|---|---|---|---|")
+    for run_dir in run_dirs:
+        summary = load_summary(run_dir)
+        records = latest_records(RunStore(run_dir).read_records())
+        cells = []
+        for rest in (False, True):
+            stop = replay(summary, records, summary.plan.load, rest=rest)
+            cut_summary, kept = adaptive_run(summary, records, summary.plan.load, stop)
+            n = sum(1 for r in kept if not r.warmup)
+            wall = sum(p.latency.wall_s for res in cut_summary.configs for p in res.points)
+            totals[rest] = [totals[rest][0] + n, totals[rest][1] + wall]
+            cells.append(f"{n} / {wall:.0f}")
+        stops = ", ".join(f"{p} {n}{' (settled)' if done else ''}" for p, (n, done, _) in stop.items())
+        print(f"| {run_dir} | {stops} | {' | '.join(cells)} |")
+    (n0, w0), (n1, w1) = totals[False], totals[True]
+    print(f"\nresting leaves out {n0 - n1} of {n0} requests ({n1 / n0:.3f}x) and {w0 - w1:.0f} of {w0:.0f} measured "
+          f"seconds ({w1 / w0:.3f}x)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--resting", type=Path, nargs="+", metavar="DIR", help="replay resting on these adaptive runs")
     ap.add_argument("--run-dir", type=Path, help="a finished fixed sweep (interleaved, repeats = max rounds)")
     ap.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="specmeter-seq-")))
     ap.add_argument("--min-rounds", type=int, default=2)
     ap.add_argument("--max-rounds", type=int, default=4)
     ap.add_argument("--indifference", type=float, help="the zone replayed (default: the run's)")
     args = ap.parse_args()
+    if args.resting:
+        resting_on(args.resting)
+        return 0
     run_dir = args.run_dir
     if run_dir is None:  # the demo's sweep (its pair, K 2 and 4, concurrency 1/4/16), in the fixed design
         run_dir = args.out / "fixed"
