@@ -59,8 +59,9 @@ def replay(summary: RunSummary, records: list[RequestRecord], load: LoadSpec, *,
         for r in range(load.min_rounds, load.max_rounds + 1):
             s, recs = cut(summary, records, point.id, ran)
             walks = point_walks(s, recs, point.id, confidence_after(r, load))
-            if settled(distinct(walks)) or r == load.max_rounds:
-                out[point.id] = (r, settled(distinct(walks)), ran)
+            done = settled(distinct(walks))
+            if done or r == load.max_rounds:
+                out[point.id] = (r, done, ran)
                 break
             rested = resting(s, walks, point.id) if rest else set()
             for cid, rounds in ran.items():
@@ -110,8 +111,8 @@ def resting_on(run_dirs: list[Path]) -> None:
         for rest in (False, True):
             stop = replay(summary, records, summary.plan.load, rest=rest)
             cut_summary, kept = adaptive_run(summary, records, summary.plan.load, stop)
-            n = sum(1 for r in kept if not r.warmup)
-            wall = sum(p.latency.wall_s for res in cut_summary.configs for p in res.points)
+            used = [usage(cut_summary, kept, p) for p in stop]
+            n, wall = sum(u[0] for u in used), sum(u[1] for u in used)
             totals[rest] = [totals[rest][0] + n, totals[rest][1] + wall]
             cells.append(f"{n} / {wall:.0f}")
         stops = ", ".join(f"{p} {n}{' (settled)' if done else ''}" for p, (n, done, _) in stop.items())

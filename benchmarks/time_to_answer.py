@@ -15,7 +15,7 @@ Then the median and range per design, and the ratios after / before of wall time
 
 Without --setup a clone reuses this checkout's environment (.venv linked), so only the design differs.
 
-Run (about 30 minutes per repeat of both designs on 2 cores; the larger sweep about an hour):
+Run (about 30 minutes per repeat of both designs on 2 cores; the larger sweep about 75):
     .venv/bin/python benchmarks/time_to_answer.py --before 0b49660 --after HEAD --repeats 3 --out runs/tta
     .venv/bin/python benchmarks/time_to_answer.py --before 0b49660 --sweep examples/demo-sweep.yaml --out runs/tta-sweep
 """

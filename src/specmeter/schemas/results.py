@@ -134,8 +134,8 @@ class PointSampling(BaseModel):
 
     point_id: str
     precision: Literal["fixed", "adaptive"]
-    rounds: int = Field(description="Rounds the point ran (a configuration whose comparisons had all settled rested "
-                        "from the round after: see looks).")
+    rounds: int = Field(description="Rounds the point ran: the most any configuration ran (one that no open "
+                        "comparison could read rested from the round after: see looks).")
     requests: int = Field(description="Requests each configuration sent at the point, over all rounds.")
     confidence: float = Field(description="The confidence the point's decisions are read at.")
     stopped: Literal["settled", "budget", "fixed"] | None = Field(
