@@ -266,14 +266,19 @@ class FakeEngine(ThreadedServer):
         finally:
             with self.lock:
                 self._in_flight -= 1
-                for engine in streaming:
-                    self.counters[engine].running -= 1
+            self._stop_streaming(streaming)  # a request cut short stops here
 
     def _start_streaming(self, engine: int, streaming: list[int]) -> None:
         with self.lock:
             self.counters[engine].running += 1
             self.max_running = max(self.max_running, sum(c.running for c in self.counters))
         streaming.append(engine)
+
+    def _stop_streaming(self, streaming: list[int]) -> None:
+        with self.lock:
+            for engine in streaming:
+                self.counters[engine].running -= 1
+        streaming.clear()
 
     async def _answer(self, request: web.Request, chat: bool, streaming: list[int]) -> web.StreamResponse:
         try:
@@ -346,6 +351,9 @@ class FakeEngine(ThreadedServer):
                 await asyncio.sleep(pause)
         if p.finish_apart:
             await s.write([s.choice(None, finish)], s.usage_so_far() if continuous else None)
+        # as in vLLM, the scheduler lets a request go before its last output reaches the client: a client that has
+        # read [DONE] sees it gone from the running gauge
+        self._stop_streaming(streaming)
         await self._finish(s, rec, engine, body, fault, include_usage)
         return resp
 
