@@ -10,7 +10,7 @@ from test_recommend import TOKENS, latency, sweep
 
 from specmeter.analysis.choice import Contender, choose
 from specmeter.analysis.decide import analyze
-from specmeter.analysis.headtohead import Side, compare, head_to_head, outcome_of
+from specmeter.analysis.headtohead import Paired, Side, compare, head_to_head, outcome_of
 from specmeter.analysis.recommend import recommend
 from specmeter.config.models import SpecMethod
 from specmeter.plans.run import BASELINE
@@ -188,3 +188,13 @@ def test_throughput_compares_only_the_repeats_both_ran() -> None:
     earlier = _side("b", [0.5] * 3)
     pooled = compare(a, earlier.merged(b), "output_throughput")
     assert pooled.value == pytest.approx(compare(a, b, "output_throughput").value or 0.0)
+
+
+def test_a_repeat_only_one_side_ran_is_left_out_not_counted_as_unequal_work() -> None:
+    """A configuration resting from a round on ran fewer repeats than the one it is compared with: the comparison
+    is on the repeats both ran, which is the same work. A request one side completed in a repeat both ran is not."""
+    a, b = _side("a", [2.0] * 3), _side("b", [1.0] * 3)
+    resting = Paired.of(a.merged(_later(a)), b)
+    assert resting.repeats == [0] and resting.unmatched == 0 and len(resting.keys) == 3
+    missing = Side("b", dict(list(b.requests.items())[:2]), b.totals)
+    assert Paired.of(a, missing).unmatched == 1

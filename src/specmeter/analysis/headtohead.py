@@ -54,7 +54,9 @@ class Side:
 
 @dataclass(frozen=True)
 class Paired:
-    """What two sides have in common: the keys both completed, and how many only one did."""
+    """What two sides have in common: the repeats both ran, the keys both completed, and how many of those
+    repeats' requests only one completed. A repeat only one side ran (a configuration resting from a round on) is
+    left out of the comparison, not counted as unequal work."""
 
     keys: list[RequestKey]
     repeats: list[int]
@@ -62,8 +64,10 @@ class Paired:
 
     @classmethod
     def of(cls, a: Side, b: Side) -> Paired:
+        repeats = a.totals.keys() & b.totals.keys()
         keys = sorted(a.requests.keys() & b.requests.keys())
-        return cls(keys, sorted(a.totals.keys() & b.totals.keys()), len(a.requests.keys() ^ b.requests.keys()))
+        only_one = {k for k in a.requests.keys() ^ b.requests.keys() if k[0] in repeats}
+        return cls(keys, sorted(repeats), len(only_one))
 
 
 def compare(a: Side, b: Side, metric: Metric | str, *, confidence: float = 0.95, good: Good | None = None) -> Ratio:
