@@ -4,23 +4,26 @@
 # llama-server and on a one-node Slurm cluster, e2e; the HTML report in headless Chromium). Only this command
 # builds llama-server (once) and installs arctic-inference (vLLM's suffix decoding), Chromium and Slurm.
 #
-# Those installs (llama-server's build is most of them: about 8 minutes on 2 cores) run in the background, niced,
-# beside the checks and the unit tests, which need none of them and keep one core busy; the integration and e2e
-# tests wait for them. Arguments go to pytest, which then runs once, after every install.
+# Those installs (llama-server's build is most of them: about 8 minutes on 2 cores) run in the background at the
+# lowest priority, beside the checks, the unit tests and the vLLM tests, which need none of them and leave cores
+# idle; the tests that use them run last and wait for them (tests/conftest.py `installed`). Their output is
+# printed when they are done. Arguments go to pytest, which then runs once, after every install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 install_log=$(mktemp)
+install_status=$(mktemp -u)  # written, whole, when the installs end: the tests that need them wait for it
+# The quick installs first: arctic-inference goes into the venv before any vLLM server starts from it.
 engines_setup() {
-  scripts/setup-llamacpp.sh && scripts/setup-suffix.sh && scripts/setup-browser.sh && scripts/setup-slurm.sh
+  scripts/setup-suffix.sh && scripts/setup-browser.sh && scripts/setup-slurm.sh && scripts/setup-llamacpp.sh
 }
 # The installs' output, as they printed it, once they are done; their status is the command's if they failed.
 wait_for_installs() {
   local status=0
   wait "$installs" || status=$?
   cat "$install_log"
-  rm -f "$install_log"
+  rm -f "$install_log" "$install_status"
   if [ "$status" -ne 0 ]; then
     echo "test: the engines' setup failed (exit $status); its output is above" >&2
     exit "$status"
@@ -28,7 +31,8 @@ wait_for_installs() {
 }
 # Its own process group (set -m), so a check that fails stops the installs with the command.
 set -m
-nice -n 10 bash -c "$(declare -f engines_setup); engines_setup" >"$install_log" 2>&1 &
+nice -n 19 bash -c "$(declare -f engines_setup); engines_setup; s=\$?
+  echo \$s >$install_status.part && mv $install_status.part $install_status; exit \$s" >"$install_log" 2>&1 &
 installs=$!
 set +m
 trap 'kill -- -"$installs" 2>/dev/null || true' EXIT
@@ -43,9 +47,10 @@ if [ "$#" -gt 0 ]; then
 fi
 unit=0
 .venv/bin/python -m pytest -q -ra tests/unit || unit=$?
-wait_for_installs
 engines=0
-.venv/bin/python -m pytest -q -ra tests/e2e tests/integration || engines=$?
+SPECMETER_TEST_INSTALLS_STATUS=$install_status .venv/bin/python -m pytest -q -ra tests/e2e tests/integration \
+  || engines=$?
+wait_for_installs
 if [ "$unit" -ne 0 ] || [ "$engines" -ne 0 ]; then
   echo "test: failed (unit tests: exit $unit; integration and e2e tests: exit $engines)" >&2
   exit 1

@@ -3,10 +3,40 @@ vllm_helpers) import by name."""
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 _TESTS = Path(__file__).resolve().parent
 for sub in (_TESTS, _TESTS / "unit", _TESTS / "integration"):
     if str(sub) not in sys.path:
         sys.path.insert(0, str(sub))
+
+# scripts/test.sh runs the engines' installs (llama-server's build, arctic-inference, Chromium, Slurm) in the
+# background beside the tests that need none of them, and names here the file their exit status is written to.
+INSTALLS_STATUS = "SPECMETER_TEST_INSTALLS_STATUS"
+
+
+@pytest.fixture(scope="session")
+def installed() -> None:
+    """Waits for the test command's background installs, for the tests that use what they install. Without the
+    test command (pytest run by hand) there is nothing to wait for: a missing install fails its test by name."""
+    status_file = os.environ.get(INSTALLS_STATUS)
+    if not status_file:
+        return
+    path = Path(status_file)
+    while not path.exists():
+        time.sleep(2)
+    status = path.read_text(encoding="utf-8").strip()
+    if status != "0":
+        pytest.fail(f"the engines' setup failed (exit {status}): scripts/test.sh prints its output after the tests")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules that use the installs run last (in their order), so that everything else runs while the
+    installs are under way. Whole modules move, so module-scoped fixtures still set up once."""
+    needs = {item.path for item in items if "installed" in item.fixturenames}
+    items.sort(key=lambda item: item.path in needs)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("installed")]  # Chromium, from the test command's installs
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "20261123-180233-demo"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Headless, no sandbox (root in CI), and none of Chromium's own network traffic: this machine refuses it.

@@ -19,7 +19,7 @@ def models() -> Path:
 
 
 @pytest.fixture(scope="session")
-def llama_server() -> Path:
+def llama_server(installed: None) -> Path:
     """The llama-server binary the llama.cpp tests launch (modules that need it use this fixture)."""
     binary = server_binary()
     if binary is None:  # the test command builds it: missing means the setup is broken, not optional

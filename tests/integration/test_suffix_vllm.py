@@ -30,7 +30,7 @@ SUFFIX = SpecConfig(method=SpecMethod.suffix, num_speculative_tokens=K)
 
 
 @pytest.fixture(scope="module")
-def run(pool: ServerPool, tmp_path_factory: pytest.TempPathFactory) -> tuple[RunSummary, Path]:
+def run(installed: None, pool: ServerPool, tmp_path_factory: pytest.TempPathFactory) -> tuple[RunSummary, Path]:
     """Six conversations (later turns carry the replies to earlier ones, which suffix decoding drafts from) at one
     stream and at three, each against the baseline server on the same requests."""
     check_local_models(demo_engine(), SUFFIX)  # the package, where the servers will look for it
