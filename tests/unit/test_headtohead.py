@@ -198,3 +198,4 @@ def test_a_repeat_only_one_side_ran_is_left_out_not_counted_as_unequal_work() ->
     assert resting.repeats == [0] and resting.unmatched == 0 and len(resting.keys) == 3
     missing = Side("b", dict(list(b.requests.items())[:2]), b.totals)
     assert Paired.of(a, missing).unmatched == 1
+    assert Paired.of(_later(a), b).unmatched == 6  # nothing in common: none of it is the same work

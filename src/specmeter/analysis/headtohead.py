@@ -56,7 +56,7 @@ class Side:
 class Paired:
     """What two sides have in common: the repeats both ran, the keys both completed, and how many of those
     repeats' requests only one completed. A repeat only one side ran (a configuration resting from a round on) is
-    left out of the comparison, not counted as unequal work."""
+    left out of the comparison, not counted as unequal work; two sides with no repeat in common share no work."""
 
     keys: list[RequestKey]
     repeats: list[int]
@@ -66,7 +66,7 @@ class Paired:
     def of(cls, a: Side, b: Side) -> Paired:
         repeats = a.totals.keys() & b.totals.keys()
         keys = sorted(a.requests.keys() & b.requests.keys())
-        only_one = {k for k in a.requests.keys() ^ b.requests.keys() if k[0] in repeats}
+        only_one = {k for k in a.requests.keys() ^ b.requests.keys() if k[0] in repeats or not repeats}
         return cls(keys, sorted(repeats), len(only_one))
 
 
