@@ -5,9 +5,9 @@
 # builds llama-server (once) and installs arctic-inference (vLLM's suffix decoding), Chromium and Slurm.
 #
 # Those installs (llama-server's build is most of them: about 8 minutes on 2 cores) run in the background at the
-# lowest priority, beside the checks, the unit tests and the vLLM tests, which need none of them (the vLLM tests
-# leave cores idle); the tests that use them run last and wait for them (tests/conftest.py `installed`). Their
-# output is printed when they are done. Arguments go to pytest, which then runs once, after every install.
+# lowest priority, beside the checks, the unit tests and the vLLM tests, which need none of them, on what CPU those
+# leave; the tests that use them run last and wait for them (tests/conftest.py `installed`). Their output is
+# printed when they are done. Arguments go to pytest, which then runs once, after every install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
