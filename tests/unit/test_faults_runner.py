@@ -66,6 +66,23 @@ def test_run_samples_the_running_batch_and_records_token_ids(tmp_path: Path) -> 
         assert len(rec.output_token_ids or []) == rec.output_tokens
 
 
+def test_warmup_requests_are_capped_at_warmup_max_tokens_and_measured_ones_are_not(tmp_path: Path) -> None:
+    """A warmup runs before every round of every configuration: it runs the server's paths, not a whole answer."""
+    convs = conversations([f"Question {i}: explain caching." for i in range(6)])
+    with FakeEngine(output_tokens=40) as server:
+        ex = attach_plan(server.url, convs, concurrency=[2], warmup=2, max_tokens=32, warmup_max_tokens=8)
+        _, error, _ = run_plan(ex, tmp_path / "run")
+    assert error is None, repr(error)
+    records = _records(tmp_path / "run")
+    warm = [r for r in records if r.warmup]
+    measured = [r for r in records if not r.warmup]
+    assert len(warm) == 2 and len(measured) >= 6
+    assert all(r.ok and r.output_tokens == 8 for r in warm)
+    assert all(r.ok and r.output_tokens == 32 for r in measured)
+    asked = sorted(r.body["max_tokens"] for r in server.completion_requests())
+    assert asked == [8, 8, *[32] * len(measured)]
+
+
 def test_sampled_runs_ask_for_no_token_ids_and_skip_the_lossless_check(tmp_path: Path) -> None:
     convs = conversations([f"Q{i}" for i in range(8)])
     with FakeEngine() as sd, FakeEngine() as base:

@@ -247,6 +247,10 @@ class LoadSpec(StrictModel):
     duration_s: float | None = Field(default=None, gt=0, description="Instead of one pass over the "
                                      "conversations: keep starting them (cycling) for this long per point.")
     warmup: int = Field(default=2, ge=0, description="Requests sent first at each point and excluded from results.")
+    warmup_max_tokens: int = Field(
+        default=16, ge=1, description="The most output tokens of a warmup request: enough to run the server's paths "
+        "(prefill, drafting, verification) before the point is measured, not a whole answer, since a warmup runs "
+        "before every round of every configuration.")
     max_tokens: int = Field(default=128, ge=1)
     ignore_eos: bool = Field(default=False, description="Force max_tokens outputs (biases acceptance).")
     temperature: float = Field(default=0.0, ge=0.0)

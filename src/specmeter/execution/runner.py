@@ -223,10 +223,13 @@ class _Run:
                 server.model = await served_model(client.first, config.engine)
             on_record, stops = self._on_record(), self._stops(server)
             if load.warmup:
-                warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}"})
+                cap = min(load.warmup_max_tokens, load.max_tokens)
+                warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}",
+                                             "max_tokens": min(c.max_tokens or cap, cap)})
                         for c in convs[: load.warmup]]
-                await run_point(client, ConcurrencyPoint(concurrency=len(warm)), warm, load, server.model, key,
-                                on_record, warmup=True, stops=stops)
+                await run_point(client, ConcurrencyPoint(concurrency=len(warm)), warm,
+                                load.model_copy(update={"max_tokens": cap}), server.model, key, on_record,
+                                warmup=True, stops=stops)
             feed = stats.iteration_feed()  # statistics the server clears on every read
             telemetry = PointTelemetry([(c.base_url, c.get_text) for c in client.clients], stats.metrics_path,
                                        stats.running_gauge, feed.path if feed is not None else None)
