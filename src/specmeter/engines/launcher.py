@@ -75,6 +75,7 @@ class LaunchedServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
         self._spawned_at = 0.0
+        self._log_start = 0  # where this launch's server lines begin in its log (it may hold an earlier launch's)
         self.gpu_offload: GpuOffload | None = None  # read from the log once the server serves
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -91,7 +92,9 @@ class LaunchedServer:
         if self._api_key:
             env.update(self.launcher.api_key_env(self._api_key))
         with self.log_path.open("ab") as log:
-            log.write(f"{LAUNCH_HEADER}{self.launcher.name}: {' '.join(self.command)}\n".encode())
+            header = f"{LAUNCH_HEADER}{self.launcher.name}: {' '.join(self.command)}\n".encode()
+            self._log_start = log.seek(0, os.SEEK_END) + len(header)  # the server's own lines begin after it
+            log.write(header)
             # A new session = a new process group: stop() can signal the server and all its workers.
             self._spawned_at = time.monotonic()
             self.proc = subprocess.Popen(
@@ -103,6 +106,26 @@ class LaunchedServer:
                 start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
+
+    def wait_handoff(self, poll_s: float = 0.25) -> bool:
+        """Wait until this start may overlap the next server's (the launcher's start_handoff line is in the log):
+        True once it is; False at once for a launcher without one, and when the server serves, exits or runs out
+        of its startup time first (wait_ready then says which)."""
+        marker = self.launcher.start_handoff(self.engine)
+        if marker is None or self.proc is None:
+            return False
+        needle, seen = marker.encode(), b""
+        deadline = self._spawned_at + self.engine.startup_timeout_s
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            with self.log_path.open("rb") as log:
+                log.seek(self._log_start + len(seen))
+                seen += log.read()
+            if needle in seen:
+                return True
+            if all(_get_ok(f"{self.base_url}{path}", self._api_key) for path in self.launcher.ready_paths):
+                return False
+            time.sleep(poll_s)
+        return False
 
     def wait_ready(self) -> None:
         """Wait until the spawned server serves; EngineError (the server stopped) when it exits or times out."""

@@ -76,6 +76,7 @@ def cpu_preload_libraries() -> list[str]:
 # has no attribute 'finalize_loading'"), so every start compiles again (init 34-37 s here); its older per-graph
 # cache loads (11-26 s) at the same decode speed. Set on a CPU build's servers unless the user sets it.
 CPU_COMPILE_CACHE = {"VLLM_USE_AOT_COMPILE": "0"}
+CPU_START_HANDOFF = "Initializing a V1 LLM engine"
 
 
 def cpu_build() -> str | None:
@@ -273,6 +274,13 @@ class VLLMLauncher(EngineLauncher):
 
     def api_key_env(self, api_key: str) -> dict[str, str]:
         return {"VLLM_API_KEY": api_key}
+
+    def start_handoff(self, engine: EngineSpec) -> str | None:
+        # A CPU build's start is three Python processes, each importing torch and vLLM (about 10 s each on 2 cores):
+        # the API server, the engine core, then the worker, which pins itself to the cores the model runs on and
+        # loads, compiles and warms up there. Once the engine core logs this line (vllm/v1/engine/core.py), what is
+        # left runs on those cores, while the next server's first two imports run on the others.
+        return CPU_START_HANDOFF if cpu_build() is not None else None
 
 
 class VLLMStats(EngineStats):

