@@ -99,7 +99,7 @@ def _requests(d: Path) -> tuple[int, int]:
 
 def read_run(run_dir: Path, *, design: str, rev: str, repeat: int, wall_s: float, setup_s: float) -> Timing:
     """Split a finished demo's wall time into its phases from the run directory's own records: each summary's
-    wall time, and each launched server's start (a server reused from the pool started in 0 s)."""
+    wall time, and the time its servers took to start (a server reused from the pool started in 0 s)."""
     sweep = _summary(run_dir)
     proposals = [_summary(d) for d in propose_dirs(run_dir)]
     verifies = [_summary(d) for d in verify_dirs(run_dir)]
@@ -107,17 +107,27 @@ def read_run(run_dir: Path, *, design: str, rev: str, repeat: int, wall_s: float
     def starts(s: dict[str, Any]) -> list[float]:
         return [float(c["startup_s"]) for c in s["configs"] if c.get("startup_s")]
 
+    def starting(d: Path, s: dict[str, Any]) -> float:
+        """Seconds the directory's execution spent starting servers: from its start to its first measured cell
+        (servers that overlap their starts count once), or their summed starts where no cell was captured."""
+        if not starts(s):
+            return 0.0
+        first = [float(a["started_s"]) for f in (d / "captures").glob("*/*.json")
+                 for a in json.loads(f.read_text(encoding="utf-8")).get("attempts", []) if a.get("started_s")]
+        return min(first) if first else sum(starts(s))
+
     sweep_starts = starts(sweep)
     propose_starts = [x for p in proposals for x in starts(p)]
     verify_starts = [x for v in verifies for x in starts(v)]
-    sweep_s = float(sweep["wall_s"] or 0.0) - sum(sweep_starts)
-    propose_s = sum(float(p["wall_s"] or 0.0) for p in proposals) - sum(propose_starts)
-    verify_s = sum(float(v["wall_s"] or 0.0) for v in verifies) - sum(verify_starts)
+    starts_s = starting(run_dir, sweep) + sum(starting(d, p) for d, p in zip(propose_dirs(run_dir), proposals)) \
+        + sum(starting(d, v) for d, v in zip(verify_dirs(run_dir), verifies))
+    sweep_s = float(sweep["wall_s"] or 0.0) - starting(run_dir, sweep)
+    propose_s = sum(float(p["wall_s"] or 0.0) - starting(d, p) for d, p in zip(propose_dirs(run_dir), proposals))
+    verify_s = sum(float(v["wall_s"] or 0.0) - starting(d, v) for d, v in zip(verify_dirs(run_dir), verifies))
     counts = [_requests(d) for d in (run_dir, *propose_dirs(run_dir), *verify_dirs(run_dir))]
     rec = json.loads((run_dir / "recommendation.json").read_text(encoding="utf-8"))
     best = rec["drafters"][0] if rec.get("drafters") else {}
     spec = best.get("spec") or {}
-    starts_s = sum(sweep_starts) + sum(propose_starts) + sum(verify_starts)
     return Timing(
         design=design, rev=rev, repeat=repeat, run_dir=str(run_dir), wall_s=wall_s, setup_s=setup_s,
         starts_s=starts_s, sweep_s=sweep_s, propose_s=propose_s, verify_s=verify_s,

@@ -77,3 +77,19 @@ def test_verification_rounds_are_found_by_either_commands_names(tta: ModuleType,
         (tmp_path / name / "summary.json").write_text("{}")
     assert [d.name for d in tta.verify_dirs(tmp_path)] == [
         "20261127-014641-verify", "verify", "20261127-014641-verify-r2", "verify-r2"]
+
+
+def test_servers_that_overlap_their_starts_count_once(tta: ModuleType, tmp_path: Path) -> None:
+    """Where the cells were captured, the start phase runs from the execution's start to its first measured cell."""
+    run = shutil.copytree(RUN, tmp_path / "run")
+    for d, first in ((run, 95.0), (run / "verify", 40.0)):
+        for i, config in enumerate(("baseline", "other")):
+            (d / "captures" / config).mkdir(parents=True)
+            attempts = [{"index": 0, "started_s": first + 30.0 * i}, {"index": 1, "started_s": first + 300.0}]
+            (d / "captures" / config / "c1-r0.json").write_text(json.dumps({"attempts": attempts}))
+    t = tta.read_run(run, design="after", rev="def", repeat=1, wall_s=900.0, setup_s=0.0)
+    sweep = json.loads((run / "summary.json").read_text())
+    verify = json.loads((run / "verify/summary.json").read_text())
+    assert t.starts_s == pytest.approx(95.0 + 40.0)
+    assert t.sweep_s == pytest.approx(sweep["wall_s"] - 95.0) and t.verify_s == pytest.approx(verify["wall_s"] - 40.0)
+    assert t.setup_s + t.starts_s + t.sweep_s + t.propose_s + t.verify_s + t.other_s == pytest.approx(900.0)
