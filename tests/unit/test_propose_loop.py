@@ -22,7 +22,7 @@ from specmeter.execution.runner import Execution, schedule
 from specmeter.execution.servers import ServerPool
 from specmeter.plans.propose import held_before, propose_plan
 from specmeter.plans.run import BASELINE
-from specmeter.plans.verify import verify_plan
+from specmeter.plans.verify import best_static, verify_plan
 from specmeter.predict.proposals import Proposal
 from specmeter.report.recommendation import deploy_lines, evidence_table
 from specmeter.rundir.store import RunStore, load_summary
@@ -247,12 +247,14 @@ class Pool:
         self.stopped.append(config.id)
 
 
-@pytest.mark.parametrize(("measured", "outcome"), [(WINS, "won"), (LOSES, "lost")])
+@pytest.mark.parametrize(("measured", "outcome", "keeps_server"), [(WINS, "won", True), (LOSES, "lost", False)])
 def test_the_tune_loops_proposal_step_measures_the_best_proposal_and_says_what_it_said(
-        run_dir: Path, monkeypatch: pytest.MonkeyPatch, measured: dict[str, Interval], outcome: str) -> None:
+        run_dir: Path, monkeypatch: pytest.MonkeyPatch, measured: dict[str, Interval], outcome: str,
+        keeps_server: bool) -> None:
     """The model's proposals (given here) over the budget are named, not run; the one within it is planned,
     measured into propose/ (a synthetic measurement stands in for the servers), decided on the pooled evidence
-    and reported; a proposal that won nowhere has its server stopped, one that won keeps it for verification."""
+    and reported; a proposal that won nowhere has its server stopped, unless verification will run it as a point's
+    best static K; one that won keeps it for verification."""
     rec = decide(run_dir, Criteria())
     found = [proposal(3, "c1", rec), proposal(1, "c16", rec)]
     monkeypatch.setattr(workflow, "found_proposals", lambda *_: (found, ""))
@@ -278,8 +280,37 @@ def test_the_tune_loops_proposal_step_measures_the_best_proposal_and_says_what_i
     assert "K=1" in said and "over the budget" in said
     assert f"proposed by the step-cost model: draft_model demo-draft K=3 ({K3}, measured in propose): {outcome}" \
         in said
-    assert pool.stopped == ([] if outcome == "won" else [K3])
-    assert measured_k(decide(run_dir, Criteria()), "c1") == (3 if outcome == "won" else 4)
+    assert pool.stopped == ([] if keeps_server else [K3])
+    decided = decide(run_dir, Criteria())
+    assert measured_k(decided, "c1") == (3 if outcome == "won" else 4)
+    assert decided.best is not None
+    assert (best_static(decided.best, BASELINE).get("c1") == K3) is keeps_server
+
+
+def test_a_proposal_that_lost_but_is_a_points_best_static_k_keeps_its_server_for_verification(
+        run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """K = 5 measures a hair above K = 4 at c1, less than the min gain a costlier K must win by: it wins nothing, yet
+    verification runs it there as the best static K against the table, so its server stays up."""
+    k5 = "draft_model-k5"
+    found = [proposal(5, "c1", decide(run_dir, Criteria()))]
+    monkeypatch.setattr(workflow, "found_proposals", lambda *_: (found, ""))
+
+    def measure(ex: Execution, target: Path, _term: Terminal, keep: Any, _pool: Any, *, show: bool) -> RunSummary:
+        summary, records = proposal_run({K4: (1.60, 1.55, 1.65), k5: (1.605, 1.555, 1.655)})
+        summary.plan = ex.plan
+        store(target, summary, records)
+        return summary
+
+    monkeypatch.setattr(workflow, "measure_and_keep", measure)
+    term, out = terminal()
+    pool = Pool()
+    workflow.propose(run_dir, cast(Calibration, Calibration.model_construct()), workflow.ProposeRequest(budget=1),
+                     term, cast(ServerPool, pool))
+    assert f"K=5 ({k5}, measured in propose): unsettled" in out.getvalue()
+    decided = decide(run_dir, Criteria())
+    assert decided.best is not None and measured_k(decided, "c1") == 4
+    assert best_static(decided.best, BASELINE)["c1"] == k5
+    assert pool.stopped == []
 
 
 def test_a_later_proposal_run_takes_the_next_free_directory_and_pools_with_the_earlier(

@@ -15,6 +15,7 @@ from pathlib import Path
 from specmeter.common.errors import InputError
 from specmeter.execution.servers import ServerPool
 from specmeter.plans.propose import propose_execution
+from specmeter.plans.verify import best_static
 from specmeter.predict.calibration import refit
 from specmeter.predict.observations import drafter_key, request_mix
 from specmeter.predict.predict import Predictor
@@ -105,15 +106,18 @@ def propose(run_dir: Path, cal: Calibration | None, req: ProposeRequest, term: T
         term.human.print(f"[dim]proposals over the budget (--propose {req.budget}), not measured: "
                          + "; ".join(f"K={p.k} of {p.drafter} (+{p.edge - 1:.1%})" for p in found[len(chosen):])
                          + "[/]", highlight=False)
-    won: set[str] = set()
+    needed: set[str] = set()
     try:
         measure_and_keep(ex, target, term, keep, pool, show=False)
         decided = decide(run_dir, req.criteria)  # as round 1 will read them: on the sweep and the proposals pooled
         for line in proposal_lines(decided, full=False):
             term.human.print(f"[bold]{line.text}[/]", highlight=False)
-        won = {p.config_id for p in decided.proposed if any(c.outcome == "won" for c in p.contests)}
-    finally:  # a proposal that won nowhere has no place in the table: free its server for verification's
+        needed = {p.config_id for p in decided.proposed if any(c.outcome == "won" for c in p.contests)}
+        base = summary.plan.main_baseline
+        if decided.best is not None and base is not None:  # verification runs the best static K against the table
+            needed |= set(best_static(decided.best, base.id).values())
+    finally:  # a proposal neither in the table nor verification's best static K somewhere: free its server
         if pool is not None:
             for config in ex.plan.configs:
-                if any(config.id == p.config_id for p in ex.plan.proposed) and config.id not in won:
+                if any(config.id == p.config_id for p in ex.plan.proposed) and config.id not in needed:
                     pool.stop(config)
