@@ -27,7 +27,7 @@ from pathlib import Path
 
 from specmeter.analysis.decide import analyze
 from specmeter.analysis.recommend import recommend
-from specmeter.analysis.sequential import confidence_after, distinct, point_walks, resting, settled
+from specmeter.analysis.sequential import confidence_after, distinct, point_arena, point_walks, resting, settled
 from specmeter.config.models import LoadSpec
 from specmeter.execution.runner import execute
 from specmeter.plans.demo import demo_plan
@@ -58,12 +58,13 @@ def replay(summary: RunSummary, records: list[RequestRecord], load: LoadSpec, *,
         ran: Ran = {c.id: set(range(load.min_rounds)) for c in plan.configs if plan.runs(c, point.id)}
         for r in range(load.min_rounds, load.max_rounds + 1):
             s, recs = cut(summary, records, point.id, ran)
-            walks = point_walks(s, recs, point.id, confidence_after(r, load))
+            arena = point_arena(s, recs, point.id, confidence_after(r, load))
+            walks = point_walks(s, recs, point.id, confidence_after(r, load), arena)
             done = settled(distinct(walks))
             if done or r == load.max_rounds:
                 out[point.id] = (r, done, ran)
                 break
-            rested = resting(s, walks, point.id) if rest else set()
+            rested = resting(s, walks, point.id, arena.duel) if rest else set()
             for cid, rounds in ran.items():
                 if cid not in rested:
                     rounds.add(r)

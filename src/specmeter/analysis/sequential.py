@@ -16,8 +16,9 @@ and runs every point to its budget; with it such a point stops once the interval
 answer hardly matters. A tie is an interval claim like the others, so the alpha spent over the looks bounds a
 wrong tie (the true ratio outside the zone) as it bounds a wrong beats.
 
-A point measures only what its open decisions need: a configuration no comparison still to be settled can read
-rests from the next round on (resting says which). Its settled comparisons stay settled: later looks read them
+A point measures only what its open decisions need: a configuration no comparison still to be settled can read,
+or one that has settled against every choice still possible without beating it, rests from the next round on
+(resting says which). Its settled comparisons stay settled: later looks read them
 on the same rounds at a lower confidence, so the alpha spent bounds them as before.
 """
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specmeter.analysis.choice import choose, contenders
+from specmeter.analysis.choice import Duel, choose, contenders
 from specmeter.analysis.families import families
 from specmeter.analysis.headline import headline_metric
 from specmeter.analysis.headtohead import Arena
@@ -62,19 +63,23 @@ def confidence_after(rounds: int, load: LoadSpec) -> float:
     return look_confidence(look, looks(load))
 
 
+def point_arena(summary: RunSummary, records: Sequence[RequestRecord], point_id: str, confidence: float) -> Arena:
+    """The configurations measured at the point, paired on its headline metric at `confidence`."""
+    plan = summary.plan
+    return Arena.of(summary.configs, records, point_id, headline_metric(plan.point(point_id)), min_gain=plan.min_gain,
+                    indifference=plan.indifference, confidence=confidence)
+
+
 def point_walks(summary: RunSummary, records: Sequence[RequestRecord], point_id: str,
-                confidence: float) -> list[list[HeadToHead]]:
+                confidence: float, arena: Arena | None = None) -> list[list[HeadToHead]]:
     """The head-to-head comparisons the decisions at this point read, at `confidence`, as the walks that make them,
-    each in its order.
+    each in its order (`arena`: the point's, where the caller has it).
 
     A sweep decides the best configuration at the point (every candidate from the baseline up) and each
     drafter's K (its own walk, which the recommendation reads). A verification decides whether a static K beats
     the dynamic table where the table's K differs from it, and how the table does against the baseline."""
     plan = summary.plan
-    point = plan.point(point_id)
-    metric = headline_metric(point)
-    arena = Arena.of(summary.configs, records, point_id, metric, min_gain=plan.min_gain,
-                     indifference=plan.indifference, confidence=confidence)
+    arena = arena or point_arena(summary, records, point_id, confidence)
     base = plan.main_baseline
     if base is None or base.id not in arena.sides:
         return []
@@ -106,12 +111,18 @@ def verify_decisions(summary: RunSummary, records: Sequence[RequestRecord], aren
     return [arena.duel(dynamic.id, base.id), *([challenge] if challenge is not None else [])]
 
 
-def resting(summary: RunSummary, walks: Sequence[Sequence[HeadToHead]], point_id: str) -> set[str]:
+def resting(summary: RunSummary, walks: Sequence[Sequence[HeadToHead]], point_id: str,
+            duel: Duel | None = None) -> set[str]:
     """The configurations at the point the next round can leave out, because no comparison still to be settled can
     read them. A verification's comparisons are fixed: whatever is in none still open rests. A sweep's walk goes
     from the cheapest and sets each challenger against the choice so far, so from its first open comparison on,
     the choice there and every later challenger may still be read (which later comparisons are made depends on how
-    the open one ends); what the walk left behind rests, and a configuration no walk reads keeps running."""
+    the open one ends); what the walk left behind rests, and a configuration no walk reads keeps running.
+
+    With `duel` (the point's comparisons, at the look's confidence), a later challenger that has settled against
+    every configuration the walk could have chosen by then, beating none (does not beat, or a tie, which keeps
+    the cheaper), rests too: however the open comparison ends, the walk meets it with a decision already made (K = 4
+    at concurrency 16, slower than both the baseline and K = 2, while K = 2 against the baseline is open)."""
     plan = summary.plan
     running = {c.id for c in plan.configs if plan.runs(c, point_id)}
     if plan.kind == "verify":
@@ -121,8 +132,13 @@ def resting(summary: RunSummary, walks: Sequence[Sequence[HeadToHead]], point_id
     needed: set[str] = set()
     for walk in walks:
         first = next((i for i, h in enumerate(walk) if h.outcome == "unsettled"), None)
-        if first is not None:
-            needed |= {walk[first].against, *(h.config_id for h in walk[first:])}
+        if first is None:
+            continue
+        choices = {walk[first].against, walk[first].config_id}  # what the walk may have chosen by the next one
+        for h in walk[first + 1:]:
+            if duel is None or any(duel(h.config_id, c).outcome in ("beats", "unsettled") for c in choices):
+                choices.add(h.config_id)
+        needed |= choices
     return (running & read) - needed
 
 

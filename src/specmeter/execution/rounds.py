@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specmeter.analysis.sequential import confidence_after, distinct, point_walks, resting, settled
+from specmeter.analysis.sequential import confidence_after, distinct, point_arena, point_walks, resting, settled
 from specmeter.config.models import LoadPoint, LoadSpec
 from specmeter.load.stops import Stop, StopConditions
 from specmeter.schemas.records import RequestRecord
@@ -104,7 +104,8 @@ class Rounds:
         configurations the next round leaves out (analysis.sequential.resting)."""
         confidence = confidence_after(rounds, self.load)
         records = self.records()
-        walks = point_walks(self.summary, records, point.id, confidence)
+        arena = point_arena(self.summary, records, point.id, confidence)
+        walks = point_walks(self.summary, records, point.id, confidence, arena)
         decisions = distinct(walks)
         entry = self._entry(point, rounds, confidence, records)
         look = Look(rounds=rounds, confidence=confidence,
@@ -121,7 +122,7 @@ class Rounds:
         if budget is not None:
             self._stop(entry, "budget", f"{budget.why}; still open: {'; '.join(look.open) or '-'}")
             return None
-        look.rested = sorted(resting(self.summary, walks, point.id))
+        look.rested = sorted(resting(self.summary, walks, point.id, arena.duel))
         return frozenset(look.rested)
 
     def finish(self, point: LoadPoint) -> None:
