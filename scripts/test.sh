@@ -48,7 +48,8 @@ fi
 unit=0
 .venv/bin/python -m pytest -q -ra -n auto tests/unit || unit=$?  # on every core: they are independent
 engines=0
-SPECMETER_TEST_INSTALLS_STATUS=$install_status .venv/bin/python -m pytest -q -ra tests/e2e tests/integration \
+SPECMETER_TEST_INSTALLS_STATUS=$install_status SPECMETER_TEST_INSTALLS_PID=$installs \
+  .venv/bin/python -m pytest -q -ra tests/e2e tests/integration \
   || engines=$?
 wait_for_installs
 if [ "$unit" -ne 0 ] || [ "$engines" -ne 0 ]; then

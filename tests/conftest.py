@@ -18,6 +18,17 @@ for sub in (_TESTS, _TESTS / "unit", _TESTS / "integration"):
 # scripts/test.sh runs the engines' installs (llama-server's build, arctic-inference, Chromium, Slurm) in the
 # background beside the tests that need none of them, and names here the file their exit status is written to.
 INSTALLS_STATUS = "SPECMETER_TEST_INSTALLS_STATUS"
+INSTALLS_PID = "SPECMETER_TEST_INSTALLS_PID"  # the installs' process: gone without a status, they were killed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    return True
 
 
 @pytest.fixture(scope="session")
@@ -27,8 +38,11 @@ def installed() -> None:
     status_file = os.environ.get(INSTALLS_STATUS)
     if not status_file:
         return
-    path = Path(status_file)
+    path, pid = Path(status_file), int(os.environ.get(INSTALLS_PID) or 0)
     while not path.exists():
+        if pid and not _running(pid) and not path.exists():
+            pytest.fail("the engines' setup ended without writing its status (was it killed?): scripts/test.sh "
+                        "prints its output after the tests")
         time.sleep(2)
     status = path.read_text(encoding="utf-8").strip()
     if status != "0":
