@@ -75,14 +75,14 @@ def test_a_long_cause_is_cut_to_one_short_line(tmp_path: Path) -> None:
     assert reason.startswith("ValueError: x") and reason.endswith("…") and len(reason) == 300
 
 
-class _ScriptLauncher(EngineLauncher):
-    """Launches `python -c SCRIPT` as the 'server'."""
+class ScriptLauncher(EngineLauncher):
+    """Launches `python -c SCRIPT` as the 'server' (`handoff`: the line of its start the next start may follow)."""
 
     name = "stub"
     methods = (SpecMethod.ngram,)
 
-    def __init__(self, script: str) -> None:
-        self.script = script
+    def __init__(self, script: str, handoff: str | None = None) -> None:
+        self.script, self.handoff = script, handoff
 
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
         return [sys.executable, "-c", self.script]
@@ -93,10 +93,13 @@ class _ScriptLauncher(EngineLauncher):
     def version(self) -> str | None:
         return None
 
+    def start_handoff(self, engine: EngineSpec) -> str | None:
+        return self.handoff
+
 
 def _start(tmp_path: Path, script: str, timeout_s: float = 30) -> str:
     engine = EngineSpec(model=str(tmp_path), startup_timeout_s=timeout_s)
-    server = LaunchedServer(_ScriptLauncher(script), engine, SpecConfig(), tmp_path / "server.log")
+    server = LaunchedServer(ScriptLauncher(script), engine, SpecConfig(), tmp_path / "server.log")
     with pytest.raises(EngineError) as err:
         server.start()
     server.stop()
@@ -129,7 +132,7 @@ def test_a_server_that_never_serves_reports_what_it_logged(tmp_path: Path) -> No
 
 
 def test_a_server_says_how_it_ended(tmp_path: Path) -> None:
-    server = LaunchedServer(_ScriptLauncher(""), EngineSpec(model=str(tmp_path)), SpecConfig(), tmp_path / "log")
+    server = LaunchedServer(ScriptLauncher(""), EngineSpec(model=str(tmp_path)), SpecConfig(), tmp_path / "log")
     server.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     assert server.ended() == "is still running"
     server.proc.send_signal(signal.SIGKILL)

@@ -4,49 +4,25 @@ starts the next wave at it."""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from test_server_log import ScriptLauncher
 
-from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
-from specmeter.engines.base import EngineLauncher
+from specmeter.config.models import EngineSpec, SpecConfig
 from specmeter.engines.launcher import LaunchedServer
 from specmeter.engines.vllm import CPU_START_HANDOFF, VLLMLauncher
 from specmeter.execution.servers import Server, start_all
 from specmeter.schemas.plan import PlannedConfig, Role
-from specmeter.schemas.recommend import DeployConfig
 
 pytestmark = pytest.mark.timeout(60)
 MARK = "engine core up"
 
 
-class _ScriptLauncher(EngineLauncher):
-    """Launches `python -c SCRIPT` as the 'server', with `handoff` as its start's handoff line."""
-
-    name = "stub"
-    methods = (SpecMethod.ngram,)
-
-    def __init__(self, script: str, handoff: str | None) -> None:
-        self.script, self.handoff = script, handoff
-
-    def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
-        return [sys.executable, "-c", self.script]
-
-    def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
-        raise NotImplementedError
-
-    def version(self) -> str | None:
-        return None
-
-    def start_handoff(self, engine: EngineSpec) -> str | None:
-        return self.handoff
-
-
 def _spawned(tmp_path: Path, script: str, handoff: str | None, timeout_s: float = 30) -> LaunchedServer:
     engine = EngineSpec(model=str(tmp_path), startup_timeout_s=timeout_s)
-    server = LaunchedServer(_ScriptLauncher(script, handoff), engine, SpecConfig(), tmp_path / "server.log")
+    server = LaunchedServer(ScriptLauncher(script, handoff), engine, SpecConfig(), tmp_path / "server.log")
     server.spawn()
     return server
 
