@@ -76,7 +76,7 @@ def cpu_preload_libraries() -> list[str]:
 # has no attribute 'finalize_loading'"), so every start compiles again (init 34-37 s here); its older per-graph
 # cache loads (11-26 s) at the same decode speed. Set on a CPU build's servers unless the user sets it.
 CPU_COMPILE_CACHE = {"VLLM_USE_AOT_COMPILE": "0"}
-CPU_START_HANDOFF = "Initializing a V1 LLM engine"
+CPU_START_HANDOFF = "Warming up done."
 
 
 def cpu_build() -> str | None:
@@ -278,8 +278,10 @@ class VLLMLauncher(EngineLauncher):
     def start_handoff(self, engine: EngineSpec) -> str | None:
         # A CPU build's start is three Python processes, each importing torch and vLLM (about 10 s each on 2 cores):
         # the API server, the engine core, then the worker, which pins itself to the cores the model runs on and
-        # loads, compiles and warms up there. Once the engine core logs this line (vllm/v1/engine/core.py), what is
-        # left runs on those cores, while the next server's first two imports run on the others.
+        # loads, compiles and warms up there. Once the worker has warmed up (vllm/v1/worker/cpu_model_runner.py), the
+        # compiled model is in the compile cache and what is left (the KV cache) is short, so the next server's
+        # imports may run beside it. Any earlier, and on a cold cache the next server compiled the same model again
+        # on the same pinned cores (the test command's first demo took 100 s longer so).
         return CPU_START_HANDOFF if cpu_build() is not None else None
 
 

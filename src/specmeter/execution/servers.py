@@ -97,9 +97,8 @@ def start_all(servers: Sequence[Server], spawn: Callable[[Server], LaunchedServe
               ready: Callable[[Server, LaunchedServer], None]) -> None:
     """Start `servers` wave by wave (start_waves): `spawn` starts a server's process (None: it needs none), `ready`
     waits until it serves. A wave starts once each server of the wave before serves, or, where the engine names a
-    handoff in its start (EngineLauncher.start_handoff: a CPU build of vLLM pins the rest of its start to the cores
-    the model runs on), once that server's log reached it: the next server's imports then run beside the rest of
-    this one's start. Three demo servers on 2 cores started in 109 s so, against about 132 one after another."""
+    handoff in its start (EngineLauncher.start_handoff: a CPU build of vLLM once its model is compiled and warmed
+    up), once that server's log reached it: the next server's imports then run beside the rest of this one's start."""
     handed_off: list[tuple[Server, LaunchedServer]] = []
     spawned: list[tuple[Server, LaunchedServer]] = []
     for wave in start_waves(servers):
