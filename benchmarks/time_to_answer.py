@@ -119,11 +119,11 @@ def read_run(run_dir: Path, *, design: str, rev: str, repeat: int, wall_s: float
     sweep_starts = starts(sweep)
     propose_starts = [x for p in proposals for x in starts(p)]
     verify_starts = [x for v in verifies for x in starts(v)]
-    starts_s = starting(run_dir, sweep) + sum(starting(d, p) for d, p in zip(propose_dirs(run_dir), proposals)) \
-        + sum(starting(d, v) for d, v in zip(verify_dirs(run_dir), verifies))
-    sweep_s = float(sweep["wall_s"] or 0.0) - starting(run_dir, sweep)
-    propose_s = sum(float(p["wall_s"] or 0.0) - starting(d, p) for d, p in zip(propose_dirs(run_dir), proposals))
-    verify_s = sum(float(v["wall_s"] or 0.0) - starting(d, v) for d, v in zip(verify_dirs(run_dir), verifies))
+    # Per phase, each directory's (wall time, time starting servers), its captures read once.
+    phases = [[(float(s["wall_s"] or 0.0), starting(d, s)) for d, s in dirs] for dirs in (
+        [(run_dir, sweep)], zip(propose_dirs(run_dir), proposals), zip(verify_dirs(run_dir), verifies))]
+    starts_s = sum(start for phase in phases for _, start in phase)
+    sweep_s, propose_s, verify_s = (sum(wall - start for wall, start in phase) for phase in phases)
     counts = [_requests(d) for d in (run_dir, *propose_dirs(run_dir), *verify_dirs(run_dir))]
     rec = json.loads((run_dir / "recommendation.json").read_text(encoding="utf-8"))
     best = rec["drafters"][0] if rec.get("drafters") else {}
