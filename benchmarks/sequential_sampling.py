@@ -8,8 +8,9 @@ adaptive rule on the fixed sweep's own rounds measures exactly what it saves (no
 muddy the ratio): per point, the rounds, requests and measured wall time each design used, and the choice
 each made there (best configuration at the point, and the recommended table). The adaptive rule is replayed
 three times: without a zone (only beats and does-not-beat settle, as before ties existed), with the indifference
-zone (a tie within +-z settles too), and with the zone and resting (a configuration no open comparison can read
-sits out the next rounds: each look then reads only the rounds each configuration would have run).
+zone (a costlier configuration at most z better ties, and settles too), and with the zone and resting (a
+configuration no open comparison can read sits out the next rounds: each look then reads only the rounds each
+configuration would have run).
 
 Run (about 12 minutes here; or give --run-dir of a fixed sweep with repeats = max_rounds):
     .venv/bin/python benchmarks/sequential_sampling.py --out runs/bench-sequential
@@ -145,7 +146,7 @@ def main() -> int:
     load = fixed.plan.load.model_copy(update={"precision": "adaptive", "min_rounds": args.min_rounds,
                                              "max_rounds": args.max_rounds})
     zone = fixed.plan.indifference if args.indifference is None else args.indifference
-    zoned = f"±{zone:.0%} zone"
+    zoned = f"{zone:.0%} zone"
     designs = {"no zone": (with_zone(fixed, fixed.plan.min_gain), False), zoned: (with_zone(fixed, zone), False),
                f"{zoned}, resting": (with_zone(fixed, zone), True)}
     stops = {name: replay(s, records, load, rest=rest) for name, (s, rest) in designs.items()}
@@ -178,7 +179,7 @@ def main() -> int:
         f"{n} requests ({n / n0:.2f}x), {w:.0f} s ({w / w0:.2f}x)" for name, (n, w) in totals.items()
         if name != "fixed") + " | |")
     (plain_n, plain_w), (zoned_n, zoned_w), (rest_n, rest_w) = (totals[name] for name in runs)
-    print(f"\nthe ±{zone:.0%} zone saves {plain_n - zoned_n} requests and {plain_w - zoned_w:.0f} measured seconds "
+    print(f"\nthe {zone:.0%} zone saves {plain_n - zoned_n} requests and {plain_w - zoned_w:.0f} measured seconds "
           f"over the adaptive design without it; resting saves {zoned_n - rest_n} requests and "
           f"{zoned_w - rest_w:.0f} measured seconds more")
     tables = {"fixed": recommend(fixed, records).best,

@@ -96,14 +96,15 @@ def test_a_table_that_holds_is_no_disagreement() -> None:
 
 
 def test_a_static_k_that_ties_with_the_table_is_no_disagreement() -> None:
-    """K = 4 is 1% ahead of the table's K = 2, within ±3% of it: either K is right there, so the table holds."""
+    """K = 4 is 1% ahead of the table's K = 2, at most 3% better: the table's K is within 3% of it, so the table
+    holds."""
     summary, _ = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.55, static=1.565)
     (vp,) = summary.analysis.verification
     assert vp.challenge is not None and vp.challenge.outcome == "tie" and not vp.disagrees
-    assert vp.note.startswith("the table holds here") and "within ±3%" in vp.note
+    assert vp.note.startswith("the table holds here") and "at most 3% better" in vp.note
     assert disagreements(summary) == []
     table = verification_table(summary)
-    assert table is not None and table.rows[-1][-1] == "holds (a tie, within ±3%)"
+    assert table is not None and table.rows[-1][-1] == "holds (a tie, at most 3% better)"
 
 
 def test_pooled_evidence_counts_the_dynamic_server_as_the_k_it_drafted() -> None:
@@ -139,3 +140,4 @@ def test_changes_name_each_stretch_of_batch_sizes_whose_k_moved() -> None:
              KRange(start=31, end=64, k=0, bases=["unmeasured"])]
     assert changes(before, after) == ["batch 1-2: K 2 -> 4", "batch 17-30: K 0 -> 2"]
     assert changes(before, before) == []
+

@@ -177,8 +177,8 @@ def test_a_proposal_the_walk_could_not_tell_from_the_incumbent_is_unsettled_and_
 
 
 def test_a_proposal_within_the_zone_of_the_incumbent_is_tied_and_stays_out() -> None:
-    """K = 5 about 1% ahead of K = 4 on every request, within ±3%: a tie, so the cheaper K = 4 is kept; the proposal
-    run decides in the recommendation's zone."""
+    """K = 5 about 1% ahead of K = 4 on every request, at most 3% better: a tie, so the cheaper K = 4 is kept; the
+    proposal run decides in the recommendation's zone."""
     summary, records, before = the_sweep()
     found = [proposal(5, "c1", before)]
     close = {K4: (1.60, 1.59, 1.61), K5: (1.615, 1.605, 1.625)}

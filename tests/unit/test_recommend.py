@@ -301,8 +301,8 @@ def test_a_run_without_baseline_or_candidates_is_refused() -> None:
 
 
 def test_the_recommendation_records_the_zone_its_ties_were_named_in() -> None:
-    """K = 4 within ±3% of K = 2: a tie by the run's zone, open without one; the table is the same either way (a
-    tie keeps the cheaper, as an open duel does), and the zone the evidence read is recorded beside min gain."""
+    """K = 4 at most 3% better than K = 2: a tie by the run's zone, open without one; the table is the same either
+    way (a tie keeps the cheaper, as an open duel does), and the zone the evidence read is recorded beside min gain."""
     k2, k4 = "draft_model-k2", "draft_model-k4"
     summary, records = sweep({k2: {"c1": (1.30, 1.29, 1.31)}, k4: {"c1": (1.31, 1.30, 1.32)}}, {"c1": 1.0})
 

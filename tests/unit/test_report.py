@@ -238,8 +238,8 @@ def test_the_head_to_head_table_names_a_tie_and_its_size() -> None:
     table = head_to_head_table(summary)
     assert table is not None
     (row,) = table.rows
-    assert "tie (within ±3%)" in row and "1.004x [0.991, 1.018]" in row and row[-1] == BASELINE
-    assert "a tie, the interval inside the indifference zone, keeps the choice" in table.title
+    assert "tie (at most 3% better)" in row and "1.004x [0.991, 1.018]" in row and row[-1] == BASELINE
+    assert "a tie, the interval ending inside the indifference zone, keeps the choice" in table.title
 
 
 def test_lossless_table_lists_the_first_mismatches() -> None:

@@ -134,8 +134,8 @@ def test_verify_runs_where_the_table_can_be_wrong_and_carries_the_sweeps_settled
 
 
 def test_a_tie_settles_a_point_for_verification_too() -> None:
-    """K = 4 within ±3% of K = 2 at c4 (a tie: the cheaper K = 2 kept) rests on settled evidence, so c4 is carried
-    like the points where a K won or lost outright; the verify plan reads ties in the recommendation's zone."""
+    """K = 4 at most 3% better than K = 2 at c4 (a tie: the cheaper K = 2 kept) rests on settled evidence, so c4 is
+    carried like the points where a K won or lost outright; the verify plan reads ties in the recommendation's zone."""
     tied = {"draft_model-k2": {**SETTLED["draft_model-k2"], "c4": (1.25, 1.24, 1.26)},
             "draft_model-k4": {**SETTLED["draft_model-k4"], "c4": (1.26, 1.25, 1.27)}}
     summary, records = sweep(tied, BATCHES)

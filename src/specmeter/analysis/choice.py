@@ -8,8 +8,8 @@ ran, and walked from the cheapest to the costliest: the baseline (K = 0) first, 
 drafter costs per step. A costlier configuration replaces the current choice only when its head-to-head
 interval lies wholly above 1 + min gain; otherwise the cheaper one stays (less draft compute, less wasted
 verification). So speculation is on only where the winner beats the baseline by that same rule. A tie (the
-interval straddles 1 + min gain but lies inside the plan's indifference zone, e.g. within +-3%) keeps the cheaper
-too: either answer is right, and the evidence says how close the two are.
+interval straddles 1 + min gain but ends inside the plan's indifference zone: the costlier at most, e.g., 3% better)
+keeps the cheaper too: it is within that much of the better, and the evidence says how close.
 """
 
 from __future__ import annotations

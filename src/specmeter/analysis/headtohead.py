@@ -127,19 +127,19 @@ class Arena:
 def outcome_of(low: float | None, high: float | None, threshold: float,
                indifference: float | None = None) -> Outcome:
     """beats: the whole interval above the threshold; does_not_beat: wholly below; tie: it straddles the
-    threshold but lies wholly inside the indifference zone [1 / (1 + indifference), 1 + indifference], so the
-    two are settled within that much of each other and either is right; else unsettled (it straddles the
-    threshold wider than the zone, or there is no interval, under two paired requests: no evidence either way).
+    threshold but ends below 1 + indifference, so the challenger is at most that much better and the incumbent
+    (the cheaper), which a tie keeps, is within it of the better of the two; else unsettled (it reaches past
+    1 + indifference, or there is no interval, under two paired requests: no evidence either way).
 
     A tie is read only where beats and does_not_beat are not: every decision the threshold alone settles stays
-    as it was, and the zone settles only what would otherwise run on to the budget. The zone is symmetric in
-    ratio (1 / (1 + z) below, 1 + z above): a tie says neither is more than z better than the other."""
+    as it was, and the zone settles only what would otherwise run on to the budget. Only the upper end counts:
+    the cheaper is kept whatever the lower end says, so how much worse the challenger might be cannot change the
+    answer, and a challenger that measures a little slower settles as soon as it is shown not to be much faster."""
     if low is not None and low > threshold:
         return "beats"
     if high is not None and high < threshold:
         return "does_not_beat"
-    if indifference is not None and low is not None and high is not None \
-            and 1.0 / (1.0 + indifference) < low and high < 1.0 + indifference:
+    if indifference is not None and low is not None and high is not None and high < 1.0 + indifference:
         return "tie"
     return "unsettled"
 

@@ -4,7 +4,7 @@ A proposed K is one more contender of its drafter's walk at the points it ran (a
 table only where that walk chose it, which needs it to beat what the walk held before it and the costlier
 configurations after it not to beat it, head to head on the same requests. So its outcome at a stretch is read
 from that stretch's decision, never decided anew: won where it was chosen; else tied where the comparison that
-ended it was a tie (within the indifference zone: the cheaper kept), lost where it settled otherwise, unsettled
+ended it was a tie (at most the indifference zone better: the cheaper kept), lost where it settled otherwise, unsettled
 where it could not tell.
 """
 

@@ -9,12 +9,14 @@ after `min_rounds` rounds (in alternating order), so no decision rests on one lu
 little, so what stops early is what is clear beyond doubt; the last look reads nearly the fixed design's 95%.
 
 A decision is settled when every head-to-head comparison it reads is decided at the stated confidence: its
-interval lies wholly above 1 + min gain (beats), wholly below (does not beat), or, straddling it, wholly inside
-the plan's indifference zone [1 / (1 + z), 1 + z] (a tie: the two are within z of each other, either answer is
-right and the cheaper is kept). Without the zone a near-tie (a true ratio close to 1 + min gain) never settles
-and runs every point to its budget; with it such a point stops once the interval is narrow enough to say the
-answer hardly matters. A tie is an interval claim like the others, so the alpha spent over the looks bounds a
-wrong tie (the true ratio outside the zone) as it bounds a wrong beats.
+interval lies wholly above 1 + min gain (beats), wholly below (does not beat), or, straddling it, ends below
+1 + z, the plan's indifference zone (a tie: the costlier is at most z better, so the cheaper, which is kept, is
+within z of the better). Without the zone a near-tie (a true ratio close to 1 + min gain) never settles and runs
+every point to its budget; with it such a point stops once the interval shows the answer hardly matters. Only the
+upper end is read: a costlier configuration that measures a little slower (a drafter past its crossover) settles
+once it is shown not to be much faster, however much slower it might be. A tie is an interval claim like the
+others, so the alpha spent over the looks bounds a wrong tie (the true ratio above 1 + z) as it bounds a wrong
+beats.
 
 A point measures only what its open decisions need: a configuration no comparison still to be settled can read,
 or one that has settled against every choice still possible without beating it, rests from the next round on

@@ -236,8 +236,8 @@ class SweepSpec(StrictModel):
     seed: int | None = Field(default=None, description="Sets load.seed: sampling, selection and arrivals.")
     min_gain: float = Field(default=0.01, ge=0.0, lt=1.0, description="A costlier configuration must beat a "
                             "cheaper one head to head by more than this fraction to be chosen.")
-    indifference: float | None = Field(default=None, ge=0.0, lt=1.0, description="Two configurations settled "
-                                       "within this fraction of each other are a tie: either is right, the cheaper "
+    indifference: float | None = Field(default=None, ge=0.0, lt=1.0, description="A costlier configuration "
+                                       "settled at most this fraction better than a cheaper one is a tie: the cheaper "
                                        "is kept, and a point whose decisions are settled or tied stops sampling. At "
                                        "least min_gain (equal: no ties). Default: 0.03, or min_gain where larger.")
     ceiling: bool = Field(default=False, description="Add, per drafter and K of the launched candidates, the same "

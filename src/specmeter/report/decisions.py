@@ -37,8 +37,8 @@ def head_to_head_table(summary: RunSummary) -> Grid | None:
     if not rows:
         return None
     t = grid("Head to head: each costlier configuration against the choice so far, on the requests both ran "
-             "(it replaces the choice only when the whole interval clears 1 + min gain; a tie, the interval inside "
-             "the indifference zone, keeps the choice)",
+             "(it replaces the choice only when the whole interval clears 1 + min gain; a tie, the interval ending "
+             "inside the indifference zone, keeps the choice)",
              ("point", "challenger", "against", "ratio [interval]", "needs", "outcome", "chosen"),
              left={"point", "challenger", "against", "outcome", "chosen"})
     for ch, h in rows:

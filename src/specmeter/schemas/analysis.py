@@ -63,9 +63,9 @@ class Crossover(BaseModel):
 
 Metric = Literal["output_throughput", "tpot", "goodput"]
 Outcome = Literal["beats", "does_not_beat", "tie", "unsettled"]
-# The indifference zone's default: two configurations settled within +-3% of each other are a tie. Ties within
-# the minimum gain itself (1%) are rarely provable in a few rounds on a noisy machine; within 3% either answer
-# costs the user at most about 3%, and such a tie settles in the rounds a point has.
+# The indifference zone's default: a costlier configuration settled at most 3% better than a cheaper one is a tie
+# (the cheaper is kept). At most the minimum gain itself (1%) is rarely provable in a few rounds on a noisy machine;
+# at most 3% costs the user at most about 3%, and such a tie settles in the rounds a point has.
 DEFAULT_INDIFFERENCE = 0.03
 
 
@@ -79,10 +79,10 @@ class HeadToHead(BaseModel):
     """A costlier configuration against a cheaper one at one point, paired on the requests both ran.
 
     The challenger replaces the incumbent only when the whole interval [low, high] lies above `threshold`
-    (1 + min gain); `does_not_beat` when it lies wholly below; `tie` when it straddles the threshold but lies
-    wholly inside the indifference zone [1 / (1 + indifference), 1 + indifference]: the two are settled within
-    that much of each other, either is right, and the incumbent (the cheaper) stays; `unsettled` while it
-    straddles the threshold otherwise, which more data could still change (sequential sampling reads this)."""
+    (1 + min gain); `does_not_beat` when it lies wholly below; `tie` when it straddles the threshold but ends
+    below 1 + indifference: the challenger is settled at most that much better, so the incumbent (the cheaper),
+    which stays, is within it of the better of the two; `unsettled` while it straddles the threshold and reaches
+    past 1 + indifference, which more data could still change (sequential sampling reads this)."""
 
     point_id: str
     config_id: str = Field(description="The challenger (costlier: larger K, or a drafter that costs more).")
@@ -94,8 +94,8 @@ class HeadToHead(BaseModel):
     high: float | None
     threshold: float = Field(description="1 + min gain: what the challenger must clear to replace the incumbent.")
     indifference: float | None = Field(default=None, description="The indifference zone: an interval that "
-                                       "straddles the threshold but lies wholly inside [1 / (1 + indifference), "
-                                       "1 + indifference] is a tie (None: decided before ties existed).")
+                                       "straddles the threshold but ends below 1 + indifference (the challenger at "
+                                       "most that much better) is a tie (None: decided before ties existed).")
     outcome: Outcome
     paired_requests: int
 
@@ -107,13 +107,13 @@ class HeadToHead(BaseModel):
                 "unsettled": "unsettled against"}[self.outcome]
         needs = f"needs > {self.threshold:.2f}"
         if self.outcome == "tie":
-            needs = f"{self.within()}: either is right, so {self.against} stays"
+            needs = f"{self.within()}, so {self.against}, the cheaper, stays"
         return (f"{self.config_id} {verb} {self.against}: {value} {bounds} on {self.paired_requests} paired "
                 f"requests ({needs})")
 
     def within(self) -> str:
-        """The tie's size: the zone its interval lies in, e.g. 'within ±3%'."""
-        return f"within ±{100 * (self.indifference or 0.0):.3g}%"
+        """The tie's size: how much better the challenger can be at most, e.g. 'at most 3% better'."""
+        return f"at most {100 * (self.indifference or 0.0):.3g}% better"
 
 
 class PointChoice(BaseModel):

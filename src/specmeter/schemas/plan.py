@@ -108,10 +108,10 @@ class Plan(BaseModel):
     min_gain: float = Field(default=0.01, ge=0.0, description="A costlier configuration replaces a cheaper one only "
                             "when it beats it head to head by more than this fraction (the whole interval above "
                             "1 + min_gain).")
-    indifference: float = Field(default=DEFAULT_INDIFFERENCE, ge=0.0, lt=1.0, description="Two configurations "
-                                "settled within this fraction of each other (the head-to-head interval straddles "
-                                "1 + min_gain but lies inside [1 / (1 + indifference), 1 + indifference]) are a "
-                                "tie: either is right, the cheaper is kept, and the decision counts as settled. At "
+    indifference: float = Field(default=DEFAULT_INDIFFERENCE, ge=0.0, lt=1.0, description="A costlier "
+                                "configuration settled at most this fraction better than a cheaper one (the "
+                                "head-to-head interval straddles 1 + min_gain but ends below 1 + indifference) is a "
+                                "tie: the cheaper is kept, and the decision counts as settled. At "
                                 "least min_gain; equal to it, there are no ties. Absent (plans before ties): 3%, "
                                 "or min_gain where that is larger.")
     best_static: dict[str, str] = Field(default_factory=dict, description="verify: per point id, the static "

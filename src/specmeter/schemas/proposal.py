@@ -32,8 +32,8 @@ class Contest(BaseModel):
                                "that puts it on the model's scale (its predicted speedup over what it measured).")
     outcome: ProposalOutcome | None = Field(default=None, description="won: the walk on the pooled evidence chose "
                                             "it there; lost: a comparison settled against it; tied: the one that "
-                                            "ended it was a tie (within the indifference zone), so the cheaper was "
-                                            "kept; unsettled: it could not tell (None: not decided yet).")
+                                            "ended it was a tie (at most the indifference zone better), so the "
+                                            "cheaper was kept; unsettled: it could not tell (None: not decided yet).")
     evidence: list[HeadToHead] = Field(default_factory=list, description="The head-to-head comparisons of the "
                                        "proposed K that the decision there read.")
 

@@ -91,7 +91,8 @@ def check_min_gain(value: float | None) -> float | None:
 def check_indifference(value: float | None, min_gain: float | None) -> float | None:
     """--indifference: a fraction, no narrower than the minimum gain (where that is known here)."""
     if value is not None and not 0.0 <= value < 1.0:
-        raise InputError(f"--indifference {value}: give a fraction in [0, 1), e.g. 0.03 for a tie within ±3%")
+        raise InputError(f"--indifference {value}: give a fraction in [0, 1), e.g. 0.03: a costlier "
+                         "configuration at most 3% better ties")
     if value is not None and min_gain is not None and value < min_gain:
         raise InputError(f"--indifference {value:g} is below the minimum gain {min_gain:g}: a tie straddles 1 + min "
                          f"gain, so a narrower zone never holds one; give --indifference {min_gain:g} or more")
