@@ -8,6 +8,7 @@ from test_recommend import REQUESTS, TOKENS, latency, requests, spec, sweep
 from specmeter.analysis.correction import REPEAT_OFFSET, changes, correct, disagreements, pooled, same_table
 from specmeter.analysis.decide import analyze
 from specmeter.analysis.recommend import recommend
+from specmeter.analysis.sequential import distinct, point_walks, resting, settled
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.plans.run import BASELINE
 from specmeter.plans.verify import VERIFY_ID
@@ -141,3 +142,17 @@ def test_changes_name_each_stretch_of_batch_sizes_whose_k_moved() -> None:
     assert changes(before, after) == ["batch 1-2: K 2 -> 4", "batch 17-30: K 0 -> 2"]
     assert changes(before, before) == []
 
+
+def test_verification_waits_only_on_the_comparison_that_can_correct_the_table() -> None:
+    """Where the best static K is the table's own, nothing measured there can correct the table: the point reads
+    no comparison, so it has settled after its first rounds (the table's speedup over the baseline is reported from
+    them, not waited on). Where another static K is best, its challenge is the one comparison read, and whatever
+    that reads not rests: the baseline, while K = 4 against the table is open."""
+    same, same_records = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.50, static=1.52, static_id=K2)
+    walks = point_walks(same, same_records, "c1", 0.95)
+    assert walks == [[]] and settled(distinct(walks))
+    other, other_records = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.50, static=1.60)
+    (walk,) = point_walks(other, other_records, "c1", 0.95)
+    assert [(h.config_id, h.against) for h in walk] == [(K4, VERIFY_ID)]
+    walk[0] = walk[0].model_copy(update={"outcome": "unsettled"})
+    assert resting(other, [walk], "c1") == {BASELINE}
