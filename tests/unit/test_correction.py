@@ -10,6 +10,7 @@ from specmeter.analysis.decide import analyze
 from specmeter.analysis.recommend import recommend
 from specmeter.analysis.sequential import distinct, point_walks, resting, settled
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
+from specmeter.execution.rounds import Rounds
 from specmeter.plans.run import BASELINE
 from specmeter.plans.verify import VERIFY_ID
 from specmeter.report.decisions import verification_table
@@ -151,6 +152,11 @@ def test_verification_waits_only_on_the_comparison_that_can_correct_the_table() 
     same, same_records = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.50, static=1.52, static_id=K2)
     walks = point_walks(same, same_records, "c1", 0.95)
     assert walks == [[]] and settled(distinct(walks))
+    same.plan.load = same.plan.load.model_copy(update={"precision": "adaptive"})
+    rounds, c1 = Rounds(same, lambda: same_records, lambda _: REQUESTS), same.plan.points[0]
+    assert rounds.start(c1, 0, BASELINE) and rounds.start(c1, 1, BASELINE) and not rounds.start(c1, 2, VERIFY_ID)
+    entry = same.sampled("c1")
+    assert entry is not None and entry.stopped == "settled" and entry.rounds == 2 and "nothing to decide" in entry.why
     other, other_records = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.50, static=1.60)
     (walk,) = point_walks(other, other_records, "c1", 0.95)
     assert [(h.config_id, h.against) for h in walk] == [(K4, VERIFY_ID)]

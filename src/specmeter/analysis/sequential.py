@@ -86,7 +86,8 @@ def point_walks(summary: RunSummary, records: Sequence[RequestRecord], point_id:
     if base is None or base.id not in arena.sides:
         return []
     if plan.kind == "verify":
-        return [verify_decisions(summary, records, arena, point_id)]
+        challenge = verify_decisions(summary, records, arena, point_id)
+        return [] if challenge is None else [challenge]
     measured = [c for c in plan.configs if c.role is Role.candidate and c.workload == "main" and c.id in arena.sides
                 and not c.spec.synthetic]  # synthetic acceptance is measured, never decided on
     return [choose(point_id, contenders(base.id, [(c, 1.0) for c in group]), arena.duel,
@@ -100,17 +101,18 @@ def distinct(walks: Sequence[Sequence[HeadToHead]]) -> list[HeadToHead]:
 
 
 def verify_decisions(summary: RunSummary, records: Sequence[RequestRecord], arena: Arena,
-                     point_id: str) -> list[HeadToHead]:
+                     point_id: str) -> list[HeadToHead] | None:
     """Whether the best static K beats what the table runs at the batch the engine ran
     (analysis.verify.table_challenge): the one comparison whose outcome corrects the table. The table against the
     baseline is reported, not waited on: where the table drafts at a measured point, the sweep's walk settled that
     its K beats the baseline there (an open comparison keeps the cheaper), and where it drafts none the challenge is
     the best static K against the baseline itself. So a point whose best static K is the table's own stops after
-    its first rounds, which show the engine drafting the table's K and the dynamic mode's cost."""
+    its first rounds, which show the engine drafting the table's K and the dynamic mode's cost (an empty walk: no
+    comparison to wait on). None before the dynamic table has run there."""
     plan = summary.plan
     dynamic = next((c for c in plan.configs if c.role is Role.verification and c.id in arena.sides), None)
     if dynamic is None or plan.main_baseline is None:
-        return []
+        return None
     table_k = drafted_check(dynamic, point_id, at_point(summary, point_id), records).expected_k
     challenge = table_challenge(plan, arena, point_id, table_k)
     return [challenge] if challenge is not None else []

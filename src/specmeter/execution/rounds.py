@@ -111,6 +111,9 @@ class Rounds:
         look = Look(rounds=rounds, confidence=confidence,
                     open=[h.summary() for h in decisions if h.outcome == "unsettled"])
         entry.looks = [*[lk for lk in entry.looks if lk.rounds != rounds], look]
+        if walks and not decisions:  # a walk with nothing to compare (verify: the best static K is the table's own)
+            self._stop(entry, "settled", f"nothing to decide here: stopped after the first {rounds} rounds")
+            return None
         if decisions and settled(decisions):
             ties = [h.summary() for h in decisions if h.outcome == "tie"]
             # A tie is why a near-even point stopped: say so, and how close the two are.
