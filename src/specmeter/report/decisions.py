@@ -45,7 +45,7 @@ def head_to_head_table(summary: RunSummary) -> Grid | None:
         ratio = fmt(h.ratio.value, "{:.3f}x")
         if h.low is not None and h.high is not None:
             ratio += f" [{h.low:.3f}, {h.high:.3f}]"
-        outcome = f"tie ({h.within()})" if h.outcome == "tie" else h.outcome.replace("_", " ")
+        outcome = f"tie ({h.at_most()})" if h.outcome == "tie" else h.outcome.replace("_", " ")
         t.add_row(point_label(summary, ch.point_id), h.config_id, h.against, ratio, f"> {h.threshold:.2f}",
                   outcome, ch.best_config_id if h is ch.evidence[-1] else "")
     return t
@@ -84,7 +84,7 @@ def _judgement(v: VerifyPoint) -> str:
     if v.challenge.outcome == "beats":
         return "holds (same K wins: the dynamic mode's cost)"
     if v.challenge.outcome == "tie":
-        return f"holds (a tie, {v.challenge.within()})"
+        return f"holds (a tie, {v.challenge.at_most()})"
     return "holds" if v.challenge.outcome == "does_not_beat" else "holds (not settled)"
 
 

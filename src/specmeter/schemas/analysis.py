@@ -107,11 +107,11 @@ class HeadToHead(BaseModel):
                 "unsettled": "unsettled against"}[self.outcome]
         needs = f"needs > {self.threshold:.2f}"
         if self.outcome == "tie":
-            needs = f"{self.within()}, so {self.against}, the cheaper, stays"
+            needs = f"{self.at_most()}, so {self.against}, the cheaper, stays"
         return (f"{self.config_id} {verb} {self.against}: {value} {bounds} on {self.paired_requests} paired "
                 f"requests ({needs})")
 
-    def within(self) -> str:
+    def at_most(self) -> str:
         """The tie's size: how much better the challenger can be at most, e.g. 'at most 3% better'."""
         return f"at most {100 * (self.indifference or 0.0):.3g}% better"
 
