@@ -86,8 +86,8 @@ def point_walks(summary: RunSummary, records: Sequence[RequestRecord], point_id:
     if base is None or base.id not in arena.sides:
         return []
     if plan.kind == "verify":
-        challenge = verify_decisions(summary, records, arena, point_id)
-        return [] if challenge is None else [challenge]
+        walk = verify_decisions(summary, records, arena, point_id)
+        return [] if walk is None else [walk]
     measured = [c for c in plan.configs if c.role is Role.candidate and c.workload == "main" and c.id in arena.sides
                 and not c.spec.synthetic]  # synthetic acceptance is measured, never decided on
     return [choose(point_id, contenders(base.id, [(c, 1.0) for c in group]), arena.duel,
