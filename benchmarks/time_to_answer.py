@@ -18,6 +18,8 @@ Without --setup a clone reuses this checkout's environment (.venv linked), so on
 Run (about 30 minutes per repeat of both designs on 2 cores; the larger sweep about 75):
     .venv/bin/python benchmarks/time_to_answer.py --before 0b49660 --after HEAD --repeats 3 --out runs/tta
     .venv/bin/python benchmarks/time_to_answer.py --before 0b49660 --sweep examples/demo-sweep.yaml --out runs/tta-sweep
+The phases of demos that already ran (say, `scripts/demo.sh` on three fresh clones), without running anything:
+    .venv/bin/python benchmarks/time_to_answer.py --read /tmp/demo*/runs/*-demo
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -176,8 +179,20 @@ def spread(values: Sequence[float], unit: str = "") -> str:
     return f"{statistics.median(values):.1f}{unit} [{min(values):.1f}, {max(values):.1f}]"
 
 
+def read_finished(run_dir: Path, repeat: int) -> Timing:
+    """A demo that already ran (runs/<id>-demo): its phases, from the sweep's start (its summary's created_utc) to
+    the last write of a summary or recommendation.json (setup and the process's own start are not seen there)."""
+    files = [run_dir / "recommendation.json", *(d / "summary.json"
+                                                for d in (run_dir, *propose_dirs(run_dir), *verify_dirs(run_dir)))]
+    start = datetime.fromisoformat(_summary(run_dir)["created_utc"]).timestamp()
+    wall = max(f.stat().st_mtime for f in files if f.exists()) - start
+    return read_run(run_dir, design="read", rev=run_dir.name, repeat=repeat, wall_s=wall, setup_s=0.0)
+
+
 def report(timings: Sequence[Timing]) -> str:
-    reference = next(t for t in timings if t.design == "before")
+    """Per run, its phases; per design, the median and range; the final tables matched against the first run of
+    the design before (or, reading finished runs, the first run read)."""
+    reference = next((t for t in timings if t.design == "before"), timings[0])
     for t in timings:
         t.matches = (t.table, t.static_k) == (reference.table, reference.static_k)
     lines = ["| design | repeat | wall min | setup | starts | sweep | propose | verify | other | requests | servers | "
@@ -190,7 +205,7 @@ def report(timings: Sequence[Timing]) -> str:
             f"{t.servers_started} | "
             f"{t.verify_rounds} | {', '.join(f'{p} {r}' for p, r in t.points.items())} | {t.table} | {t.answer} | "
             f"{'yes' if t.matches else 'no'} |")
-    by = {d: [t for t in timings if t.design == d] for d in ("before", "after")}
+    by = {d: [t for t in timings if t.design == d] for d in ("before", "after", "read")}
     lines.append("")
     for d, ts in by.items():
         if ts:
@@ -208,15 +223,22 @@ def report(timings: Sequence[Timing]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--before", required=True, help="the git revision of today's design")
+    ap.add_argument("--before", help="the git revision of today's design (required unless --read)")
     ap.add_argument("--after", default="HEAD", help="the git revision of the new design (default HEAD)")
     ap.add_argument("--repeats", type=int, default=1, help="demo runs per design, alternating which goes first")
     ap.add_argument("--setup", action="store_true", help="time scripts/setup.sh in each clone (a fresh environment)")
-    ap.add_argument("--out", type=Path, required=True, help="a new directory for the clones, runs and results")
+    ap.add_argument("--out", type=Path, help="a new directory for the clones, runs and results (unless --read)")
     ap.add_argument("--sweep", metavar="FILE", help="time `specmeter sweep FILE --verify` instead of the demo (FILE: "
                     "a path in the repository, e.g. examples/demo-sweep.yaml, read in each clone)")
+    ap.add_argument("--read", nargs="+", type=Path, metavar="RUN_DIR", help="run nothing: report the phases of demos "
+                    "that already ran (runs/<id>-demo), on the wall time their summaries recorded")
     ap.add_argument("args", nargs="*", help="after --: more arguments for `specmeter demo` (or `specmeter sweep`)")
     args = ap.parse_args(argv)
+    if args.read:
+        print(report([read_finished(d, i) for i, d in enumerate(args.read, start=1)]))
+        return
+    if args.before is None or args.out is None:
+        ap.error("--before and --out are required (or --read RUN_DIR ... to report finished runs)")
     args.out.mkdir(parents=True, exist_ok=False)
     revs = {"before": _git("rev-parse", "--short", args.before), "after": _git("rev-parse", "--short", args.after)}
     timings: list[Timing] = []

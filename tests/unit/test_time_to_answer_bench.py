@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import sys
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 
@@ -93,3 +95,20 @@ def test_servers_that_overlap_their_starts_count_once(tta: ModuleType, tmp_path:
     assert t.starts_s == pytest.approx(95.0 + 40.0)
     assert t.sweep_s == pytest.approx(sweep["wall_s"] - 95.0) and t.verify_s == pytest.approx(verify["wall_s"] - 40.0)
     assert t.setup_s + t.starts_s + t.sweep_s + t.propose_s + t.verify_s + t.other_s == pytest.approx(900.0)
+
+
+def test_a_finished_run_is_read_from_its_sweeps_start_to_its_last_answer(tta: ModuleType, tmp_path: Path) -> None:
+    """--read: no clock outside the run, so its wall time runs from the sweep's created_utc to the last write of a
+    summary or recommendation.json, and the phases still add up to it."""
+    run = shutil.copytree(RUN, tmp_path / "run")
+    created = datetime.fromisoformat(json.loads((run / "summary.json").read_text())["created_utc"]).timestamp()
+    for f, at in ((run / "summary.json", 300.0), (run / "recommendation.json", 310.0),
+                  (run / "verify/summary.json", 612.5)):
+        os.utime(f, (created + at, created + at))
+    t = tta.read_finished(run, 2)
+    assert t.wall_s == pytest.approx(612.5) and t.setup_s == 0 and t.repeat == 2 and t.rev == "run"
+    assert t.starts_s + t.sweep_s + t.propose_s + t.verify_s + t.other_s == pytest.approx(612.5)
+    text = tta.report([t, replace(t, repeat=3, table=[[1, 64, 1]])])
+    rows = [line for line in text.splitlines() if line.startswith("| read")]
+    assert rows[0].endswith("| yes |") and rows[1].endswith("| no |")  # against the first run read
+    assert "read: wall 10.2 min [10.2, 10.2]" in text
