@@ -1,16 +1,21 @@
-"""How much of a round's noise is drift: two configurations at concurrency 1, compared round after round with each
-round's requests sent in whole blocks (all of one configuration's, then all of the other's, as the demo's rounds
-run today) and with the two alternating request by request (the same prompt to each, a second apart).
+"""Where a round's noise comes from: two configurations at concurrency 1, compared round after round with each
+round's requests sent three ways, on the demo's own servers and prompts:
 
-A sequential decision reads each round's ratio; where it swings from round to round, the repeats' spread keeps
-the interval wide and a near tie runs the whole budget. If that swing is drift (the machine a little slower for
-a minute), alternating requests cancels it and the per-round ratios agree; what is left is the per-request noise,
-which only more requests shrink. This measures both on the demo's own servers and prompts: per round, the ratio
-B / A of output throughput (tokens over the requests' summed end-to-end time) under each design; the standard
-deviation of those ratios across rounds; and the standard deviation of the per-request ratios within a round.
+- blocked: all of one configuration's requests, then all of the other's, as the demo's cells run;
+- alternated: the two request by request (the same prompt to each, one right after the other), which cancels
+  drift (the machine a little slower for a minute) if drift is what moves the rounds;
+- settled: alternated, with a pause of --settle seconds after each request. A vLLM CPU server's worker keeps
+  polling its queue for a second after its last step (vllm/distributed/device_communicators/shm_broadcast.py,
+  SpinCondition's busy loop), on the core every server's worker is pinned to, so a request sent to the other
+  server within that second shares the core with it. The pause lets it go idle first.
+
+Per round and design it reports the ratio B / A of output throughput (tokens over the requests' summed end-to-end
+time); then per design the standard deviation of those ratios across rounds, the median per-request spread within
+a round, and B's rate on the requests it received right after one of A's against the rest (a handover cost shows
+there). The requests themselves are kept in rounds.json.
 
 Run (about 8 minutes on 2 cores: two server starts, then the rounds; nothing else should run meanwhile):
-    .venv/bin/python benchmarks/pairing_noise.py --ks 2,4 --rounds 5 --out runs/bench-pairing
+    .venv/bin/python benchmarks/pairing_noise.py --ks 2,4 --rounds 3 --out runs/bench-pairing
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import json
 import statistics
 import time
 import urllib.request
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 from specmeter.config.models import LoadSpec, SpecConfig, SpecMethod
@@ -30,21 +37,31 @@ from specmeter.engines.launcher import LaunchedServer
 from specmeter.engines.registry import get_engine
 from specmeter.plans.demo import DRAFT, demo_engine, models_dir
 
-Sent = tuple[int, float]  # (output tokens, end-to-end seconds) of one request
+Sent = tuple[int, float, bool]  # (output tokens, end-to-end seconds, sent right after the other server's request)
+Send = Callable[[int, str], tuple[int, float]]  # (side, prompt) -> (output tokens, seconds)
+Design = Callable[[Send, list[str], list[int]], dict[int, list[Sent]]]
 
 
 @dataclass
-class Round:
-    index: int
-    blocked: float  # B / A throughput, each configuration's requests in one block
-    alternated: float  # B / A throughput, the two alternating request by request
-    a_blocked: float  # A's tokens per second in its block (drift shows here)
-    a_alternated: float
-    per_request_sd_blocked: float  # spread of the per-request ratios B / A within the round
-    per_request_sd_alternated: float
+class Measured:
+    """One design's round: each side's requests, in prompt order."""
+
+    round: int
+    design: str
+    sent: dict[int, list[Sent]]
+
+    @property
+    def ratio(self) -> float:
+        return rate(self.sent[1]) / rate(self.sent[0])
+
+    @property
+    def per_request_sd(self) -> float:
+        """Spread of the per-request ratios B / A (the same prompt on both sides)."""
+        return statistics.pstdev([(b[0] / b[1]) / (a[0] / a[1]) for a, b in zip(self.sent[0], self.sent[1],
+                                                                                   strict=True)])
 
 
-def send(url: str, model: str, prompt: str, max_tokens: int) -> Sent:
+def send(url: str, model: str, prompt: str, max_tokens: int) -> tuple[int, float]:
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
                        "max_tokens": max_tokens, "temperature": 0}).encode()
     request = urllib.request.Request(f"{url}/v1/chat/completions", body, {"Content-Type": "application/json"})
@@ -55,35 +72,44 @@ def send(url: str, model: str, prompt: str, max_tokens: int) -> Sent:
 
 
 def rate(sent: list[Sent]) -> float:
-    return sum(t for t, _ in sent) / sum(s for _, s in sent)
+    return sum(s[0] for s in sent) / sum(s[1] for s in sent)
 
 
-def per_request_sd(a: list[Sent], b: list[Sent]) -> float:
-    return statistics.pstdev([(tb / sb) / (ta / sa) for (ta, sa), (tb, sb) in zip(a, b, strict=True)])
-
-
-def blocked_round(urls: list[str], model: str, prompts: list[str], order: list[int], max_tokens: int
-                  ) -> dict[int, list[Sent]]:
+def blocked(send_to: Send, prompts: list[str], order: list[int]) -> dict[int, list[Sent]]:
     """Every prompt to one configuration, then every prompt to the other (as a demo round runs its cells)."""
-    return {side: [send(urls[side], model, p, max_tokens) for p in prompts] for side in order}
+    out: dict[int, list[Sent]] = {}
+    for n, side in enumerate(order):
+        out[side] = [(*send_to(side, p), n > 0 and i == 0) for i, p in enumerate(prompts)]
+    return out
 
 
-def alternated_round(urls: list[str], model: str, prompts: list[str], order: list[int], max_tokens: int
-                     ) -> dict[int, list[Sent]]:
-    """Each prompt to both configurations, one right after the other, the first of the two alternating."""
-    sent: dict[int, list[Sent]] = {0: [], 1: []}
+def alternated(send_to: Send, prompts: list[str], order: list[int], settle_s: float = 0.0) -> dict[int, list[Sent]]:
+    """Each prompt to both configurations, one right after the other, the first of the two alternating; with
+    `settle_s`, a pause after every request."""
+    out: dict[int, list[Sent]] = {0: [], 1: []}
+    last: int | None = None
     for i, p in enumerate(prompts):
         for side in order if i % 2 == 0 else order[::-1]:
-            sent[side].append(send(urls[side], model, p, max_tokens))
-    return sent
+            out[side].append((*send_to(side, p), not settle_s and last is not None and last != side))
+            last = side
+            time.sleep(settle_s)
+    return out
+
+
+def handover(measured: list[Measured]) -> tuple[float | None, float | None]:
+    """B's rate on requests sent right after one of A's, and on the rest (None: it had none)."""
+    after = [s for m in measured for s in m.sent[1] if s[2]]
+    rest = [s for m in measured for s in m.sent[1] if not s[2]]
+    return (rate(after) if after else None), (rate(rest) if rest else None)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ks", default="2,4", help="A,B: the draft model's K on each server (0: speculation off)")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=12, help="first turns of the demo's workload sent per round")
     ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--settle", type=float, default=1.5, help="seconds of pause after each request (settled)")
     ap.add_argument("--out", type=Path, required=True, help="a directory for the servers' logs and rounds.json")
     args = ap.parse_args()
     ks = [int(k) for k in args.ks.split(",")]
@@ -95,6 +121,9 @@ def main() -> None:
     prompts = [c.turns[0] for c in convs[: args.prompts]]
     engine, launcher = demo_engine(), get_engine("vllm").launcher
     model = str(engine.model)
+    designs: dict[str, Design] = {"blocked": blocked, "alternated": alternated,
+                                  "settled": partial(alternated, settle_s=args.settle)}
+    measured: list[Measured] = []
     with ExitStack() as stack:
         urls = []
         for k in ks:  # one after the other: two starts side by side compile the same model twice on 2 cores
@@ -106,35 +135,31 @@ def main() -> None:
             server.start()
             print(f"K = {k} serving after {time.monotonic() - t0:.0f} s", flush=True)
             urls.append(server.base_url)
-        for url in urls:
+
+        def send_to(side: int, prompt: str, max_tokens: int = args.max_tokens) -> tuple[int, float]:
+            return send(urls[side], model, prompt, max_tokens)
+
+        for side in (0, 1):
             for prompt in prompts[:2]:
-                send(url, model, prompt, 16)  # warm-up, as the demo's rounds have
-        rounds = []
+                send_to(side, prompt, 16)  # warm-up, as the demo's rounds have
+        names = list(designs)
         for r in range(args.rounds):
             order = [0, 1] if r % 2 == 0 else [1, 0]  # which configuration goes first changes every round
-            designs = (blocked_round, alternated_round) if r % 2 == 0 else (alternated_round, blocked_round)
-            sent = {design: design(urls, model, prompts, order, args.max_tokens) for design in designs}
-            blocked, alternated = sent[blocked_round], sent[alternated_round]
-            row = Round(r, rate(blocked[1]) / rate(blocked[0]), rate(alternated[1]) / rate(alternated[0]),
-                        rate(blocked[0]), rate(alternated[0]), per_request_sd(blocked[0], blocked[1]),
-                        per_request_sd(alternated[0], alternated[1]))
-            rounds.append(row)
-            print(f"round {r}: blocked {row.blocked:.3f}, alternated {row.alternated:.3f}", flush=True)
-    (args.out / "rounds.json").write_text(json.dumps([asdict(x) for x in rounds], indent=1))
-    a, b = f"K = {ks[0]}", f"K = {ks[1]}"
-    print(f"\n{b} over {a}, concurrency 1, {args.prompts} prompts x {args.max_tokens} tokens a round\n")
-    print("| round | blocked | alternated | A tok/s (blocked) | A tok/s (alternated) | per-request sd (blocked) "
-          "| per-request sd (alternated) |")
-    print("|---|---|---|---|---|---|---|")
-    for x in rounds:
-        print(f"| {x.index} | {x.blocked:.3f} | {x.alternated:.3f} | {x.a_blocked:.1f} | {x.a_alternated:.1f} "
-              f"| {x.per_request_sd_blocked:.3f} | {x.per_request_sd_alternated:.3f} |")
-    sd_b = statistics.stdev(x.blocked for x in rounds)
-    sd_a = statistics.stdev(x.alternated for x in rounds)
-    print(f"\nround-to-round sd of the ratio: blocked {sd_b:.3f}, alternated {sd_a:.3f} "
-          f"(alternated / blocked: {sd_a / sd_b:.2f}x)")
-    within = statistics.median(x.per_request_sd_alternated for x in rounds) / args.prompts ** 0.5
-    print(f"what per-request noise alone gives a round (median per-request sd / sqrt(prompts)): {within:.3f}")
+            for name in names[r % len(names):] + names[: r % len(names)]:  # and which design
+                measured.append(Measured(r, name, designs[name](send_to, prompts, order)))
+                time.sleep(args.settle)
+                print(f"round {r}, {name}: {measured[-1].ratio:.3f}", flush=True)
+    (args.out / "rounds.json").write_text(json.dumps([asdict(m) for m in measured], indent=1))
+    print(f"\nK = {ks[1]} over K = {ks[0]}, concurrency 1, {args.prompts} prompts x {args.max_tokens} tokens a round"
+          f" (settled: {args.settle:g} s after each request)\n")
+    print("| design | ratio per round | sd across rounds | per-request sd (median) | B right after A | B otherwise |")
+    print("|---|---|---|---|---|---|")
+    for name in names:
+        ms = [m for m in measured if m.design == name]
+        after, rest = handover(ms)
+        print(f"| {name} | {', '.join(f'{m.ratio:.3f}' for m in ms)} | {statistics.stdev(m.ratio for m in ms):.3f} "
+              f"| {statistics.median(m.per_request_sd for m in ms):.3f} "
+              f"| {'-' if after is None else f'{after:.1f} tok/s'} | {'-' if rest is None else f'{rest:.1f} tok/s'} |")
 
 
 if __name__ == "__main__":
