@@ -231,10 +231,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--sweep", metavar="FILE", help="time `specmeter sweep FILE --verify` instead of the demo (FILE: "
                     "a path in the repository, e.g. examples/demo-sweep.yaml, read in each clone)")
     ap.add_argument("--read", nargs="+", type=Path, metavar="RUN_DIR", help="run nothing: report the phases of demos "
-                    "that already ran (runs/<id>-demo), on the wall time their summaries recorded")
+                    "that already ran (runs/<id>-demo), from each sweep's start to the last answer it wrote")
     ap.add_argument("args", nargs="*", help="after --: more arguments for `specmeter demo` (or `specmeter sweep`)")
     args = ap.parse_args(argv)
     if args.read:
+        for d in args.read:
+            if not (d / "summary.json").exists() or not (d / "recommendation.json").exists():
+                ap.error(f"{d}: not a finished demo (no summary.json or recommendation.json); --read takes the "
+                         "run directories a demo wrote, runs/<id>-demo")
         print(report([read_finished(d, i) for i, d in enumerate(args.read, start=1)]))
         return
     if args.before is None or args.out is None:
