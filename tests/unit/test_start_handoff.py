@@ -4,6 +4,7 @@ starts the next wave at it."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -108,3 +109,39 @@ def test_vllm_names_its_handoff_only_on_a_cpu_build(monkeypatch: pytest.MonkeyPa
     assert VLLMLauncher().start_handoff(engine) == CPU_START_HANDOFF
     monkeypatch.setattr(vllm, "cpu_build", lambda: None)
     assert VLLMLauncher().start_handoff(engine) is None
+
+
+def test_a_server_runs_in_specmeters_session_in_a_process_group_of_its_own(tmp_path: Path) -> None:
+    """Linux schedules each session as one group (autogroup): a server in a session of its own took half the shared
+    cores from the next server while its idle worker still polled. Its own process group is what stop() signals, and
+    that reaches the workers it started."""
+    script = ("import subprocess, sys, time\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+              "print(child.pid, flush=True)\ntime.sleep(60)\n")
+    server = _spawned(tmp_path, script, None)
+    try:
+        assert server.proc is not None
+        pid = server.proc.pid
+        assert os.getsid(pid) == os.getsid(0)
+        assert os.getpgid(pid) == pid != os.getpgid(0)
+        deadline = time.monotonic() + 20
+        while not (pids := [line for line in (tmp_path / "server.log").read_text().splitlines() if line.isdigit()]):
+            assert time.monotonic() < deadline, "the script never printed its child's pid"
+            time.sleep(0.05)
+        child = int(pids[0])
+        assert os.getpgid(child) == pid
+    finally:
+        server.stop()
+    deadline = time.monotonic() + 20
+    while _running(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(child)
+
+
+def _running(pid: int) -> bool:
+    """Whether the process still runs (a zombie, reaped by init later, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -95,7 +95,10 @@ class LaunchedServer:
             header = f"{LAUNCH_HEADER}{self.launcher.name}: {' '.join(self.command)}\n".encode()
             self._log_start = log.seek(0, os.SEEK_END) + len(header)  # the server's own lines begin after it
             log.write(header)
-            # A new session = a new process group: stop() can signal the server and all its workers.
+            # A process group of its own, so stop() can signal the server and all its workers; but specmeter's own
+            # session, not a new one: Linux schedules each session as one group (autogroup), so a server in a session
+            # of its own took half the shared cores from the next server while its idle worker kept polling (vLLM's
+            # CPU workers poll for a second after their last step; a request handed over then ran at half speed).
             self._spawned_at = time.monotonic()
             self.proc = subprocess.Popen(
                 self.command,
@@ -103,7 +106,7 @@ class LaunchedServer:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
-                start_new_session=True,
+                process_group=0,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
 
