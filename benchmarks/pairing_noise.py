@@ -6,8 +6,9 @@ round's requests sent three ways, on the demo's own servers and prompts:
   drift (the machine a little slower for a minute) if drift is what moves the rounds;
 - settled: alternated, with a pause of --settle seconds after each request. A vLLM CPU server's worker keeps
   polling its queue for a second after its last step (vllm/distributed/device_communicators/shm_broadcast.py,
-  SpinCondition's busy loop), on the core every server's worker is pinned to, so a request sent to the other
-  server within that second shares the core with it. The pause lets it go idle first.
+  SpinCondition's busy loop), on the core every server's worker is pinned to; while the servers ran in sessions
+  of their own (each scheduled by Linux as one group), a request sent to the other server within that second ran at
+  half speed. The pause lets the worker go idle first, so a handover cost shows as the difference between the two.
 
 Per round and design it reports the ratio B / A of output throughput (tokens over the requests' summed end-to-end
 time); then per design the standard deviation of those ratios across rounds, the median per-request spread within
