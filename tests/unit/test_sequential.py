@@ -15,7 +15,16 @@ from fakeengine.drive import attach_pair, conversations, run_plan
 from fakeengine.server import FakeEngine
 from specmeter.analysis.choice import choose, contenders
 from specmeter.analysis.headtohead import Side, head_to_head, outcome_of
-from specmeter.analysis.sequential import ALPHA, confidence_after, look_confidence, looks, resting, settled
+from specmeter.analysis.sequential import (
+    ALPHA,
+    confidence_after,
+    futile,
+    look_confidence,
+    looks,
+    resting,
+    settled,
+    win_chance,
+)
 from specmeter.common.errors import InputError
 from specmeter.config.models import ConcurrencyPoint, LoadSpec
 from specmeter.execution.rounds import Rounds
@@ -80,14 +89,31 @@ def test_a_point_stops_once_settled_and_never_before_min_rounds() -> None:
 
 def test_a_point_that_cannot_settle_runs_to_its_budget_and_says_what_is_open() -> None:
     close = {K2: {"c1": [(1.30, 1.10, 1.50)] * 4}, K4: {"c1": [(1.31, 1.11, 1.51)] * 4}}
-    rounds = adaptive(close)
+    rounds = adaptive(close, futility=0.0)  # without futility: to the budget
     assert all(rounds.start(C1, r, K4) for r in range(4))  # looks after 2 and 3 rounds: still open, go on
     rounds.finish(C1)
     entry = rounds.summary.sampled("c1")
     assert entry is not None and entry.stopped == "budget" and "max_rounds" in entry.why
     assert entry.looks[-1].open and K4 in entry.why
-    capped = adaptive(close, max_requests=50)  # 20 requests a round: a third round would pass 50
+    capped = adaptive(close, max_requests=50, futility=0.0)  # 20 requests a round: a third round would pass 50
     assert capped.start(C1, 2, K4) is False and "max_requests" in capped.summary.sampling[0].why
+
+
+def test_a_point_whose_open_decision_is_unlikely_to_end_as_a_win_stops_for_futility() -> None:
+    """K = 4 a little faster than K = 2 with a wide interval: no win, no tie after min_rounds, and a win by
+    max_rounds would need the estimate to climb far past where it is. The point stops, K = 2 (the cheaper) stays,
+    the comparison stays unsettled, and the summary says why and how likely a win still was. A clear lead keeps
+    it going."""
+    hopeless = {K2: {"c1": [(1.30, 1.20, 1.40)] * 4}, K4: {"c1": [(1.31, 1.16, 1.46)] * 4}}
+    rounds = adaptive(hopeless)
+    assert rounds.start(C1, 1, K4) and not rounds.start(C1, 2, K4)
+    entry = rounds.summary.sampled("c1")
+    assert entry is not None and (entry.stopped, entry.rounds) == ("futile", 2) and entry.looks[-1].open
+    assert f"{K4} unsettled against {K2}" in entry.why and "chance of a win" in entry.why
+    again = Rounds(rounds.summary, rounds.records, rounds.per_round)  # a resume does not run it on
+    assert again.stopped_before(C1, 2) and again.stopped_before(C1, 3)
+    ahead = adaptive({K2: {"c1": [(1.30, 1.20, 1.40)] * 4}, K4: {"c1": [(1.40, 1.25, 1.55)] * 4}})
+    assert ahead.start(C1, 2, K4) and ahead.summary.sampled("c1").stopped is None  # type: ignore[union-attr]
 
 
 def test_a_configuration_whose_comparisons_settled_rests_while_the_rest_go_on() -> None:
@@ -95,7 +121,7 @@ def test_a_configuration_whose_comparisons_settled_rests_while_the_rest_go_on() 
     out (its one comparison settled), K = 2 and K = 4 run to the budget, and each look says who rested. A K that
     no comparison reads yet (the walk has not reached it) keeps running."""
     open_top = {K2: {"c1": [(1.30, 1.28, 1.32)] * 4}, K4: {"c1": [(1.31, 1.10, 1.52)] * 4}}
-    rounds = adaptive(open_top)
+    rounds = adaptive(open_top, futility=0.0)  # a win by K = 4 unlikely: futility would stop the point
     assert all(rounds.start(C1, r, c) for r in (0, 1) for c in (BASELINE, K2, K4))  # min_rounds: everyone
     assert not rounds.start(C1, 2, BASELINE) and rounds.start(C1, 2, K2) and rounds.start(C1, 2, K4)
     assert not rounds.start(C1, 3, BASELINE) and rounds.start(C1, 3, K4)
@@ -105,7 +131,7 @@ def test_a_configuration_whose_comparisons_settled_rests_while_the_rest_go_on() 
     table = sampling_table(rounds.summary)
     assert table is not None and [row[5] for row in table.rows] == [f"{BASELINE} from round 3"]
     # Until K = 2 settles against the baseline the walk does not reach K = 4: all three go on.
-    unsure = adaptive({K2: {"c1": [(1.05, 0.90, 1.20)] * 4}, K4: {"c1": [(1.31, 1.10, 1.52)] * 4}})
+    unsure = adaptive({K2: {"c1": [(1.05, 0.90, 1.20)] * 4}, K4: {"c1": [(1.31, 1.10, 1.52)] * 4}}, futility=0.0)
     assert all(unsure.start(C1, 2, c) for c in (BASELINE, K2, K4))
     assert unsure.summary.sampling[0].looks[-1].rested == []
 
@@ -146,7 +172,7 @@ def test_a_near_tie_stops_as_a_tie_and_says_how_close() -> None:
     entry = rounds.summary.sampled("c1")
     assert entry is not None and entry.stopped == "settled" and entry.rounds == 2 and entry.looks[-1].open == []
     assert "1 of 2 as a tie" in entry.why and f"{K4} ties with {K2}" in entry.why and "at most 3% better" in entry.why
-    without = adaptive(near)
+    without = adaptive(near, futility=0.0)  # neither ties nor futility: to the budget
     without.summary.plan.indifference = without.summary.plan.min_gain  # equal to min gain: no ties
     assert all(without.start(C1, r, K4) for r in range(4))
     without.finish(C1)
@@ -279,6 +305,41 @@ def test_a_challenger_a_little_slower_ties_as_soon_as_it_cannot_be_much_faster(r
     assert sum(o == "beats" for o, _ in upper) / len(upper) <= ALPHA
 
 
+def _curtailed(looks: list[tuple[int, HeadToHead]], futility: float) -> tuple[str, int]:
+    """Where the rule with the zone stops on these looks when a look whose open comparison has less than
+    `futility` chance of ending as a win stops it too ("futile": the cheaper stays, unsettled)."""
+    for done, h in looks:
+        outcome = outcome_of(h.low, h.high, h.threshold, ZONE)
+        if outcome != "unsettled":
+            return outcome, done
+        open_ = h.model_copy(update={"outcome": outcome})
+        if futile([open_], done, LOAD.model_copy(update={"futility": futility})):
+            return "futile", done
+    return "unsettled", looks[-1][0]
+
+
+@pytest.mark.parametrize("ratio", [1.0, 1.03, 1.05, 1.08])
+def test_futility_stops_near_ties_early_and_gives_up_few_wins(ratio: float) -> None:
+    """A point that cannot settle keeps the cheaper at its budget, as a loss or a tie would, so only a win could
+    change its answer. Stopping once a win is unlikely (under 5% predictive probability) never adds a wrong win
+    (it stops on none), gives up at most 5 in 100 of the wins running on would have shown (at a real 5% or 8%
+    gain, where a win is right), and stops most near ties (within 3%, where keeping the cheaper is right) after
+    the first look, on a busy machine, where without it they run to max_rounds."""
+    rng = np.random.default_rng(7)
+    points = [_looks(rng, ratio, LOAD) for _ in range(150)]
+    with_ = [_curtailed(looks, 0.05) for looks in points]
+    without = [_curtailed(looks, 0.0) for looks in points]
+    assert all(w <= o for (_, w), (_, o) in zip(with_, without, strict=True))  # never later, on the same rounds
+    wins, wins_before = (sum(o == "beats" for o, _ in runs) / len(runs) for runs in (with_, without))
+    assert wins <= wins_before and wins_before - wins <= 0.05
+    if ratio == 1.0:
+        assert wins <= ALPHA
+    if ratio <= 1 + ZONE:
+        assert np.mean([r for _, r in with_]) < np.mean([r for _, r in without]) - 0.5
+        assert sum(r < LOAD.max_rounds for _, r in with_) / len(with_) > 0.5
+    assert all(win_chance(h, done, LOAD) is None for looks in points for done, h in looks if h.outcome != "unsettled")
+
+
 def _duel(sides: dict[str, Side], confidence: float) -> Callable[[str, str], HeadToHead]:
     return lambda a, b: head_to_head(sides[a], sides[b], "c1", "output_throughput", min_gain=0.01,
                                      indifference=ZONE, confidence=confidence)
@@ -355,8 +416,8 @@ def test_the_runner_stops_a_clear_point_after_min_rounds(tmp_path: Path) -> None
 
 
 def test_the_runner_runs_an_undecided_point_to_its_budget(tmp_path: Path) -> None:
-    summary = _adaptive_pair(tmp_path, 0.01, 0.01)  # the same speed: 1% either way is never settled... or settles
-    (entry,) = summary.sampling                      # as a tie, or "does not beat" once the interval is under 1.01
+    summary = _adaptive_pair(tmp_path, 0.01, 0.01, futility=0.0)  # the same speed: 1% either way is never
+    (entry,) = summary.sampling  # settled... or settles as a tie, or "does not beat" once under 1.01
     assert entry.stopped in ("settled", "budget") and 2 <= entry.rounds <= 3
     if entry.stopped == "budget":
         assert entry.rounds == 3 and "max_rounds" in entry.why and entry.looks[-1].open

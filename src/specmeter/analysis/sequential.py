@@ -22,11 +22,23 @@ A point measures only what its open decisions need: a configuration no compariso
 or one that has settled against every choice still possible without beating it, rests from the next round on
 (resting says which). Its settled comparisons stay settled: later looks read them
 on the same rounds at a lower confidence, so the alpha spent bounds them as before.
+
+A point also stops once more rounds are very unlikely to change what it keeps (futility, stochastic curtailment):
+an open comparison ends the way "does not beat" and a tie do, with the cheaper kept, so only a win could change
+the answer, and where no open comparison has more than `load.futility` predictive probability of ending as a win
+at the last look the budget allows, the rounds left would be spent on a label. The probability reads the interval
+as a normal posterior for the ratio and asks how likely the pooled estimate after max_rounds rounds clears the
+last look's bound (Lan, Simon and Halperin's stochastic curtailment, in its predictive form, which is less eager
+than the current trend while the interval is wide). It cannot add a wrong win (it never stops on one), and it
+gives up only wins the remaining rounds were unlikely to show: the comparison stays "unsettled" and the point
+says it stopped for futility.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from statistics import NormalDist
 
 from specmeter.analysis.choice import Duel, choose, contenders
 from specmeter.analysis.families import families
@@ -147,6 +159,35 @@ def resting(summary: RunSummary, walks: Sequence[Sequence[HeadToHead]], point_id
                 choices.add(h.config_id)
         needed |= choices
     return (running & read) - needed
+
+
+def win_chance(h: HeadToHead, rounds: int, load: LoadSpec) -> float | None:
+    """The predictive probability that the open comparison `h`, read after `rounds` rounds, ends as a win at the
+    last look max_rounds allows: the ratio taken as normal around its estimate with the spread its lower bound
+    shows (half-width over the look's z), the pooled estimate at the end as today's and the rounds to come, and
+    the end's lower bound as its half-width shrunk with the square root of the rounds, at the last look's
+    confidence. None where it cannot be read (no interval, a settled comparison, no round left)."""
+    value, low = h.ratio.value, h.low
+    if h.outcome != "unsettled" or value is None or low is None or not 0 < rounds < load.max_rounds:
+        return None
+    normal = NormalDist()
+    sigma = (value - low) / normal.inv_cdf(0.5 + h.ratio.confidence / 2)
+    if sigma <= 0:
+        return None
+    done = rounds / load.max_rounds
+    end_z = normal.inv_cdf(0.5 + confidence_after(load.max_rounds, load) / 2)
+    needed = h.threshold + end_z * sigma * math.sqrt(done)  # the estimate the last look needs for a win
+    return 1.0 - normal.cdf((needed - value) / (sigma * math.sqrt(1.0 - done)))
+
+
+def futile(decisions: Sequence[HeadToHead], rounds: int, load: LoadSpec) -> list[tuple[HeadToHead, float]] | None:
+    """The open comparisons with the chance each has of ending as a win, where every one is below
+    `load.futility` (so more rounds would very likely keep what the point keeps now); None where one could still
+    win, none is open, or futility is off (0)."""
+    chances = [(h, win_chance(h, rounds, load)) for h in decisions if h.outcome == "unsettled"]
+    if not load.futility or not chances or any(c is None or c >= load.futility for _, c in chances):
+        return None
+    return [(h, c) for h, c in chances if c is not None]
 
 
 def settled(decisions: Sequence[HeadToHead]) -> bool:

@@ -274,6 +274,10 @@ class LoadSpec(StrictModel):
                             "order, so no decision rests on one lucky round or on who ran first).")
     max_rounds: int = Field(default=4, ge=1, description="adaptive: the most rounds a point runs; the "
                             "confidence is spent over the looks this allows.")
+    futility: float = Field(default=0.05, ge=0.0, lt=1.0, description="adaptive: a point also stops once no "
+                            "open comparison has more than this chance (predictive probability) of ending as a "
+                            "win by max_rounds: an open comparison keeps the cheaper, as a loss or a tie would, so "
+                            "the rounds left could only relabel the answer. 0: every open point runs to its budget.")
     max_requests: int | None = Field(default=None, ge=1, description="adaptive: the most requests one "
                                      "configuration sends at a point over all its rounds.")
     max_seconds: float | None = Field(default=None, gt=0, description="adaptive: no new round starts at a point "

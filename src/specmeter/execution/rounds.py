@@ -1,6 +1,7 @@
 """How many rounds each load point runs: the fixed design's `repeats`, or, with adaptive precision, rounds until
-every decision at the point is settled or a budget runs out (analysis.sequential holds the statistics), each
-round leaving out the configurations no open comparison can still read.
+every decision at the point is settled, more rounds are unlikely to change what it keeps (futility), or a budget
+runs out (analysis.sequential holds the statistics), each round leaving out the configurations no open
+comparison can still read.
 
 The runner asks before each configuration's round of an adaptive point whether to run it; the answer and the
 looks behind it are written to the summary (`sampling`), so a resumed run looks again at the same data and agrees.
@@ -13,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specmeter.analysis.sequential import confidence_after, distinct, point_arena, point_walks, resting, settled
+from specmeter.analysis.sequential import confidence_after, distinct, futile, point_arena, point_walks, resting, settled
 from specmeter.config.models import LoadPoint, LoadSpec
 from specmeter.load.stops import Stop, StopConditions
 from specmeter.schemas.records import RequestRecord
@@ -95,9 +96,9 @@ class Rounds:
         return rested is not None and config_id not in rested
 
     def stopped_before(self, point: LoadPoint, round_: int) -> bool:
-        """The point stopped (settled or out of budget) with fewer rounds than this one: a resume skips it."""
+        """The point stopped (settled, futile or out of budget) with fewer rounds than this one: a resume skips it."""
         found = self.summary.sampled(point.id)
-        return found is not None and found.stopped in ("settled", "budget") and found.rounds <= round_
+        return found is not None and found.stopped in ("settled", "futile", "budget") and found.rounds <= round_
 
     def look(self, point: LoadPoint, rounds: int) -> frozenset[str] | None:
         """Look at the point after `rounds` rounds: None where it stops there (the reason in its entry), else the
@@ -124,6 +125,13 @@ class Rounds:
         budget = self.budgets.check(RoundsRun(rounds, lambda: self.per_round(point), self._began.get(point.id)))
         if budget is not None:
             self._stop(entry, "budget", f"{budget.why}; still open: {'; '.join(look.open) or '-'}")
+            return None
+        hopeless = futile(decisions, rounds, self.load)
+        if hopeless is not None:
+            chances = "; ".join(f"{h.summary()}: {chance:.0%} chance of a win" for h, chance in hopeless)
+            self._stop(entry, "futile", f"no open decision was likely to end as a win by max_rounds "
+                       f"({self.load.max_rounds}; under {self.load.futility:.0%} each), so the cheaper stays, "
+                       f"unsettled, after {rounds} rounds: {chances}")
             return None
         look.rested = sorted(resting(self.summary, walks, point.id, arena.duel))
         return frozenset(look.rested)

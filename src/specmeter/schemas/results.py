@@ -138,9 +138,11 @@ class PointSampling(BaseModel):
                         "comparison could read rested from the round after: see looks).")
     requests: int = Field(description="Requests each configuration sent at the point, over all rounds.")
     confidence: float = Field(description="The confidence the point's decisions are read at.")
-    stopped: Literal["settled", "budget", "fixed"] | None = Field(
-        default=None, description="settled: no decision could change with more data; budget: a budget ran out "
-        "first; fixed: the fixed design's rounds; None: still running (or the run ended before its next look).")
+    stopped: Literal["settled", "futile", "budget", "fixed"] | None = Field(
+        default=None, description="settled: no decision could change with more data; futile: decisions stayed "
+        "open, but none was likely to end as a win by the budget (load.futility), so more rounds would keep what "
+        "the point keeps; budget: a budget ran out first; fixed: the fixed design's rounds; None: still running "
+        "(or the run ended before its next look).")
     why: str = ""
     looks: list[Look] = Field(default_factory=list)
 
