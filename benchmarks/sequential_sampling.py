@@ -18,6 +18,11 @@ Run (about 12 minutes here; or give --run-dir of a fixed sweep with repeats = ma
 --resting DIR ... replays resting alone on adaptive runs' own rounds (a demo's run directory, its propose/ and
 verify/): the requests and measured seconds it would have left out, at the same stops (seconds, no servers):
     D=runs/<id>-demo; .venv/bin/python benchmarks/sequential_sampling.py --resting $D $D/propose $D/verify
+
+--futility DIR ... replays the same runs with resting, without futility and with it (load.futility, 5% unless
+--gamma says): where each point would have stopped, the requests and measured seconds it saves, and whether any
+point's choice or the recommended table differs:
+    D=runs/<id>-demo; .venv/bin/python benchmarks/sequential_sampling.py --futility $D $D/propose $D/verify
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from pathlib import Path
 
 from specmeter.analysis.decide import analyze
 from specmeter.analysis.recommend import recommend
-from specmeter.analysis.sequential import confidence_after, distinct, point_arena, point_walks, resting, settled
+from specmeter.analysis.sequential import confidence_after, distinct, futile, point_arena, point_walks, resting, settled
 from specmeter.config.models import LoadSpec
 from specmeter.execution.runner import execute
 from specmeter.plans.demo import demo_plan
@@ -52,7 +57,8 @@ def cut(summary: RunSummary, records: list[RequestRecord], point_id: str, ran: R
 def replay(summary: RunSummary, records: list[RequestRecord], load: LoadSpec, *, rest: bool
            ) -> dict[str, tuple[int, bool, Ran]]:
     """Per point, the rounds the adaptive rule would have run on this data, whether it settled there, and the rounds
-    each configuration ran (with `rest`, a configuration the look rested sits out the next round)."""
+    each configuration ran (with `rest`, a configuration the look rested sits out the next round; with
+    `load.futility`, a point also stops where no open decision is likely to end as a win)."""
     out: dict[str, tuple[int, bool, Ran]] = {}
     plan = summary.plan
     for point in plan.points:
@@ -62,7 +68,7 @@ def replay(summary: RunSummary, records: list[RequestRecord], load: LoadSpec, *,
             arena = point_arena(s, recs, point.id, confidence_after(r, load))
             walks = point_walks(s, recs, point.id, confidence_after(r, load), arena)
             done = settled(distinct(walks))
-            if done or r == load.max_rounds:
+            if done or r == load.max_rounds or futile(distinct(walks), r, load) is not None:
                 out[point.id] = (r, done, ran)
                 break
             rested = resting(s, walks, point.id, arena.duel) if rest else set()
@@ -111,8 +117,9 @@ def resting_on(run_dirs: list[Path]) -> None:
         records = latest_records(RunStore(run_dir).read_records())
         cells = []
         for rest in (False, True):
-            stop = replay(summary, records, summary.plan.load, rest=rest)
-            cut_summary, kept = adaptive_run(summary, records, summary.plan.load, stop)
+            load = summary.plan.load.model_copy(update={"futility": 0.0})  # resting alone
+            stop = replay(summary, records, load, rest=rest)
+            cut_summary, kept = adaptive_run(summary, records, load, stop)
             used = [usage(cut_summary, kept, p) for p in stop]
             n, wall = sum(u[0] for u in used), sum(u[1] for u in used)
             totals[rest] = [totals[rest][0] + n, totals[rest][1] + wall]
@@ -124,9 +131,42 @@ def resting_on(run_dirs: list[Path]) -> None:
           f"seconds ({w1 / w0:.3f}x)")
 
 
+def futility_on(run_dirs: list[Path], futility: float) -> None:
+    """Each adaptive run replayed on its own rounds, with resting, without futility and with it."""
+    totals = {0.0: [0, 0.0], futility: [0, 0.0]}
+    print("| run | points: rounds without / with futility | without: requests / seconds | with: requests / seconds "
+          "| choices, table |")
+    print("|---|---|---|---|---|")
+    for run_dir in run_dirs:
+        summary = load_summary(run_dir)
+        records = latest_records(RunStore(run_dir).read_records())
+        cells, stops, picks, tables = [], [], [], []
+        for gamma in totals:
+            load = summary.plan.load.model_copy(update={"futility": gamma})
+            stop = replay(summary, records, load, rest=True)
+            cut_summary, kept = adaptive_run(summary, records, load, stop)
+            used = [usage(cut_summary, kept, p) for p in stop]
+            n, wall = sum(u[0] for u in used), sum(u[1] for u in used)
+            totals[gamma] = [totals[gamma][0] + n, totals[gamma][1] + wall]
+            cells.append(f"{n} / {wall:.0f}")
+            stops.append(stop)
+            picks.append({c.point_id: c.best_config_id for c in cut_summary.analysis.choices})
+            best = recommend(cut_summary, kept).best if summary.plan.kind in ("sweep", "demo") else None
+            tables.append([r.entry for r in best.ranges] if best else None)
+        rounds = ", ".join(f"{p} {n} / {stops[1][p][0]}" for p, (n, _, _) in stops[0].items())
+        same = "same" if picks[0] == picks[1] and tables[0] == tables[1] else f"differ: {picks} {tables}"
+        print(f"| {run_dir} | {rounds} | {' | '.join(cells)} | {same} |")
+    (n0, w0), (n1, w1) = totals.values()
+    print(f"\nfutility at {futility:.0%} leaves out {n0 - n1} of {n0} requests ({n1 / n0:.3f}x) and {w0 - w1:.0f} of "
+          f"{w0:.0f} measured seconds ({w1 / w0:.3f}x)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--resting", type=Path, nargs="+", metavar="DIR", help="replay resting on these adaptive runs")
+    ap.add_argument("--futility", type=Path, nargs="+", metavar="DIR",
+                    help="replay these adaptive runs without futility and with it")
+    ap.add_argument("--gamma", type=float, default=0.05, help="the futility replayed (--futility; default 5%%)")
     ap.add_argument("--run-dir", type=Path, help="a finished fixed sweep (interleaved, repeats = max rounds)")
     ap.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="specmeter-seq-")))
     ap.add_argument("--min-rounds", type=int, default=2)
@@ -135,6 +175,9 @@ def main() -> int:
     args = ap.parse_args()
     if args.resting:
         resting_on(args.resting)
+        return 0
+    if args.futility:
+        futility_on(args.futility, args.gamma)
         return 0
     run_dir = args.run_dir
     if run_dir is None:  # the demo's sweep (its pair, K 2 and 4, concurrency 1/4/16), in the fixed design
