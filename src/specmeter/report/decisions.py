@@ -93,7 +93,8 @@ def sampling_table(summary: RunSummary) -> Grid | None:
     rows = [s for s in summary.sampling if s.precision == "adaptive"]
     if not rows:
         return None
-    t = grid("Sequential sampling: rounds until every decision at the point settled (alpha spent over the looks)",
+    t = grid("Sequential sampling: rounds until every decision at the point settled (alpha spent over the looks), "
+             "no open one was likely to end as a win (futile), or a budget ran out",
              ("point", "rounds", "requests / config", "confidence", "stopped", "rested", "why"),
              left={"point", "stopped", "rested", "why"})
     for s in rows:
