@@ -113,7 +113,9 @@ def test_a_point_whose_open_decision_is_unlikely_to_end_as_a_win_stops_for_futil
     again = Rounds(rounds.summary, rounds.records, rounds.per_round)  # a resume does not run it on
     assert again.stopped_before(C1, 2) and again.stopped_before(C1, 3)
     ahead = adaptive({K2: {"c1": [(1.30, 1.20, 1.40)] * 4}, K4: {"c1": [(1.40, 1.25, 1.55)] * 4}})
-    assert ahead.start(C1, 2, K4) and ahead.summary.sampled("c1").stopped is None  # type: ignore[union-attr]
+    assert ahead.start(C1, 2, K4)
+    going = ahead.summary.sampled("c1")
+    assert going is not None and going.stopped is None
 
 
 def test_a_configuration_whose_comparisons_settled_rests_while_the_rest_go_on() -> None:
