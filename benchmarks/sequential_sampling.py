@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from specmeter.analysis.decide import analyze
@@ -67,8 +68,9 @@ def replay(summary: RunSummary, records: list[RequestRecord], load: LoadSpec, *,
             s, recs = cut(summary, records, point.id, ran)
             arena = point_arena(s, recs, point.id, confidence_after(r, load))
             walks = point_walks(s, recs, point.id, confidence_after(r, load), arena)
-            done = settled(distinct(walks))
-            if done or r == load.max_rounds or futile(distinct(walks), r, load) is not None:
+            decisions = distinct(walks)
+            done = settled(decisions)
+            if done or r == load.max_rounds or futile(decisions, r, load) is not None:
                 out[point.id] = (r, done, ran)
                 break
             rested = resting(s, walks, point.id, arena.duel) if rest else set()
@@ -107,6 +109,25 @@ def usage(summary: RunSummary, records: list[RequestRecord], point_id: str) -> t
     return n, wall
 
 
+@dataclass(frozen=True)
+class Replayed:
+    """An adaptive run replayed on its own rounds under one rule: where each point stopped, the run cut to those
+    rounds, and the requests and measured seconds that used."""
+
+    stop: dict[str, tuple[int, bool, Ran]]
+    summary: RunSummary
+    records: list[RequestRecord]
+    requests: int
+    seconds: float
+
+
+def replayed(summary: RunSummary, records: list[RequestRecord], load: LoadSpec, *, rest: bool) -> Replayed:
+    stop = replay(summary, records, load, rest=rest)
+    cut_summary, kept = adaptive_run(summary, records, load, stop)
+    used = [usage(cut_summary, kept, p) for p in stop]
+    return Replayed(stop, cut_summary, kept, sum(u[0] for u in used), sum(u[1] for u in used))
+
+
 def resting_on(run_dirs: list[Path]) -> None:
     """Each adaptive run replayed on its own rounds with every configuration running and with resting."""
     totals = {False: [0, 0.0], True: [0, 0.0]}
@@ -115,16 +136,12 @@ def resting_on(run_dirs: list[Path]) -> None:
     for run_dir in run_dirs:
         summary = load_summary(run_dir)
         records = latest_records(RunStore(run_dir).read_records())
-        cells = []
-        for rest in (False, True):
-            load = summary.plan.load.model_copy(update={"futility": 0.0})  # resting alone
-            stop = replay(summary, records, load, rest=rest)
-            cut_summary, kept = adaptive_run(summary, records, load, stop)
-            used = [usage(cut_summary, kept, p) for p in stop]
-            n, wall = sum(u[0] for u in used), sum(u[1] for u in used)
-            totals[rest] = [totals[rest][0] + n, totals[rest][1] + wall]
-            cells.append(f"{n} / {wall:.0f}")
-        stops = ", ".join(f"{p} {n}{' (settled)' if done else ''}" for p, (n, done, _) in stop.items())
+        load = summary.plan.load.model_copy(update={"futility": 0.0})  # resting alone
+        runs = [replayed(summary, records, load, rest=rest) for rest in (False, True)]
+        for rest, run in zip((False, True), runs, strict=True):
+            totals[rest] = [totals[rest][0] + run.requests, totals[rest][1] + run.seconds]
+        cells = [f"{run.requests} / {run.seconds:.0f}" for run in runs]
+        stops = ", ".join(f"{p} {n}{' (settled)' if done else ''}" for p, (n, done, _) in runs[-1].stop.items())
         print(f"| {run_dir} | {stops} | {' | '.join(cells)} |")
     (n0, w0), (n1, w1) = totals[False], totals[True]
     print(f"\nresting leaves out {n0 - n1} of {n0} requests ({n1 / n0:.3f}x) and {w0 - w1:.0f} of {w0:.0f} measured "
@@ -133,32 +150,33 @@ def resting_on(run_dirs: list[Path]) -> None:
 
 def futility_on(run_dirs: list[Path], futility: float) -> None:
     """Each adaptive run replayed on its own rounds, with resting, without futility and with it."""
-    totals = {0.0: [0, 0.0], futility: [0, 0.0]}
+    gammas = (0.0, futility)
+    totals = [[0, 0.0], [0, 0.0]]
     print("| run | points: rounds without / with futility | without: requests / seconds | with: requests / seconds "
           "| choices, table |")
     print("|---|---|---|---|---|")
     for run_dir in run_dirs:
         summary = load_summary(run_dir)
         records = latest_records(RunStore(run_dir).read_records())
-        cells, stops, picks, tables = [], [], [], []
-        for gamma in totals:
-            load = summary.plan.load.model_copy(update={"futility": gamma})
-            stop = replay(summary, records, load, rest=True)
-            cut_summary, kept = adaptive_run(summary, records, load, stop)
-            used = [usage(cut_summary, kept, p) for p in stop]
-            n, wall = sum(u[0] for u in used), sum(u[1] for u in used)
-            totals[gamma] = [totals[gamma][0] + n, totals[gamma][1] + wall]
-            cells.append(f"{n} / {wall:.0f}")
-            stops.append(stop)
-            picks.append({c.point_id: c.best_config_id for c in cut_summary.analysis.choices})
-            best = recommend(cut_summary, kept).best if summary.plan.kind in ("sweep", "demo") else None
-            tables.append([r.entry for r in best.ranges] if best else None)
-        rounds = ", ".join(f"{p} {n} / {stops[1][p][0]}" for p, (n, _, _) in stops[0].items())
+        runs = [replayed(summary, records, summary.plan.load.model_copy(update={"futility": g}), rest=True)
+                for g in gammas]
+        for total, run in zip(totals, runs, strict=True):
+            total[0], total[1] = total[0] + run.requests, total[1] + run.seconds
+        cells = [f"{run.requests} / {run.seconds:.0f}" for run in runs]
+        picks = [{c.point_id: c.best_config_id for c in run.summary.analysis.choices} for run in runs]
+        tables = [_table(run) if summary.plan.kind in ("sweep", "demo") else None for run in runs]
+        rounds = ", ".join(f"{p} {n} / {runs[1].stop[p][0]}" for p, (n, _, _) in runs[0].stop.items())
         same = "same" if picks[0] == picks[1] and tables[0] == tables[1] else f"differ: {picks} {tables}"
         print(f"| {run_dir} | {rounds} | {' | '.join(cells)} | {same} |")
-    (n0, w0), (n1, w1) = totals.values()
+    (n0, w0), (n1, w1) = totals
     print(f"\nfutility at {futility:.0%} leaves out {n0 - n1} of {n0} requests ({n1 / n0:.3f}x) and {w0 - w1:.0f} of "
           f"{w0:.0f} measured seconds ({w1 / w0:.3f}x)")
+
+
+def _table(run: Replayed) -> list[list[int]] | None:
+    """The table the replayed run recommends (None: none)."""
+    best = recommend(run.summary, run.records).best
+    return [r.entry for r in best.ranges] if best else None
 
 
 def main() -> int:
