@@ -31,8 +31,6 @@ from specmeter.schemas.planner import Calibration, Observation
 from specmeter.schemas.results import RunSummary
 
 GIB = 1 << 30
-# Where a knee may sit: tokens one engine step verifies (running requests x (1 + K)).
-KNEES = (16, 32, 64, 96, 128, 192, 256, 384, 512)
 
 
 def _concurrency(summary: RunSummary, point_id: str) -> int | None:
