@@ -193,13 +193,15 @@ def best_term(obs: Sequence[Observation], drafters: Sequence[str],
     return linear_sd, sd, term, beta
 
 
-def term_refit(cal: Calibration, rows: list[dict[str, Any]], mix: Mix, drafter: str) -> dict[str, Any]:
-    """The linear step cost against the same fit with the one more term that fits the calibration's points best,
-    which then predicts the left-out points again (rows gain 'predicted_term' and 'error_term'). A term that fits
-    them no better than the linear form (or costs nothing) says the linear form held where the calibration looked."""
+def term_refit(cal: Calibration, rows: list[dict[str, Any]], mix: Mix, drafter: str,
+               terms: Sequence[Term] = TERMS) -> dict[str, Any]:
+    """The linear step cost against the same fit with the one more term of `terms` that fits the calibration's
+    points best, which then predicts the left-out points again (rows gain 'predicted_term' and 'error_term'). A term
+    that fits them no better than the linear form (or costs nothing) says the linear form held where the calibration
+    looked. One term in `terms` holds its shape and threshold fixed (another run's choice) and refits its cost."""
     used = [o for o in cal.observations if o.used]
     drafters = [d.drafter for d in cal.drafters]
-    linear_sd, term_sd, term, beta = best_term(used, drafters)
+    linear_sd, term_sd, term, beta = best_term(used, drafters, terms)
     helps = beta[-1] > 0 and term_sd < linear_sd * 0.95
     for r in rows:
         if not helps or r["al"] is None:
@@ -230,9 +232,9 @@ def in_sample(summary: RunSummary, run: str) -> dict[str, Any]:
     return {"linear_residual_sd": linear_sd, "best": best, "residuals_by_tokens": by_tokens}
 
 
-def planner(summary: RunSummary, run_dir: Path, left_out_k: int) -> dict[str, Any]:
+def planner(summary: RunSummary, run_dir: Path, left_out_k: int, terms: Sequence[Term] = TERMS) -> dict[str, Any]:
     """The step-cost model calibrated with K = `left_out_k` left out, its blind predictions of that K at every
-    measured load, and the knee diagnosis."""
+    measured load, and the knee diagnosis (the best of `terms`)."""
     calibrated_on = {c.id for c in summary.plan.configs if c.spec.enabled and c.k != left_out_k}
     loads = {p.id for p in summary.plan.points}
     cal, rows = blind(summary, run_dir, calibrated_on, loads, f"baseline + every K but {left_out_k}")
@@ -242,7 +244,7 @@ def planner(summary: RunSummary, run_dir: Path, left_out_k: int) -> dict[str, An
     mix = request_mix(summary)
     assert mix is not None, "a check with no completed request"
     drafter = next(d.drafter for d in cal.drafters)
-    term = term_refit(cal, rows, mix, drafter)
+    term = term_refit(cal, rows, mix, drafter, terms)
     covered = [r["covered"] for r in rows if r["covered"] is not None]
     return {"left_out_k": left_out_k, "calibrated_on": sorted(calibrated_on), "rows": rows,
             "residual_scale": cal.residual_scale, "covered": sum(covered), "with_interval": len(covered),

@@ -1,6 +1,7 @@
 """benchmarks/gpu/: the GPU check's parts that need no server: its sweep file, the pair's shapes and files,
-nvidia-smi's readings, the diagnosis of the step-cost model by one more term (a knee or a cap), and check.sh's
-refusals. The CPU twin of the whole check runs in tests/integration/test_gpu_check.py."""
+nvidia-smi's readings, the diagnosis of the step-cost model by one more term (a knee or a cap), check.sh's
+refusals and the comparison of runs (across.py) on the committed H100 run. The CPU twin of the whole check runs in
+tests/integration/test_gpu_check.py."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ for where in (ROOT / "benchmarks", ROOT / "benchmarks" / "gpu"):
     if str(where) not in sys.path:
         sys.path.insert(0, str(where))
 
+import across  # noqa: E402
 import check  # noqa: E402
 import findings  # noqa: E402
 import pair  # noqa: E402
@@ -132,3 +134,34 @@ def test_check_sh_refuses_before_doing_anything(args: list[str], says: str) -> N
     done = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu" / "check.sh"), *args], capture_output=True,
                           text=True, timeout=30)
     assert done.returncode == 2 and says in done.stderr
+
+
+def test_runs_side_by_side_give_each_cell_its_range_and_hold_each_runs_term_on_the_others(tmp_path: Path) -> None:
+    committed = ROOT / "benchmarks" / "gpu" / "results-20261126-nvidia-h100-80gb-hbm3"
+    folders = []
+    for name in ("a", "b"):  # the same run twice: every range is a point, each held term is the other's own
+        folder = tmp_path / name
+        folder.mkdir()
+        for file in ("summary.json", "run-summary.json"):
+            (folder / file).write_bytes((committed / file).read_bytes())
+        folders.append(folder)
+    doc = across.across([across.read(f) for f in folders])
+    own = json.loads((committed / "summary.json").read_text(encoding="utf-8"))["findings"]
+    cells = {(c["config"], c["concurrency"]): c for c in doc["speedup"]}
+    for cid, rows in own["speedup"]["curves"].items():
+        for r in rows:
+            cell = cells[(cid, r["concurrency"])]["throughput"]
+            assert cell["n"] == 2 and cell["low"] == cell["median"] == cell["high"] == r["throughput"]
+    assert [(h["term_of"], h["on"]) for h in doc["planner"]["held"]] == [("a", "b"), ("b", "a")]
+    term = own["planner"]["term"]
+    for held in doc["planner"]["held"]:  # held on the same measurements, the term refits to what the run found
+        assert held["helps"] and held["residual_sd"] == pytest.approx(term["residual_sd"])
+        assert held["median_abs_error"] == pytest.approx(term["median_abs_error"])
+        assert held["linear_median_abs_error"] == own["planner"]["median_abs_error"]
+    text = across.markdown(doc)
+    assert "across 2 runs" in text and "held fixed" in text
+
+
+def test_across_refuses_a_folder_the_check_did_not_write(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=r"has no summary\.json"):
+        across.read(tmp_path)

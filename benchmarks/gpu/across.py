@@ -1,0 +1,193 @@
+"""The GPU check's runs side by side: what repeats from one run to the next and what does not.
+
+    python benchmarks/gpu/across.py benchmarks/gpu/results-*/
+
+Each folder is what benchmarks/gpu/check.sh wrote (summary.json, run-summary.json), one run of the same sweep on
+its own box and day. One run has intervals over its requests; only runs side by side show the drift between boxes
+and days, so the README quotes the median and range printed here:
+
+- the throughput speedup per configuration and load: the median over the runs, their range, and each run's verdict;
+- the synthetic acceptance measured back (AL), the KV capacity and the GPU memory each server took;
+- the planner blind at the left-out K: each run's median and worst error, linear and with the one more term its
+  own calibration chose; then each run's term held fixed (its shape and threshold; the cost refitted) on every
+  other run: a term that fits the GPU's step cost helps there too, one that fitted one run's noise does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import findings
+
+from specmeter.schemas.results import RunSummary
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str  # the results folder's name
+    doc: dict[str, Any]  # its summary.json
+    summary: RunSummary  # its run-summary.json
+
+
+def read(folder: Path) -> Run:
+    for name in ("summary.json", "run-summary.json"):
+        if not (folder / name).is_file():
+            raise SystemExit(f"across: {folder} has no {name}; give folders benchmarks/gpu/check.sh wrote")
+    doc = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    summary = RunSummary.model_validate_json((folder / "run-summary.json").read_text(encoding="utf-8"))
+    return Run(folder.resolve().name, doc, summary)
+
+
+def spread(values: Sequence[float]) -> dict[str, float] | None:
+    """Median and range; None where no run measured it."""
+    if not values:
+        return None
+    return {"median": statistics.median(values), "low": min(values), "high": max(values), "n": len(values)}
+
+
+def speedups(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """Per configuration and load: the throughput speedup's median and range over the runs, each run's verdict."""
+    cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for run in runs:
+        for cid, rows in run.doc["findings"]["speedup"]["curves"].items():
+            for r in rows:
+                if r["concurrency"] is not None and r["throughput"] is not None:
+                    cells.setdefault((cid, r["concurrency"]), []).append(r)
+    return [{"config": cid, "concurrency": c, "throughput": spread([r["throughput"] for r in rows]),
+             "verdicts": [r["verdict"] for r in rows]}
+            for (cid, c), rows in sorted(cells.items())]
+
+
+def acceptance(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """Per configuration: the AL set and the range of AL measured over every load of every run."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        for r in run.doc["findings"]["synthetic"]["rows"]:
+            if r.get("measured_al") is not None:
+                by.setdefault(r["config"], []).append(r)
+    return [{"config": cid, "set_al": rows[0]["set_al"], "measured_al": spread([r["measured_al"] for r in rows]),
+             "within": sum(bool(r["within"]) for r in rows), "points": len(rows)} for cid, rows in sorted(by.items())]
+
+
+def memory(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """Per server: the KV capacity (tokens) and the GPU memory its process took, over the runs."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        for r in run.doc["findings"]["capacity"]["rows"]:
+            by.setdefault(r["config"], []).append(r)
+    return [{"config": cid,
+             "kv_tokens": spread([r["kv_tokens"] for r in rows if r.get("kv_tokens") is not None]),
+             "gpu_memory_gib": spread([r["gpu_memory_peak_gib"] for r in rows
+                                       if r.get("gpu_memory_peak_gib") is not None])}
+            for cid, rows in sorted(by.items())]
+
+
+def planners(runs: Sequence[Run]) -> dict[str, Any]:
+    """Each run's blind errors (linear, with its own term) and each run's term held fixed on every other run."""
+    own = []
+    for run in runs:
+        pl = run.doc["findings"]["planner"]
+        term = pl["term"]
+        own.append({"run": run.name, "left_out_k": pl["left_out_k"], "median_abs_error": pl["median_abs_error"],
+                    "worst_abs_error": pl["worst_abs_error"], "term": term["term"], "shape": term["shape"],
+                    "at": term["at"], "term_median_abs_error": term["median_abs_error"],
+                    "term_worst_abs_error": term["worst_abs_error"]})
+    held = []
+    for source in own:
+        if source["shape"] is None:
+            continue
+        fixed = [findings.Term(source["shape"], source["at"])]
+        for run, mine in zip(runs, own):
+            if run.name == source["run"]:
+                continue
+            refit = findings.planner(run.summary, Path(run.name), mine["left_out_k"], fixed)["term"]
+            held.append({"term_of": source["run"], "on": run.name, "term": fixed[0].describe(),
+                         "helps": refit["term"] is not None, "linear_residual_sd": refit["linear_residual_sd"],
+                         "residual_sd": refit["residual_sd"], "median_abs_error": refit["median_abs_error"],
+                         "worst_abs_error": refit["worst_abs_error"], "linear_median_abs_error":
+                             mine["median_abs_error"], "linear_worst_abs_error": mine["worst_abs_error"]})
+    return {"runs": own, "held": held}
+
+
+def across(runs: Sequence[Run]) -> dict[str, Any]:
+    return {"runs": [{"run": r.name, **{k: r.doc["setup"].get(k) for k in ("device", "engine", "backend", "build_s",
+                                                                            "sweep_s", "sweep_calls")}}
+                     for r in runs],
+            "speedup": speedups(runs), "acceptance": acceptance(runs), "memory": memory(runs),
+            "planner": planners(runs)}
+
+
+def _x(s: dict[str, float] | None, unit: str = "x", fmt: str = ".2f") -> str:
+    if s is None:
+        return "-"
+    if s["n"] == 1:
+        return f"{s['median']:{fmt}}{unit}"
+    return f"{s['median']:{fmt}}{unit} [{s['low']:{fmt}}, {s['high']:{fmt}}]"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    lines = [f"# The GPU check across {len(doc['runs'])} runs", "",
+             "| run | device | engine | backend | build | sweep |", "|---|---|---|---|---|---|"]
+    for r in doc["runs"]:
+        build = "built before" if r["build_s"] is None else f"{r['build_s']:.0f} s"
+        lines.append(f"| {r['run']} | {r['device']} | {r['engine']} | {r['backend']} | {build} | "
+                     f"{r['sweep_s']:.0f} s in {r['sweep_calls']} call(s) |")
+    loads = sorted({c["concurrency"] for c in doc["speedup"]})
+    lines += ["", "## Speedup over concurrency", "",
+              "Output throughput over the baseline: the median over the runs [their range].", "",
+              "| configuration | " + " | ".join(f"c{c}" for c in loads) + " |", "|---|" + "---|" * len(loads)]
+    by: dict[str, dict[int, dict[str, Any]]] = {}
+    for c in doc["speedup"]:
+        by.setdefault(c["config"], {})[c["concurrency"]] = c
+    for cid, row in by.items():
+        lines.append(f"| {cid} | " + " | ".join(_x(row[c]["throughput"]) if c in row else "-" for c in loads) + " |")
+    lines += ["", "## Synthetic acceptance, KV capacity, GPU memory", "",
+              "| configuration | AL set | AL measured | points within sampling error |", "|---|---|---|---|"]
+    lines += [f"| {a['config']} | {a['set_al']:.2f} | {_x(a['measured_al'], '')} | {a['within']} of {a['points']} |"
+              for a in doc["acceptance"]]
+    lines += ["", "| server | KV tokens | GPU memory seen |", "|---|---|---|"]
+    lines += [f"| {m['config']} | {_x(m['kv_tokens'], '', '.0f')} | {_x(m['gpu_memory_gib'], ' GiB')} |"
+              for m in doc["memory"]]
+    pl = doc["planner"]
+    lines += ["", "## The planner, blind at the left-out K", "",
+              "| run | median error | worst | its term | with it: median | worst |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['run']} | {_pct(r['median_abs_error'])} | {_pct(r['worst_abs_error'])} | {r['term'] or 'none'} "
+              f"| {_pct(r['term_median_abs_error'])} | {_pct(r['term_worst_abs_error'])} |" for r in pl["runs"]]
+    if pl["held"]:
+        lines += ["", "Each run's term held fixed on the other runs (its cost refitted on their calibration):", "",
+                  "| term of | on | fits better than linear | residual sd (linear) | blind median error (linear) "
+                  "| worst (linear) |", "|---|---|---|---|---|---|"]
+        for h in pl["held"]:
+            sd = "-" if h["residual_sd"] is None else f"{h['residual_sd']:.3f}"
+            lines.append(f"| {h['term_of']} | {h['on']} | {'yes' if h['helps'] else 'no'} | {sd} "
+                         f"({h['linear_residual_sd']:.3f}) | {_pct(h['median_abs_error'])} "
+                         f"({_pct(h['linear_median_abs_error'])}) | {_pct(h['worst_abs_error'])} "
+                         f"({_pct(h['linear_worst_abs_error'])}) |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folders", nargs="+", type=Path, help="results folders benchmarks/gpu/check.sh wrote")
+    parser.add_argument("--json", type=Path, help="also write the comparison as JSON here")
+    args = parser.parse_args(argv)
+    doc = across([read(f) for f in args.folders])
+    if args.json:
+        args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    print(markdown(doc), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
