@@ -26,7 +26,7 @@ from planner_accuracy import blind  # benchmarks/ is on the path: check.sh puts 
 
 from specmeter.predict.calibration import calibrate
 from specmeter.predict.observations import Mix, prefill_per_step, request_mix
-from specmeter.predict.stepcost import features, nnls, observation_features
+from specmeter.predict.stepcost import N_TARGET, features, nnls
 from specmeter.schemas.planner import Calibration, Observation
 from specmeter.schemas.results import RunSummary
 
@@ -132,15 +132,19 @@ class Term:
     - cap: a per-sequence cost up to `at` running sequences and none beyond (concave: steps that grow steeply with
       the first sequences, then flatten, as per-sequence work that does not grow with the batch past a point)."""
 
-    shape: Literal["knee", "cap"]
+    shape: Literal["knee", "cap", "draft_step"]
     at: float
 
     def value(self, batch: float, k: float) -> float:
+        if self.shape == "draft_step":
+            return 1.0 if k > 0 else 0.0
         return max(0.0, batch * (1.0 + k) - self.at) if self.shape == "knee" else min(batch, self.at)
 
     def describe(self) -> str:
         if self.shape == "knee":
             return f"a per-token cost rising beyond {self.at:g} tokens per step"
+        if self.shape == "draft_step":
+            return "a fixed cost per speculative step, whatever K"
         return f"a per-sequence cost up to {self.at:g} running sequences, none beyond (steps flatten past it)"
 
 
@@ -148,19 +152,29 @@ class Term:
 KNEES = (16, 32, 64, 96, 128, 192, 256, 384, 512)
 CAPS = (2, 4, 8, 12, 16, 24, 32, 48)
 TERMS = tuple(Term("knee", n) for n in KNEES) + tuple(Term("cap", n) for n in CAPS)
+# The drafting's cost split: the step model charges drafting per draft pass (K a step) and per drafted token of each
+# sequence (K x batch); a speculative step may also cost the same whatever K (the draft's own step overheads).
+# Calibrated on one K a pass and a step are the same column, so only a fit over two Ks or more (in_sample) can tell
+# them apart; a one-K calibration can only choose, and term_refit tries charging the step instead of the pass.
+DRAFT_STEP = Term("draft_step", 0)
 
 
-def _design(obs: Sequence[Observation], drafters: Sequence[str], term: Term | None) -> np.ndarray:
-    rows = [observation_features(drafters, o) for o in obs]
-    if term is not None:
-        rows = [np.append(x, term.value(o.batch, o.k)) for x, o in zip(rows, obs)]
-    return np.array(rows)
+def _row(drafters: Sequence[str], drafter: str | None, k: float, batch: float, kv_tokens: float,
+         prefill_tokens: float, terms: Sequence[Term], passes: bool) -> np.ndarray:
+    """One step's columns: the step model's (stepcost.features), without its per-pass columns where `passes` is
+    False, then `terms`."""
+    x = features(drafters, drafter, k, batch, kv_tokens, prefill_tokens)
+    if not passes:
+        x[N_TARGET::2] = 0.0  # each drafter's two slots: K (per pass), then K x batch
+    return np.append(x, [t.value(batch, k) for t in terms])
 
 
-def fit_step_cost(obs: Sequence[Observation], drafters: Sequence[str], term: Term | None) -> tuple[np.ndarray, float]:
+def fit_step_cost(obs: Sequence[Observation], drafters: Sequence[str], terms: Sequence[Term] = (),
+                  passes: bool = True) -> tuple[np.ndarray, float]:
     """Non-negative least squares on relative error, as the step-cost model fits (stepcost.fit), optionally with
-    one more term: the coefficients and the relative residuals' standard deviation."""
-    x = _design(obs, drafters, term)
+    more terms (and without the per-pass cost): the coefficients and the relative residuals' standard deviation."""
+    x = np.array([_row(drafters, o.drafter, o.k, o.batch, o.kv_tokens, o.prefill_tokens, terms, passes)
+                  for o in obs])
     y = np.array([o.step_s for o in obs])
     xw, yw = x / y[:, None], np.ones_like(y)
     norms = np.linalg.norm(xw, axis=0)
@@ -170,12 +184,26 @@ def fit_step_cost(obs: Sequence[Observation], drafters: Sequence[str], term: Ter
     return beta, float(np.sqrt(np.mean(resid**2)))
 
 
-def _step(beta: np.ndarray, drafters: Sequence[str], mix: Mix, term: Term, drafter: str | None, k: float,
-          batch: float, tokens: float) -> float:
+def _step(beta: np.ndarray, drafters: Sequence[str], mix: Mix, terms: Sequence[Term], drafter: str | None, k: float,
+          batch: float, tokens: float, passes: bool = True) -> float:
     ctx = mix.prompt_tokens + mix.output_tokens / 2
-    x = features(drafters, drafter, k, batch, batch * ctx,
-                 prefill_per_step(batch, tokens, mix.prompt_tokens, mix.output_tokens))
-    return float(np.append(x, term.value(batch, k)) @ beta)
+    x = _row(drafters, drafter, k, batch, batch * ctx,
+             prefill_per_step(batch, tokens, mix.prompt_tokens, mix.output_tokens), terms, passes)
+    return float(x @ beta)
+
+
+def _predict(rows: list[dict[str, Any]], key: str, beta: np.ndarray, drafters: Sequence[str], mix: Mix,
+             terms: Sequence[Term], drafter: str, passes: bool = True) -> None:
+    """Rows gain 'predicted_KEY' and 'error_KEY': the TPOT speedup the fit predicts (AL x the baseline's step over
+    the speculative step), against the measured one."""
+    for r in rows:
+        if r["al"] is None:
+            continue
+        on = _step(beta, drafters, mix, terms, drafter, r["k"], r["batch"], r["al"], passes)
+        off = _step(beta, drafters, mix, terms, None, 0.0, r["base_batch"], 1.0, passes)
+        if on > 0 and off > 0:
+            r[f"predicted_{key}"] = r["al"] * off / on
+            r[f"error_{key}"] = (r[f"predicted_{key}"] - r["measured"]) / r["measured"]
 
 
 def _errors(rows: Sequence[dict[str, Any]], key: str) -> dict[str, float | None]:
@@ -187,8 +215,8 @@ def _errors(rows: Sequence[dict[str, Any]], key: str) -> dict[str, float | None]
 def best_term(obs: Sequence[Observation], drafters: Sequence[str],
               terms: Sequence[Term] = TERMS) -> tuple[float, float, Term, np.ndarray]:
     """The linear fit's residual sd, then the best of `terms`: its residual sd, the term and its coefficients."""
-    _, linear_sd = fit_step_cost(obs, drafters, None)
-    tried = [(*fit_step_cost(obs, drafters, term), term) for term in terms]
+    _, linear_sd = fit_step_cost(obs, drafters)
+    tried = [(*fit_step_cost(obs, drafters, [term]), term) for term in terms]
     beta, sd, term = min(tried, key=lambda t: t[1])
     return linear_sd, sd, term, beta
 
@@ -203,18 +231,18 @@ def term_refit(cal: Calibration, rows: list[dict[str, Any]], mix: Mix, drafter: 
     drafters = [d.drafter for d in cal.drafters]
     linear_sd, term_sd, term, beta = best_term(used, drafters, terms)
     helps = beta[-1] > 0 and term_sd < linear_sd * 0.95
-    for r in rows:
-        if not helps or r["al"] is None:
-            continue
-        on = _step(beta, drafters, mix, term, drafter, r["k"], r["batch"], r["al"])
-        off = _step(beta, drafters, mix, term, None, 0.0, r["base_batch"], 1.0)
-        if on > 0 and off > 0:
-            r["predicted_term"] = r["al"] * off / on
-            r["error_term"] = (r["predicted_term"] - r["measured"]) / r["measured"]
+    if helps:
+        _predict(rows, "term", beta, drafters, mix, [term], drafter)
+    # The same calibration charging the drafting per speculative step instead of per pass (the only other split one
+    # K allows): rows gain 'predicted_step' and 'error_step'.
+    step_terms = [term, DRAFT_STEP] if helps else [DRAFT_STEP]
+    step_beta, step_sd = fit_step_cost(used, drafters, step_terms, passes=False)
+    _predict(rows, "step", step_beta, drafters, mix, step_terms, drafter, passes=False)
     return {"linear_residual_sd": linear_sd, "term": term.describe() if helps else None,
             "shape": term.shape if helps else None, "at": term.at if helps else None,
             "residual_sd": term_sd if helps else None, "coefficient_s": float(beta[-1]) if helps else None,
-            **_errors(rows, "error_term")}
+            **_errors(rows, "error_term"),
+            "step": {"residual_sd": step_sd, "per_step_s": float(step_beta[-1]), **_errors(rows, "error_step")}}
 
 
 def in_sample(summary: RunSummary, run: str) -> dict[str, Any]:
@@ -223,13 +251,30 @@ def in_sample(summary: RunSummary, run: str) -> dict[str, Any]:
     cal = calibrate([(run, summary)])
     used, drafters = [o for o in cal.observations if o.used], [d.drafter for d in cal.drafters]
     best: dict[str, dict[str, float]] = {}
+    terms: dict[str, Term] = {}
     for shape in ("knee", "cap"):
-        linear_sd, sd, term, _ = best_term(used, drafters, [t for t in TERMS if t.shape == shape])
-        best[shape] = {"at": term.at, "residual_sd": sd}
+        linear_sd, sd, terms[shape], _ = best_term(used, drafters, [t for t in TERMS if t.shape == shape])
+        best[shape] = {"at": terms[shape].at, "residual_sd": sd}
     by_tokens = sorted(({"config": o.config_id, "point": o.point_id,
                          "tokens_per_step": round(o.batch * (1 + o.k), 1), "residual": o.residual}
                         for o in cal.observations if o.residual is not None), key=lambda r: r["tokens_per_step"])
-    return {"linear_residual_sd": linear_sd, "best": best, "residuals_by_tokens": by_tokens}
+    return {"linear_residual_sd": linear_sd, "best": best, "residuals_by_tokens": by_tokens,
+            "drafting": drafting_split(used, drafters, terms["cap"])}
+
+
+def drafting_split(obs: Sequence[Observation], drafters: Sequence[str], cap: Term) -> dict[str, Any] | None:
+    """The first drafter's cost, fitted with the best cap: as the step model charges it (per draft pass, K of them a
+    step, and per drafted token of each running sequence), then with a cost fixed per speculative step beside them.
+    Needs two Ks or more among the observations (one K cannot tell a pass from a step): None otherwise."""
+    # k is the drafted tokens per step, a little under the K set (fewer near a request's end): count the Ks set.
+    if not drafters or len({round(o.k) for o in obs if o.drafter == drafters[0] and o.k > 0}) < 2:
+        return None
+    slot = N_TARGET  # the first drafter's columns (stepcost.features): K, then K x batch
+    passes, sd = fit_step_cost(obs, drafters, [cap])
+    split, split_sd = fit_step_cost(obs, drafters, [cap, DRAFT_STEP])
+    return {"with": cap.describe(), "drafter": drafters[0], "residual_sd": sd, "split_residual_sd": split_sd,
+            "per_pass_only_s": float(passes[slot]), "per_token_only_s": float(passes[slot + 1]),
+            "per_pass_s": float(split[slot]), "per_token_s": float(split[slot + 1]), "per_step_s": float(split[-1])}
 
 
 def planner(summary: RunSummary, run_dir: Path, left_out_k: int, terms: Sequence[Term] = TERMS) -> dict[str, Any]:
@@ -366,13 +411,13 @@ def markdown(doc: dict[str, Any]) -> str:
               f"sd {_n(pl['residual_scale'], '.3f')}); K = {pl['left_out_k']} predicted at every measured load "
               f"(TPOT speedup). Median |error| {_pct(pl['median_abs_error'])}, worst {_pct(pl['worst_abs_error'])}; "
               f"{pl['covered']} of {pl['with_interval']} inside the predicted interval.", "",
-              "| configuration | concurrency | batch | measured | predicted [95%] | error | with the term | error |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| configuration | concurrency | batch | measured | predicted [95%] | error | with the term | error "
+              "| drafting per step | error |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in pl["rows"]:
         interval = "" if r["low"] is None else f" [{r['low']:.2f}, {r['high']:.2f}]"
         lines.append(f"| {r['config']} | {r['concurrency']} | {r['batch']} | {_x(r['measured'])} | "
                      f"{_x(r['predicted'])}{interval} | {_pct(r['error'])} | {_x(r.get('predicted_term'))} | "
-                     f"{_pct(r.get('error_term'))} |")
+                     f"{_pct(r.get('error_term'))} | {_x(r.get('predicted_step'))} | {_pct(r.get('error_step'))} |")
     lines.append("")
     lines += [f"No prediction for {r['config']} at concurrency {r['concurrency']}: {r['why']}." for r in pl["rows"]
               if r["predicted"] is None]
@@ -384,9 +429,25 @@ def markdown(doc: dict[str, Any]) -> str:
                      f"{term['residual_sd']:.3f} against {term['linear_residual_sd']:.3f} linear; blind with it "
                      f"(the column 'with the term'): median |error| {_pct(term['median_abs_error'])}, worst "
                      f"{_pct(term['worst_abs_error'])}.")
+    step = term.get("step")
+    if step is not None:
+        lines.append("")
+        lines.append(f"Charged per speculative step instead of per draft pass ({step['per_step_s'] * 1e3:.2f} ms a "
+                     f"step; one K cannot tell the two apart), {'with that term' if term['term'] else 'linear'} "
+                     f"(the column 'drafting per step'): residual sd {step['residual_sd']:.3f}, blind median |error| "
+                     f"{_pct(step['median_abs_error'])}, worst {_pct(step['worst_abs_error'])}.")
     knee, cap = ins["best"]["knee"], ins["best"]["cap"]
     lines += ["", f"Every point fitted at once (K = {pl['left_out_k']} included): linear residual sd "
               f"{ins['linear_residual_sd']:.3f}; with the best knee ({knee['at']:g} tokens per step) "
               f"{knee['residual_sd']:.3f}; with the best cap ({cap['at']:g} sequences) {cap['residual_sd']:.3f}."]
+    split = ins.get("drafting")
+    if split is not None:
+        lines += ["", f"The drafting's cost, fitted with that cap, as the step model charges it: "
+                  f"{split['per_pass_only_s'] * 1e3:.2f} ms per draft pass (K a step) and "
+                  f"{split['per_token_only_s'] * 1e3:.2f} ms per drafted token of each sequence (residual sd "
+                  f"{split['residual_sd']:.3f}); with a cost fixed per speculative step beside them (two Ks tell it "
+                  f"from a pass, one K cannot): {split['per_step_s'] * 1e3:.2f} ms per step, "
+                  f"{split['per_pass_s'] * 1e3:.2f} ms per pass and {split['per_token_s'] * 1e3:.2f} ms per drafted "
+                  f"token (residual sd {split['split_residual_sd']:.3f})."]
     lines += [f"- {n}" for n in pl["notes"]]
     return "\n".join(lines) + "\n"

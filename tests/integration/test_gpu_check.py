@@ -89,6 +89,12 @@ def test_the_planner_predicts_k4_blind_at_every_load_or_says_why(results: Path, 
             assert r["why"] is None and r["error"] == pytest.approx((r["predicted"] - r["measured"]) / r["measured"])
     assert (pl["median_abs_error"] is None) == all(r["predicted"] is None for r in pl["rows"])
     assert pl["in_sample"]["residuals_by_tokens"]
+    # The drafting charged per speculative step instead of per pass: a second blind prediction, said in the summary;
+    # K = 2 and 4 together split the drafting's cost in the fit of every point.
+    step = pl["term"]["step"]
+    assert step["residual_sd"] >= 0 and "Charged per speculative step instead of per draft pass" in summary
+    split = pl["in_sample"]["drafting"]
+    assert split is not None and split["split_residual_sd"] <= split["residual_sd"] + 1e-9
 
 
 def test_a_second_call_on_the_same_folder_goes_on_from_the_finished_run(results: Path) -> None:
