@@ -53,16 +53,25 @@ def spread(values: Sequence[float]) -> dict[str, float] | None:
 
 
 def speedups(runs: Sequence[Run]) -> list[dict[str, Any]]:
-    """Per configuration and load: the throughput speedup's median and range over the runs, each run's verdict."""
+    """Per configuration and load: the throughput speedup's median and range over the runs, each run's verdict, and
+    whether the runs' 95% intervals share any value (where they do not, the drift between runs is larger than one
+    run's interval says)."""
     cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for run in runs:
         for cid, rows in run.doc["findings"]["speedup"]["curves"].items():
             for r in rows:
                 if r["concurrency"] is not None and r["throughput"] is not None:
                     cells.setdefault((cid, r["concurrency"]), []).append(r)
-    return [{"config": cid, "concurrency": c, "throughput": spread([r["throughput"] for r in rows]),
-             "verdicts": [r["verdict"] for r in rows]}
-            for (cid, c), rows in sorted(cells.items())]
+    out = []
+    for (cid, c), rows in sorted(cells.items()):
+        bounds = [(r["throughput_low"], r["throughput_high"]) for r in rows if r["throughput_low"] is not None
+                  and r["throughput_high"] is not None]
+        out.append({"config": cid, "concurrency": c, "throughput": spread([r["throughput"] for r in rows]),
+                    "verdicts": [r["verdict"] for r in rows],
+                    "intervals_overlap": None if len(bounds) < 2 else max(lo for lo, _ in bounds) <= min(
+                        hi for _, hi in bounds),
+                    "half_width": spread([(hi - lo) / 2 / r["throughput"] for r, (lo, hi) in zip(rows, bounds)])})
+    return out
 
 
 def acceptance(runs: Sequence[Run]) -> list[dict[str, Any]]:
@@ -93,19 +102,23 @@ def planners(runs: Sequence[Run]) -> dict[str, Any]:
     """Each run's blind errors (linear, with its own term) and each run's term held fixed on every other run."""
     own = []
     for run in runs:
-        pl = run.doc["findings"]["planner"]
+        # Diagnosed again from the run's summary, so that runs written by an older check show every diagnosis too.
+        left_out_k = run.doc["findings"]["planner"]["left_out_k"]
+        pl = findings.planner(run.summary, Path(run.name), left_out_k)
         term = pl["term"]
-        own.append({"run": run.name, "left_out_k": pl["left_out_k"], "median_abs_error": pl["median_abs_error"],
+        own.append({"run": run.name, "left_out_k": left_out_k, "median_abs_error": pl["median_abs_error"],
                     "worst_abs_error": pl["worst_abs_error"], "term": term["term"], "shape": term["shape"],
                     "at": term["at"], "term_median_abs_error": term["median_abs_error"],
-                    "term_worst_abs_error": term["worst_abs_error"]})
+                    "term_worst_abs_error": term["worst_abs_error"], "step": term["step"],
+                    "drafting": pl["in_sample"]["drafting"]})
     held = []
     for source in own:
         if source["shape"] is None:
             continue
         fixed = [findings.Term(source["shape"], source["at"])]
         for run, mine in zip(runs, own):
-            if run.name == source["run"]:
+            # A run whose calibration chose the same term already shows it held; only another choice is news.
+            if run.name == source["run"] or (mine["shape"], mine["at"]) == (source["shape"], source["at"]):
                 continue
             refit = findings.planner(run.summary, Path(run.name), mine["left_out_k"], fixed)["term"]
             held.append({"term_of": source["run"], "on": run.name, "term": fixed[0].describe(),
@@ -152,6 +165,18 @@ def markdown(doc: dict[str, Any]) -> str:
         by.setdefault(c["config"], {})[c["concurrency"]] = c
     for cid, row in by.items():
         lines.append(f"| {cid} | " + " | ".join(_x(row[c]["throughput"]) if c in row else "-" for c in loads) + " |")
+    judged = [c for c in doc["speedup"] if c["intervals_overlap"] is not None]
+    apart = [c for c in judged if not c["intervals_overlap"]]
+    flips = [c for c in doc["speedup"] if len(set(c["verdicts"])) > 1]
+    if judged:
+        half = statistics.median(c["half_width"]["median"] for c in judged if c["half_width"] is not None)
+        apart_half = statistics.median((c["throughput"]["high"] - c["throughput"]["low"]) / 2
+                                       / c["throughput"]["median"] for c in judged)
+        lines += ["", f"In {len(apart)} of {len(judged)} cells the runs' 95% intervals share no value. One run's "
+                  f"interval is +/-{half:.1%} (median half-width), the runs lie +/-{apart_half:.1%} apart (median "
+                  "half-range): only runs side by side show the drift between boxes and days."]
+    lines += [f"- the verdict differs at {c['config']}, concurrency {c['concurrency']}: {', '.join(c['verdicts'])}"
+              for c in flips]
     lines += ["", "## Synthetic acceptance, KV capacity, GPU memory", "",
               "| configuration | AL set | AL measured | points within sampling error |", "|---|---|---|---|"]
     lines += [f"| {a['config']} | {a['set_al']:.2f} | {_x(a['measured_al'], '')} | {a['within']} of {a['points']} |"
@@ -161,9 +186,29 @@ def markdown(doc: dict[str, Any]) -> str:
               for m in doc["memory"]]
     pl = doc["planner"]
     lines += ["", "## The planner, blind at the left-out K", "",
-              "| run | median error | worst | its term | with it: median | worst |", "|---|---|---|---|---|---|"]
+              "Median and worst |error| of the left-out K's TPOT speedup: linear, with the one more term the run's "
+              "calibration chose, and with that term charging the drafting per speculative step instead of per "
+              "draft pass.", "",
+              "| run | linear | worst | its term | with it | worst | drafting per step | worst |",
+              "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['run']} | {_pct(r['median_abs_error'])} | {_pct(r['worst_abs_error'])} | {r['term'] or 'none'} "
-              f"| {_pct(r['term_median_abs_error'])} | {_pct(r['term_worst_abs_error'])} |" for r in pl["runs"]]
+              f"| {_pct(r['term_median_abs_error'])} | {_pct(r['term_worst_abs_error'])} | "
+              f"{_pct(r['step']['median_abs_error'])} | {_pct(r['step']['worst_abs_error'])} |" for r in pl["runs"]]
+    splits = [(r["run"], r["drafting"]) for r in pl["runs"] if r["drafting"] is not None]
+    if splits:
+        lines += ["", "The drafting's cost, every point fitted at once with the best cap: as the step model charges "
+                  "it (per draft pass, K a step, and per drafted token of each sequence), then with a cost fixed per "
+                  "speculative step beside them (two Ks tell it from a pass; one K cannot):", "",
+                  "| run | per pass | per token | residual sd | per step | per pass | per token | residual sd |",
+                  "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {name} | {d['per_pass_only_s'] * 1e3:.2f} ms | {d['per_token_only_s'] * 1e3:.2f} ms | "
+                  f"{d['residual_sd']:.3f} | {d['per_step_s'] * 1e3:.2f} ms | {d['per_pass_s'] * 1e3:.2f} ms | "
+                  f"{d['per_token_s'] * 1e3:.2f} ms | {d['split_residual_sd']:.3f} |" for name, d in splits]
+    terms = {(r["shape"], r["at"]) for r in pl["runs"]}
+    if len(terms) == 1 and len(pl["runs"]) > 1:
+        only = pl["runs"][0]["term"]
+        lines += ["", f"Every run's calibration chose the same term: {only}." if only else
+                  "No run's calibration found a term that fits better than the linear step cost."]
     if pl["held"]:
         lines += ["", "Each run's term held fixed on the other runs (its cost refitted on their calibration):", "",
                   "| term of | on | fits better than linear | residual sd (linear) | blind median error (linear) "

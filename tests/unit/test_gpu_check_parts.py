@@ -25,7 +25,9 @@ import pair  # noqa: E402
 import smi  # noqa: E402
 
 from specmeter.plans.sweep import SweepSpec  # noqa: E402
+from specmeter.predict.calibration import calibrate  # noqa: E402
 from specmeter.schemas.planner import Observation  # noqa: E402
+from specmeter.schemas.results import RunSummary  # noqa: E402
 
 
 @pytest.mark.parametrize("name", sorted(check.PROFILES))
@@ -118,7 +120,7 @@ def test_a_knee_or_a_cap_fits_its_own_step_shape_and_adds_nothing_to_a_linear_on
     def cap(batch: float, k: float) -> float:  # 1 ms more per sequence up to 16 sequences, then flat
         return linear(batch, k) + 1e-3 * min(batch, 16)
 
-    _, sd_linear = findings.fit_step_cost(_observations(linear), ["d"], None)
+    _, sd_linear = findings.fit_step_cost(_observations(linear), ["d"])
     assert sd_linear < 1e-6
     linear_sd, term_sd, term, beta = findings.best_term(_observations(knee), ["d"])
     assert term == findings.Term("knee", 64) and term_sd < 1e-6 < linear_sd
@@ -136,30 +138,47 @@ def test_check_sh_refuses_before_doing_anything(args: list[str], says: str) -> N
     assert done.returncode == 2 and says in done.stderr
 
 
-def test_runs_side_by_side_give_each_cell_its_range_and_hold_each_runs_term_on_the_others(tmp_path: Path) -> None:
-    committed = ROOT / "benchmarks" / "gpu" / "results-20261126-nvidia-h100-80gb-hbm3"
+COMMITTED = ROOT / "benchmarks" / "gpu" / "results-20261126-nvidia-h100-80gb-hbm3"
+
+
+def test_runs_side_by_side_give_each_cell_its_range_and_each_runs_planner_diagnosis(tmp_path: Path) -> None:
     folders = []
-    for name in ("a", "b"):  # the same run twice: every range is a point, each held term is the other's own
+    for name in ("a", "b"):  # the same run twice: every range is a point and the intervals overlap
         folder = tmp_path / name
         folder.mkdir()
         for file in ("summary.json", "run-summary.json"):
-            (folder / file).write_bytes((committed / file).read_bytes())
+            (folder / file).write_bytes((COMMITTED / file).read_bytes())
         folders.append(folder)
     doc = across.across([across.read(f) for f in folders])
-    own = json.loads((committed / "summary.json").read_text(encoding="utf-8"))["findings"]
+    own = json.loads((COMMITTED / "summary.json").read_text(encoding="utf-8"))["findings"]
     cells = {(c["config"], c["concurrency"]): c for c in doc["speedup"]}
     for cid, rows in own["speedup"]["curves"].items():
         for r in rows:
-            cell = cells[(cid, r["concurrency"])]["throughput"]
-            assert cell["n"] == 2 and cell["low"] == cell["median"] == cell["high"] == r["throughput"]
-    assert [(h["term_of"], h["on"]) for h in doc["planner"]["held"]] == [("a", "b"), ("b", "a")]
-    term = own["planner"]["term"]
-    for held in doc["planner"]["held"]:  # held on the same measurements, the term refits to what the run found
-        assert held["helps"] and held["residual_sd"] == pytest.approx(term["residual_sd"])
-        assert held["median_abs_error"] == pytest.approx(term["median_abs_error"])
-        assert held["linear_median_abs_error"] == own["planner"]["median_abs_error"]
+            cell = cells[(cid, r["concurrency"])]
+            assert cell["throughput"]["n"] == 2 and cell["intervals_overlap"]
+            assert cell["throughput"]["low"] == cell["throughput"]["median"] == cell["throughput"]["high"]
+            assert cell["throughput"]["median"] == r["throughput"]
+    for run in doc["planner"]["runs"]:  # diagnosed again from the run's summary: what the check wrote, and more
+        assert run["median_abs_error"] == pytest.approx(own["planner"]["median_abs_error"])
+        assert run["term_median_abs_error"] == pytest.approx(own["planner"]["term"]["median_abs_error"])
+        assert run["step"]["median_abs_error"] is not None and run["drafting"]["per_step_s"] >= 0
+    assert doc["planner"]["held"] == []  # both chose the same term: holding one on the other is no news
     text = across.markdown(doc)
-    assert "across 2 runs" in text and "held fixed" in text
+    assert "across 2 runs" in text and "0 of 28 cells" in text and "chose the same term" in text
+
+
+def test_a_term_held_fixed_refits_its_cost_and_one_k_cannot_split_the_drafting() -> None:
+    summary = RunSummary.model_validate_json((COMMITTED / "run-summary.json").read_text(encoding="utf-8"))
+    chosen = findings.planner(summary, COMMITTED, 4)["term"]
+    held = findings.planner(summary, COMMITTED, 4, [findings.Term(chosen["shape"], chosen["at"])])["term"]
+    assert held["term"] == chosen["term"] and held["residual_sd"] == pytest.approx(chosen["residual_sd"])
+    assert held["median_abs_error"] == pytest.approx(chosen["median_abs_error"])
+    used = [o for o in calibrate([("h100", summary)]).observations if o.used]
+    drafters = sorted({o.drafter for o in used if o.drafter})
+    cap = findings.Term("cap", 12)
+    split = findings.drafting_split(used, drafters, cap)
+    assert split is not None and split["split_residual_sd"] <= split["residual_sd"]
+    assert findings.drafting_split([o for o in used if round(o.k) != 4], drafters, cap) is None
 
 
 def test_across_refuses_a_folder_the_check_did_not_write(tmp_path: Path) -> None:
