@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# findings reads planner_accuracy from benchmarks/ (check.sh puts it on the path; a plain run of this script does not)
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 import findings
 
 from specmeter.schemas.results import RunSummary
