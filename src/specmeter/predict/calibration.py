@@ -21,7 +21,15 @@ from specmeter.schemas.results import RunSummary
 
 
 def hardware_of(summary: RunSummary) -> str:
-    """The machine a run measured on, as its environment records it."""
+    """The machine a run measured on: the GPUs its launched servers were placed on (their names and how many), else
+    the machine its environment records (the CPU, for a CPU run or servers attached elsewhere). The GPU, not the host
+    CPU, sets a GPU run's step cost: two boxes of one GPU pool, one host with two kinds of GPU does not."""
+    placement = summary.plan.placement
+    if placement is not None and placement.gpus:
+        used = {gid for server in placement.servers for gid in server.gpus}
+        names = [g.name or f"GPU {g.id}" for g in placement.gpus if g.id in used]
+        if names:
+            return ", ".join(f"{name} x{names.count(name)}" for name in sorted(set(names)))
     env = summary.environment
     gpus = env.get("gpus") or env.get("gpu")
     if gpus:
