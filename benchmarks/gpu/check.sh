@@ -53,6 +53,13 @@ if ! "$PY" -c 'import pydantic' 2>/dev/null; then
   site="$WORK/site:"
 fi
 export PYTHONPATH="$site$ROOT/src:$ROOT/benchmarks"
+# A llama-server built on another machine (SPECMETER_LLAMACPP_CUDA_ARCHS=90 where there is no GPU) finds this box's
+# cuBLAS and CUDA runtime where the Python environment's NVIDIA wheels keep them; one built here has that directory in
+# its run path already.
+purelib=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null) || purelib=""
+for lib in "$purelib"/nvidia/*/lib; do
+  [ -d "$lib" ] && export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
 
 sources=("$BUNDLE"/llama.cpp-src-*.tar.gz)
 if [ -z "${SPECMETER_LLAMACPP_SOURCE:-}" ] && [ -f "${sources[0]}" ]; then
