@@ -66,13 +66,14 @@ def speedups(runs: Sequence[Run]) -> list[dict[str, Any]]:
                     cells.setdefault((cid, r["concurrency"]), []).append(r)
     out = []
     for (cid, c), rows in sorted(cells.items()):
-        bounds = [(r["throughput_low"], r["throughput_high"]) for r in rows if r["throughput_low"] is not None
-                  and r["throughput_high"] is not None]
+        bounded = [r for r in rows if r["throughput_low"] is not None and r["throughput_high"] is not None]
+        bounds = [(r["throughput_low"], r["throughput_high"]) for r in bounded]
         out.append({"config": cid, "concurrency": c, "throughput": spread([r["throughput"] for r in rows]),
                     "verdicts": [r["verdict"] for r in rows],
                     "intervals_overlap": None if len(bounds) < 2 else max(lo for lo, _ in bounds) <= min(
                         hi for _, hi in bounds),
-                    "half_width": spread([(hi - lo) / 2 / r["throughput"] for r, (lo, hi) in zip(rows, bounds)])})
+                    "half_width": spread([(r["throughput_high"] - r["throughput_low"]) / 2 / r["throughput"]
+                                          for r in bounded])})
     return out
 
 
