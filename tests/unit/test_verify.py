@@ -6,6 +6,7 @@ import pytest
 from test_recommend import BATCHES, CLEAR, latency, sweep
 
 from specmeter.analysis.recommend import recommend
+from specmeter.analysis.sequential import futile_points
 from specmeter.analysis.verify import drafted_check
 from specmeter.common.errors import InputError
 from specmeter.config.load_search import LoadSearch
@@ -16,7 +17,7 @@ from specmeter.report.decisions import verification_table
 from specmeter.schemas.metrics import RunningBatch
 from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.records import RequestRecord
-from specmeter.schemas.results import PointResult
+from specmeter.schemas.results import PointResult, PointSampling, RunSummary
 from specmeter.schemas.sd import SDSummary
 
 TABLE = [(1, 1, 4), (2, 8, 2), (9, 64, 0)]
@@ -131,6 +132,29 @@ def test_verify_runs_where_the_table_can_be_wrong_and_carries_the_sweeps_settled
     assert {c.id for c in plan.configs} == {"baseline", plan.best_static["c4"], VERIFY_ID}
     everything = verify_plan(summary, recommendation, "run", every_point=True)
     assert everything.points == summary.plan.points and not everything.carried
+
+
+def test_a_point_whose_open_decision_stopped_for_futility_is_carried() -> None:
+    """The same open decision at c4, where the runs that measured c4 stopped it for futility (no win likely by the
+    budget: the cheaper K stays): verification carries c4 as it carries a settled point, and names why; a point a
+    budget stopped anywhere stays open."""
+    near = {"draft_model-k2": {**SETTLED["draft_model-k2"], "c4": (1.25, 1.20, 1.30)},
+            "draft_model-k4": {**SETTLED["draft_model-k4"], "c4": (1.24, 1.15, 1.33)}}
+    summary, records = sweep(near, BATCHES)
+    recommendation = recommend(summary, records)
+
+    def stopped(**stops: str) -> RunSummary:
+        return summary.model_copy(update={"sampling": [
+            PointSampling(point_id=pid, precision="adaptive", rounds=2, requests=8, confidence=0.9, stopped=how)
+            for pid, how in stops.items()]})
+
+    futile = futile_points([stopped(c1="settled", c4="settled", c16="settled"), stopped(c4="futile")])
+    assert futile == {"c4"}
+    plan = verify_plan(summary, recommendation, "run", futile=futile)
+    assert "c4" in plan.carried and "futility" in plan.carried["c4"]
+    assert len(plan.points) == 1 and plan.points[0].id == "c1"  # settled everywhere: one point proves the table
+    assert futile_points([stopped(c4="futile"), stopped(c4="budget")]) == frozenset()
+    assert futile_points([stopped(c4="settled")]) == frozenset()
 
 
 def test_a_tie_settles_a_point_for_verification_too() -> None:

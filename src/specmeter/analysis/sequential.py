@@ -37,7 +37,7 @@ says it stopped for futility.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from statistics import NormalDist
 
 from specmeter.analysis.choice import Duel, choose, contenders
@@ -188,6 +188,18 @@ def futile(decisions: Sequence[HeadToHead], rounds: int, load: LoadSpec) -> list
     if not load.futility or not chances or any(c is None or c >= load.futility for _, c in chances):
         return None
     return [(h, c) for h, c in chances if c is not None]
+
+
+def futile_points(runs: Iterable[RunSummary]) -> frozenset[str]:
+    """The points every run that measured them stopped settled or for futility, and at least one for futility: what
+    such a point keeps stands as firmly as a settled decision's (a win the rounds left were unlikely to show, under
+    `load.futility`, against a wrong decision's alpha), so verification carries it. A budget's stop, a fixed
+    design's rounds or a run still going leave the point open."""
+    stops: dict[str, set[str | None]] = {}
+    for summary in runs:
+        for sampled in summary.sampling:
+            stops.setdefault(sampled.point_id, set()).add(sampled.stopped)
+    return frozenset(p for p, found in stops.items() if "futile" in found and found <= {"settled", "futile"})
 
 
 def settled(decisions: Sequence[HeadToHead]) -> bool:

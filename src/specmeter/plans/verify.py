@@ -4,13 +4,15 @@ identical requests measured at the same time, not against numbers taken minutes 
 
 Verification runs where the table can be wrong: at the points whose decisions the sweep left unsettled. Where
 every head-to-head comparison behind a point's K was settled, more rounds could not change that K at the stated
-confidence, so the sweep's paired evidence stands there (the plan names such points `carried`, with why). A
-table settled everywhere still runs once, at its first point that drafts, so that the config is proven to start
-and to draft the K it names; `every_point` runs all of the sweep's points as before.
+confidence, so the sweep's paired evidence stands there (the plan names such points `carried`, with why); so too
+where the open ones stopped for futility (no win was likely by the budget, so what the point keeps stands as
+firmly). A table settled everywhere still runs once, at its first point that drafts, so that the config is proven
+to start and to draft the K it names; `every_point` runs all of the sweep's points as before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from specmeter.common.errors import InputError
@@ -37,9 +39,10 @@ def best_static(rec: DrafterRecommendation, baseline_id: str) -> dict[str, str]:
     return out
 
 
-def where_to_verify(rec: DrafterRecommendation, point_ids: list[str], every_point: bool = False
-                    ) -> tuple[list[str], dict[str, str]]:
-    """The points to run (in plan order) and the points carried from the sweep, each with why."""
+def where_to_verify(rec: DrafterRecommendation, point_ids: list[str], every_point: bool = False,
+                    futile: Collection[str] = ()) -> tuple[list[str], dict[str, str]]:
+    """The points to run (in plan order) and the points carried from the sweep, each with why; `futile`: the points
+    whose runs stopped for futility (sequential.futile_points)."""
     spec = rec.spec
     table = spec.num_speculative_tokens_per_batch_size if spec is not None else None
 
@@ -53,9 +56,12 @@ def where_to_verify(rec: DrafterRecommendation, point_ids: list[str], every_poin
         if seg.basis != "measured" or len(seg.point_ids) != 1 or table_k(seg.start) != seg.k:
             continue
         open_ = [h for h in seg.evidence if h.outcome == "unsettled"]
+        why = "; ".join(h.summary() for h in seg.evidence) or "the only contender measured"
         if not open_:
-            why = "; ".join(h.summary() for h in seg.evidence) or "the only contender measured"
             settled[seg.point_ids[0]] = f"K = {seg.k} rests on decisions the sweep settled: {why}"
+        elif seg.point_ids[0] in futile:
+            settled[seg.point_ids[0]] = (f"K = {seg.k} rests on decisions settled or stopped for futility (no win "
+                                         f"was likely by the budget, so the cheaper stays): {why}")
     run = [p for p in point_ids if every_point or p not in settled]
     if not run and point_ids:  # settled everywhere: one point still proves the config runs what it names
         drafting = [pid for seg in rec.segments if seg.basis == "measured" and seg.k > 0 for pid in seg.point_ids]
@@ -72,7 +78,7 @@ def check_verifiable(kind: str | None, where: str) -> None:
 
 
 def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint: str | None = None,
-                repeats: int | None = None, every_point: bool = False) -> Plan:
+                repeats: int | None = None, every_point: bool = False, futile: Collection[str] = ()) -> Plan:
     plan = source.plan
     base = plan.main_baseline
     if base is None:
@@ -87,7 +93,7 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
         raise InputError(f"{where}: the recommendation keeps speculation off at every batch size ({reason}); there "
                          "is no dynamic config to verify")
     measured = [p for p in plan.points if any(c.repeats(p.id) for c in source.configs)] or plan.points
-    run, carried = where_to_verify(drafter, [p.id for p in measured], every_point)
+    run, carried = where_to_verify(drafter, [p.id for p in measured], every_point, futile)
     # Each static runs where it is judged against the table: a static best only at carried points never starts.
     against = {p: c for p, c in best_static(drafter, base.id).items() if p in run}
     statics = [plan.config(cid) for cid in drafter.candidates if cid in set(against.values())]
@@ -114,7 +120,8 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
 
 def verify_execution(source_dir: Path, source: RunSummary, rec: Recommendation, *, endpoint: str | None = None,
                      repeats: int | None = None, api_key: str | None = None, every_point: bool = False,
-                     command: list[str] | None = None) -> Execution:
-    plan = verify_plan(source, rec, str(source_dir), endpoint=endpoint, repeats=repeats, every_point=every_point)
+                     futile: Collection[str] = (), command: list[str] | None = None) -> Execution:
+    plan = verify_plan(source, rec, str(source_dir), endpoint=endpoint, repeats=repeats, every_point=every_point,
+                       futile=futile)
     convs = reload_conversations(plan.workload, plan.load, str(source_dir))
     return Execution(plan=plan, conversations=convs, api_key=api_key, command=command or [])

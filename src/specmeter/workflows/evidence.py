@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specmeter.analysis.correction import Evidence, pooled
+from specmeter.analysis.sequential import futile_points
 from specmeter.common.errors import InputError
 from specmeter.rundir.run_data import proposal_dirs, run_records
 from specmeter.rundir.store import REQUESTS, RunStore, load_summary
@@ -35,12 +36,14 @@ def distinct_runs(first: Path, second: Path, what: str) -> None:
 
 @dataclass(frozen=True)
 class AnswerEvidence:
-    """The sweep with every proposal measurement pooled in (a proposed K as a configuration of its own), and the
-    proposals those runs measured, each naming its run."""
+    """The sweep with every proposal measurement pooled in (a proposed K as a configuration of its own), the
+    proposals those runs measured, each naming its run, and the points those runs stopped for futility
+    (sequential.futile_points)."""
 
     summary: RunSummary
     records: list[RequestRecord]
     proposed: list[ProposedK]
+    futile: frozenset[str]
 
 
 def answer_evidence(run_dir: Path) -> AnswerEvidence:
@@ -52,4 +55,4 @@ def answer_evidence(run_dir: Path) -> AnswerEvidence:
     if runs:
         evidence = pooled(evidence, [(s, run_records(RunStore(d), s.plan)) for d, s in runs], [])
     proposed = [p.model_copy(update={"run": d.name}) for d, s in runs for p in s.plan.proposed]
-    return AnswerEvidence(evidence[0], list(evidence[1]), proposed)
+    return AnswerEvidence(evidence[0], list(evidence[1]), proposed, futile_points([sweep, *(s for _, s in runs)]))

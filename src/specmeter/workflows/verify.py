@@ -73,7 +73,8 @@ class VerifyLoop:
                 return rec
             # Every check of the plan (endpoints, configs) before anything is written.
             ex = verify_execution(self.run_dir, sweep, rec, endpoint=endpoint, repeats=self.repeats,
-                                  api_key=self.api_key, every_point=self.every_point, command=self.command)
+                                  api_key=self.api_key, every_point=self.every_point, futile=pooled.futile,
+                                  command=self.command)
             self._execute(ex, target, rec)
             if ex.plan.carried:  # said once it ran: a refused verification prints its one line and nothing else
                 self.say(f"verification of round {number} ran at {', '.join(p.id for p in ex.plan.points)}; the "
