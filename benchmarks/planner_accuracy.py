@@ -1,5 +1,5 @@
-"""How far to trust the planner: calibrate on the baseline and one K at a few loads, predict every other K and
-load blind, and compare with what the same sweep measured there.
+"""How far to trust the planner: calibrate on the baseline and one K (then two Ks) at a few loads, predict every
+other K and load blind, and compare with what the same sweep measured there.
 
     .venv/bin/python benchmarks/planner_accuracy.py --engine vllm --out runs/planner     # sweep, then score
     .venv/bin/python benchmarks/planner_accuracy.py --run runs/planner/<id>-sweep        # score a stored sweep
@@ -8,7 +8,8 @@ load blind, and compare with what the same sweep measured there.
 The sweep runs the demo pair (the speculation-off baseline and the draft model at K = 1, 2, 3, 4; on llama.cpp
 also synthetic acceptance profiles) at concurrency 1 to 32, all servers up together. For each K in turn, the
 step-cost model is calibrated on the baseline and that K (at every load, or at --calibration-loads only), with
-that K's acceptance profile; every other (configuration, load) is then predicted without having been seen:
+that K's acceptance profile, then on each pair of Ks (where the model can tell a drafter's cost per speculative
+step from its cost per draft pass); every other (configuration, load) is then predicted without having been seen:
 other Ks (a larger K's later positions extrapolated from the calibration K's conditional rates), the loads the
 calibration did not see, and synthetic profiles at their set rates. The figure of merit is the error of the
 predicted TPOT speedup against the measured paired one: goal median |error| <= 10%, worst <= 20%.
@@ -17,6 +18,7 @@ predicted TPOT speedup against the measured paired one: goal median |error| <= 1
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -124,6 +126,8 @@ def score(run_dir: Path, calibration_loads: set[str] | None = None) -> dict[str,
     rows: list[dict[str, Any]] = []
     for cal_config in real:
         rows += blind(summary, run_dir, {cal_config.id}, loads, cal_config.id)[1]
+    for a, b in itertools.combinations(real, 2):
+        rows += blind(summary, run_dir, {a.id, b.id}, loads, f"{a.id} + {b.id}")[1]
     errors = [abs(r["error"]) for r in rows if r["error"] is not None]
     return {"run": str(run_dir), "engine": summary.plan.configs[0].engine.kind, "synthetic_configs": len(synthetic),
             "rows": rows, "median_abs_error": statistics.median(errors) if errors else None,
@@ -151,11 +155,13 @@ def show(result: dict[str, Any]) -> None:
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
-    """Median and worst |error| and interval coverage per calibration K, then over all."""
+    """Median and worst |error| and interval coverage per calibration, then over the one-K and the two-K ones."""
     lines = []
-    groups = sorted({r["calibrated_on"] for r in result["rows"]})
+    groups = list(dict.fromkeys(r["calibrated_on"] for r in result["rows"]))
+    one = [r for r in result["rows"] if " + " not in r["calibrated_on"]]
+    two = [r for r in result["rows"] if " + " in r["calibrated_on"]]
     for name, rows in [*((g, [r for r in result["rows"] if r["calibrated_on"] == g]) for g in groups),
-                       ("all", result["rows"])]:
+                       ("one K, all", one), ("two Ks, all", two)]:
         errors = [abs(r["error"]) for r in rows if r["error"] is not None]
         if errors:
             covered = sum(1 for r in rows if r["covered"]) / len(rows)
