@@ -127,6 +127,7 @@ def test_verify_runs_where_the_table_can_be_wrong_and_carries_the_sweeps_settled
     assert any(h.outcome == "unsettled" for h in c4.evidence)
     plan = verify_plan(summary, recommendation, "run")
     assert [p.id for p in plan.points] == ["c4"] and set(plan.carried) == {"c1", "c16"}
+    assert not plan.proof and plan.load.precision == "adaptive"
     assert all("settled" in why for why in plan.carried.values())
     assert plan.best_static == {"c4": best_static(recommendation.drafters[0], "baseline")["c4"]}
     assert {c.id for c in plan.configs} == {"baseline", plan.best_static["c4"], VERIFY_ID}
@@ -177,6 +178,7 @@ def test_a_table_settled_everywhere_still_runs_once_where_it_drafts() -> None:
     plan = verify_plan(summary, recommendation, "run")
     proof = plan.points[0].id
     assert len(plan.points) == 1 and set(plan.carried) == {"c1", "c4", "c16"} - {proof}
+    assert plan.proof and plan.load.precision == "fixed" and plan.repeats == 1  # one round: it proves, not judges
     segment = next(s for s in recommendation.drafters[0].segments if s.point_ids == [proof])
     assert segment.k > 0 and proof == "c1"  # the first point (in plan order) where the table drafts
 

@@ -7,7 +7,8 @@ every head-to-head comparison behind a point's K was settled, more rounds could 
 confidence, so the sweep's paired evidence stands there (the plan names such points `carried`, with why); so too
 where the open ones stopped for futility (no win was likely by the budget, so what the point keeps stands as
 firmly). A table settled everywhere still runs once, at its first point that drafts, so that the config is proven
-to start and to draft the K it names; `every_point` runs all of the sweep's points as before.
+to start and to draft the K it names: one round there (the plan's `proof`), since adaptive rounds would only look
+again at decisions the sweep settled; `every_point` runs all of the sweep's points as before.
 """
 
 from __future__ import annotations
@@ -40,9 +41,10 @@ def best_static(rec: DrafterRecommendation, baseline_id: str) -> dict[str, str]:
 
 
 def where_to_verify(rec: DrafterRecommendation, point_ids: list[str], every_point: bool = False,
-                    futile: Collection[str] = ()) -> tuple[list[str], dict[str, str]]:
-    """The points to run (in plan order) and the points carried from the sweep, each with why; `futile`: the points
-    whose runs stopped for futility (sequential.futile_points)."""
+                    futile: Collection[str] = ()) -> tuple[list[str], dict[str, str], bool]:
+    """The points to run (in plan order), the points carried from the sweep, each with why, and whether the one
+    point run is only the proof that the config runs (every point carried); `futile`: the points whose runs
+    stopped for futility (sequential.futile_points)."""
     spec = rec.spec
     table = spec.num_speculative_tokens_per_batch_size if spec is not None else None
 
@@ -63,10 +65,11 @@ def where_to_verify(rec: DrafterRecommendation, point_ids: list[str], every_poin
             settled[seg.point_ids[0]] = (f"K = {seg.k} rests on decisions settled or stopped for futility (no win "
                                          f"was likely by the budget, so the cheaper stays): {why}")
     run = [p for p in point_ids if every_point or p not in settled]
-    if not run and point_ids:  # settled everywhere: one point still proves the config runs what it names
+    proof = not run and bool(point_ids)
+    if proof:  # settled everywhere: one point still proves the config runs what it names
         drafting = [pid for seg in rec.segments if seg.basis == "measured" and seg.k > 0 for pid in seg.point_ids]
         run = [next((p for p in point_ids if p in drafting), point_ids[0])]
-    return run, {p: settled[p] for p in point_ids if p not in run}
+    return run, {p: settled[p] for p in point_ids if p not in run}, proof
 
 
 def check_verifiable(kind: str | None, where: str) -> None:
@@ -93,7 +96,7 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
         raise InputError(f"{where}: the recommendation keeps speculation off at every batch size ({reason}); there "
                          "is no dynamic config to verify")
     measured = [p for p in plan.points if any(c.repeats(p.id) for c in source.configs)] or plan.points
-    run, carried = where_to_verify(drafter, [p.id for p in measured], every_point, futile)
+    run, carried, proof = where_to_verify(drafter, [p.id for p in measured], every_point, futile)
     # Each static runs where it is judged against the table: a static best only at carried points never starts.
     against = {p: c for p, c in best_static(drafter, base.id).items() if p in run}
     statics = [plan.config(cid) for cid in drafter.candidates if cid in set(against.values())]
@@ -107,14 +110,15 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
     engine = base.engine if endpoint is None else base.engine.model_copy(update={"endpoint": endpoint})
     dynamic = PlannedConfig(id=VERIFY_ID, role=Role.verification, spec=drafter.spec, engine=engine, server=VERIFY_ID)
     reps = repeats or plan.repeats
-    # Adaptive unless repeats were asked for: a verified point runs until its judgement of the table settles.
+    # Adaptive unless repeats were asked for: a verified point runs until its judgement of the table settles; the
+    # proof point, whose judgement the sweep settled, runs one round (or the repeats asked for).
     # Of the sweep's points as measured (a load search chose them there; the points its load ramp skipped at
     # saturation stay skipped, and verify runs no ramp of its own: it checks points, not capacity), those to run.
     load = plan.load.model_copy(update={"precision": None, "search": [], "stop_at_saturation": False,
                                         "points": [p for p in measured if p.id in run]})
-    load = load.with_precision(interleave=True, repeats=reps, default="adaptive")
+    load = load.with_precision(interleave=True, repeats=reps, default="fixed" if proof else "adaptive")
     return Plan(kind="verify", configs=[base, *statics, dynamic], load=load, repeats=reps, interleave=True,
-                workload=plan.workload, best_static=against, carried=carried, min_gain=rec.min_gain,
+                workload=plan.workload, best_static=against, carried=carried, proof=proof, min_gain=rec.min_gain,
                 indifference=indifference_for(rec.min_gain, rec.indifference))
 
 

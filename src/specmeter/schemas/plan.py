@@ -118,8 +118,11 @@ class Plan(BaseModel):
                                         "configuration the sweep found best there, which the dynamic one is judged "
                                         "against.")
     carried: dict[str, str] = Field(default_factory=dict, description="verify: the sweep's points not run again, "
-                                    "each with why: every decision behind the table's K there was settled, so the "
-                                    "sweep's paired evidence stands for it.")
+                                    "each with why: every decision behind the table's K there was settled (or its "
+                                    "open ones stopped for futility), so the sweep's paired evidence stands for it.")
+    proof: bool = Field(default=False, description="verify: every point was carried, so the one point run only "
+                        "proves that the config starts and drafts the K it names: one round (fixed), not the "
+                        "adaptive rounds that settle a judgement.")
     runs_at: dict[str, list[str]] = Field(default_factory=dict, description="propose: per configuration id, the "
                                           "points it runs at (a configuration not named runs at every point).")
     proposed: list[ProposedK] = Field(default_factory=list, description="propose: the Ks the step-cost model "
