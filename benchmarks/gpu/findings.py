@@ -26,7 +26,7 @@ from planner_accuracy import blind  # benchmarks/ is on the path: check.sh puts 
 
 from specmeter.predict.calibration import calibrate
 from specmeter.predict.observations import Mix, prefill_per_step, request_mix
-from specmeter.predict.stepcost import N_DRAFTER, N_TARGET, features, nnls
+from specmeter.predict.stepcost import N_TARGET, features, nnls
 from specmeter.schemas.planner import Calibration, Observation
 from specmeter.schemas.results import RunSummary
 
@@ -163,9 +163,9 @@ def _row(drafters: Sequence[str], drafter: str | None, k: float, batch: float, k
          prefill_tokens: float, terms: Sequence[Term], passes: bool) -> np.ndarray:
     """One step's columns: the step model's (stepcost.features), without its per-pass columns where `passes` is
     False, then `terms`."""
-    x = features(drafters, drafter, k, batch, kv_tokens, prefill_tokens)  # no drafter stepped: its step slots 0
+    x = features(drafters, drafter, k, batch, kv_tokens, prefill_tokens)
     if not passes:
-        x[N_TARGET::N_DRAFTER] = 0.0  # each drafter's slots: K (per pass), K x batch, then the step pair
+        x[N_TARGET::2] = 0.0  # each drafter's two slots: K (per pass), then K x batch
     return np.append(x, [t.value(batch, k) for t in terms])
 
 

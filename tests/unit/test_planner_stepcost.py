@@ -15,16 +15,15 @@ from specmeter.predict.stepcost import features, fit, nnls
 from specmeter.schemas.planner import Observation
 
 DRAFTERS = ["draft", "ngram"]
-# fixed, per_sequence, per_token, per_kv_token, per_prefill_token; draft: per_draft, per_draft_token, per_step,
-# per_step_sequence; ngram: the same four
-TRUE = np.array([4e-3, 3e-4, 6e-4, 2e-6, 1e-4, 5e-4, 8e-5, 1.5e-3, 3e-5, 1e-5, 0.0, 2e-4, 0.0])
+# fixed, per_sequence, per_token, per_kv_token, per_prefill_token; draft: per_draft, per_draft_token; ngram: ...
+TRUE = np.array([4e-3, 3e-4, 6e-4, 2e-6, 1e-4, 5e-4, 8e-5, 1e-5, 0.0])
 
 
 def observation(drafter: str | None, k: float, batch: float, prompt: float, output: float, tokens: float,
                 noise: float, rng: np.random.Generator) -> Observation:
     kv = batch * (prompt + output / 2)
     pre = prefill_per_step(batch, tokens, prompt, output)
-    step = float(features(DRAFTERS, drafter, k, batch, kv, pre, DRAFTERS) @ TRUE) * (1 + noise * rng.standard_normal())
+    step = float(features(DRAFTERS, drafter, k, batch, kv, pre) @ TRUE) * (1 + noise * rng.standard_normal())
     return Observation(run="synthetic", config_id=f"{drafter}-{k}", point_id=f"b{batch}", repeat=0, drafter=drafter,
                        k=k, batch=batch, tokens_per_step=tokens, kv_tokens=kv, prefill_tokens=pre, step_s=step)
 
@@ -54,30 +53,6 @@ def test_calibration_recovers_known_coefficients() -> None:
     assert np.all(noisy.coefficients >= 0)
 
 
-def test_a_cost_per_speculative_step_predicts_an_unmeasured_k_where_two_ks_tell_it_from_a_pass() -> None:
-    """The drafter pays once per speculative step whatever K (and per running request), beside its K passes:
-    measured at K = 2 and 4 (two request mixes: with one, a closed loop's prefills per step move with the batch
-    as S B does), the fit separates the two and predicts K = 1 and 6 exactly; measured at one K it cannot (S = 1 and
-    K are one column there), so that fit charges per pass only, and misses K = 1 by half the step's cost."""
-    rng = np.random.default_rng(0)
-    two = [o for o in points(noise=0.0) if o.drafter != "ngram" and o.k != 1]
-    model = fit(two, DRAFTERS)
-    assert model.stepped == ("draft",)
-    one = fit([o for o in two if o.k != 4], DRAFTERS)
-    assert one.stepped == ()
-    mix = Mix(prompt_tokens=100.0, output_tokens=100.0)
-    for k in (1, 6):
-        for batch in (1.0, 8.0, 32.0):
-            truth = observation("draft", k, batch, 100.0, 100.0, iid_al(0.7, k), 0.0, rng)
-            x = model.determined(model.observation_features(truth))
-            assert x is not None and model.step(x) == pytest.approx(truth.step_s, rel=1e-6)
-            if k == 1:
-                x_one = one.determined(one.observation_features(truth))
-                step_cost = TRUE[7] + TRUE[8] * batch  # K = 2's passes each carried half of it
-                assert x_one is not None and truth.step_s - one.step(x_one) > 0.4 * step_cost
-    assert Predictor(model, mix).baseline_tpot(8.0) is not None
-
-
 def test_nnls_solves_the_constrained_problem() -> None:
     rng = np.random.default_rng(0)
     a = rng.random((30, 5))
@@ -95,8 +70,8 @@ def test_a_prediction_the_data_do_not_determine_is_refused() -> None:
     # One request mix: KV is proportional to the batch, so a longer prompt cannot be told apart.
     one_mix = [o for o in points(noise=0.0) if o.kv_tokens / o.batch == 150.0]
     model = fit(one_mix, DRAFTERS)
-    same = model.features("draft", 3, 8.0, 8.0 * 150.0, prefill_per_step(8.0, 2.0, 100.0, 100.0))
-    other = model.features("draft", 3, 8.0, 8.0 * 900.0, prefill_per_step(8.0, 2.0, 100.0, 100.0))
+    same = features(DRAFTERS, "draft", 3, 8.0, 8.0 * 150.0, prefill_per_step(8.0, 2.0, 100.0, 100.0))
+    other = features(DRAFTERS, "draft", 3, 8.0, 8.0 * 900.0, prefill_per_step(8.0, 2.0, 100.0, 100.0))
     assert model.estimable(same)
     assert not model.estimable(other)
 
@@ -111,15 +86,14 @@ def test_one_workload_sampled_point_by_point_is_predicted_at_its_mean_and_anothe
            for batch, prompt in ((1.0, 95.0), (4.0, 105.0))
            for drafter, k, tokens in ((None, 0.0, 1.0), ("draft", 2.0, iid_al(0.7, 2)), ("draft", 3.0, iid_al(0.7, 3)))]
     model = fit(obs, DRAFTERS)
-    assert model.stepped == ()  # two Ks at two loads cannot also tell a step's cost from a pass's
     low, high = model.kv_per_sequence
     assert (low, high) == (95.0 + 50.0, 105.0 + 50.0)
     predictor = Predictor(model, Mix(prompt_tokens=100.0, output_tokens=100.0))
     profile = AcceptanceProfile.iid(0.7, 6)
     for k in (1, 4, 6):  # Ks never measured, at batches never measured
         for batch in (2.0, 16.0, 64.0):
-            x = model.features("draft", k, batch, batch * 150.0, prefill_per_step(batch, profile.al(k).al,
-                                                                                100.0, 100.0))
+            x = features(DRAFTERS, "draft", k, batch, batch * 150.0, prefill_per_step(batch, profile.al(k).al,
+                                                                                   100.0, 100.0))
             assert not model.estimable(x)
             moved = model.determined(x)
             assert moved is not None and model.estimable(moved)

@@ -17,9 +17,8 @@ from specmeter.schemas.planner import Observation
 from specmeter.schemas.recommend import DrafterRecommendation, Score, Segment
 
 DRAFTER = "draft"
-# fixed, per_sequence, per_token, per_kv_token, per_prefill_token; the drafter's per_draft, per_draft_token,
-# per_step, per_step_sequence
-TRUE = np.array([4e-3, 3e-4, 6e-4, 2e-6, 1e-4, 5e-4, 8e-5, 1e-3, 4e-5])
+# fixed, per_sequence, per_token, per_kv_token, per_prefill_token; the drafter's per_draft, per_draft_token
+TRUE = np.array([4e-3, 3e-4, 6e-4, 2e-6, 1e-4, 5e-4, 8e-5])
 ALPHA = 0.7
 MEASURED = (2, 4)
 MIN_GAIN = 0.01
@@ -32,7 +31,7 @@ def _predictor() -> Predictor:
         for k in (0, *MEASURED):
             tokens = iid_al(ALPHA, k) if k else 1.0
             kv, pre = batch * 150.0, prefill_per_step(batch, tokens, 100.0, 100.0)
-            step = float(features([DRAFTER], DRAFTER if k else None, k, batch, kv, pre, [DRAFTER]) @ TRUE)
+            step = float(features([DRAFTER], DRAFTER if k else None, k, batch, kv, pre) @ TRUE)
             obs.append(Observation(run="synthetic", config_id=f"k{k}", point_id=f"b{batch}", repeat=0,
                                    drafter=DRAFTER if k else None, k=k, batch=batch, tokens_per_step=tokens,
                                    kv_tokens=kv, prefill_tokens=pre, step_s=step))

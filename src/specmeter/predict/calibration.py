@@ -15,8 +15,8 @@ from specmeter.analysis.families import drafter_label
 from specmeter.common.errors import InputError
 from specmeter.config.endpoints import endpoint_label
 from specmeter.predict.observations import drafter_key, observations
-from specmeter.predict.stepcost import N_DRAFTER, N_TARGET, Fit, fit
-from specmeter.schemas.planner import DRAFTER_TERMS, TARGET_TERMS, Calibration, DrafterCost, Observation
+from specmeter.predict.stepcost import N_TARGET, Fit, fit, observation_features
+from specmeter.schemas.planner import TARGET_TERMS, Calibration, DrafterCost, Observation
 from specmeter.schemas.results import RunSummary
 
 
@@ -87,15 +87,11 @@ def calibrate(runs: Sequence[tuple[str, RunSummary]], exclude: Sequence[str] = (
     model = fit(obs, drafters)
     obs = [_with_residual(o, model) for o in obs]
     terms = [*TARGET_TERMS]
-    costs = []
-    for i, d in enumerate(drafters):
-        label, stepped = labels.get(d, d), d in model.stepped
-        terms += [f"{label}: {t}" + ("" if stepped or t in DRAFTER_TERMS[:2] else " (one K measured: not fitted)")
-                  for t in DRAFTER_TERMS]
-        per_draft, per_draft_token, per_step, per_step_sequence = (
-            float(v) for v in model.coefficients[N_TARGET + N_DRAFTER * i:N_TARGET + N_DRAFTER * (i + 1)])
-        costs.append(DrafterCost(drafter=d, label=label, per_draft_s=per_draft, per_draft_token_s=per_draft_token,
-                                 per_step_s=per_step, per_step_sequence_s=per_step_sequence, stepped=stepped))
+    for d in drafters:
+        terms += [f"{labels.get(d, d)}: per_draft", f"{labels.get(d, d)}: per_draft_token"]
+    costs = [DrafterCost(drafter=d, label=labels.get(d, d), per_draft_s=float(model.coefficients[N_TARGET + 2 * i]),
+                         per_draft_token_s=float(model.coefficients[N_TARGET + 2 * i + 1]))
+             for i, d in enumerate(drafters)]
     if model.scale is None:
         notes.append(f"{len([o for o in obs if o.used])} points for {model.rank} independent terms: no degrees of "
                      "freedom left, so predictions carry no interval; measure more loads")
@@ -115,7 +111,7 @@ def refit(calibration: Calibration) -> Fit:
 def _with_residual(obs: Observation, model: Fit) -> Observation:
     if obs.drafter is not None and obs.drafter not in model.drafters:
         return obs  # a drafter left out entirely: nothing to compare against
-    x = model.observation_features(obs)
+    x = observation_features(model.drafters, obs)
     fitted = model.step(x)
     if not model.estimable(x) or fitted <= 0 or not np.isfinite(fitted):
         return obs

@@ -17,7 +17,7 @@ import numpy as np
 
 from specmeter.predict.acceptance import AcceptanceProfile, ALEstimate
 from specmeter.predict.observations import Mix, prefill_per_step
-from specmeter.predict.stepcost import Fit, t_quantile
+from specmeter.predict.stepcost import Fit, features, t_quantile
 from specmeter.schemas.analysis import Speedup
 from specmeter.schemas.planner import Cell, Check, Observation
 
@@ -49,8 +49,8 @@ class Predictor:
     def _x(self, drafter: str | None, k: float, batch: float, tokens: float,
            kv_tokens: float | None = None) -> np.ndarray:
         ctx = self.mix.prompt_tokens + self.mix.output_tokens / 2
-        return self.model.features(drafter, k, batch, batch * ctx if kv_tokens is None else kv_tokens,
-                                   prefill_per_step(batch, tokens, self.mix.prompt_tokens, self.mix.output_tokens))
+        return features(self.model.drafters, drafter, k, batch, batch * ctx if kv_tokens is None else kv_tokens,
+                        prefill_per_step(batch, tokens, self.mix.prompt_tokens, self.mix.output_tokens))
 
     def baseline_tpot(self, batch: float) -> float | None:
         x = self.model.determined(self._x(None, 0.0, batch, 1.0))

@@ -1,72 +1,51 @@
 """The step-cost model: one engine step's time from what the step holds, fitted on measured points.
 
     step = fixed + per_sequence B + per_token B (1 + K) + per_kv_token KV + per_prefill_token P
-           + per_draft K + per_draft_token K B + per_step S + per_step_sequence S B      (the drafter's terms)
+           + per_draft K + per_draft_token K B                  (the drafter's own two terms)
 
-B: running requests; K: tokens drafted per request and step; S: 1 on a step that speculates; KV: tokens the batch
-holds; P: other requests' prompt tokens prefilled in the step. The form is SpecDecode-Bench's c_fixed + c_token
-tokens + c_kv KV (arXiv 2601.11580), with a per-sequence term and a drafter that runs K sequential passes over the
-batch, after a part paid once per speculative step whatever K (a draft model first catches up on the tokens the
-last step accepted; the verification's bookkeeping): on the vLLM CPU demo the first drafted token of a step cost
-about 34 ms at batch 14 and each further one about 20.
+B: running requests; K: tokens drafted per request and step; KV: tokens the batch holds; P: other requests'
+prompt tokens prefilled in the step. The form is SpecDecode-Bench's c_fixed + c_token tokens + c_kv KV (arXiv
+2601.11580), with a per-sequence term and a drafter that runs K sequential passes over the batch.
 
 The fit is non-negative least squares on relative error (a 1 ms miss matters at 5 ms, not at 50; no cost is
 negative). Some terms cannot be told apart on one run: a single request mix makes KV proportional to B, and a
-single drafter's K B term moves with the target's B (1 + K). A drafter measured at one K cannot tell its per-step
-terms from its per-pass ones (S = 1 and K are the same column), so they enter the fit only for a drafter measured
-at two Ks or more (`stepped`); elsewhere the drafting is charged per pass, as the model did before them. A
-prediction whose terms leave the span of the measured ones (another request mix, say) is refused, with the reason.
-One exception: where the points of one workload held KV per sequence that differ by chance (which requests a point
-completed), the fit may not tell the KV term from the batch, yet a prediction at the workload's mean leaves the span
-by that chance alone; it is made at the KV the data determine, where that is no further from the mean than the
-measured points' KV per sequence are from each other (`Fit.determined`).
+single drafter's K B term moves with the target's B (1 + K). A prediction whose terms leave the span of the
+measured ones (another request mix, say) is refused, with the reason. One exception: where the points of one
+workload held KV per sequence that differ by chance (which requests a point completed), the fit may not tell the KV
+term from the batch, yet a prediction at the workload's mean leaves the span by that chance alone; it is made at the
+KV the data determine, where that is no further from the mean than the measured points' KV per sequence are from
+each other (`Fit.determined`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
 
-from specmeter.schemas.planner import DRAFTER_TERMS, TARGET_TERMS, Observation
+from specmeter.schemas.planner import TARGET_TERMS, Observation
 
-N_TARGET, N_DRAFTER = len(TARGET_TERMS), len(DRAFTER_TERMS)
+N_TARGET = len(TARGET_TERMS)
 BATCH, KV = TARGET_TERMS.index("per_sequence"), TARGET_TERMS.index("per_kv_token")
 SPAN_TOLERANCE = 1e-6  # relative distance from the measured span that is still inside it (rounding)
 
 
 def features(drafters: Sequence[str], drafter: str | None, k: float, batch: float, kv_tokens: float,
-             prefill_tokens: float, stepped: Collection[str] = ()) -> np.ndarray:
-    """The term vector of one engine step (see the module docstring), with four slots per drafter; a drafter's
-    per-step slots stay 0 unless it is `stepped`."""
-    x = np.zeros(N_TARGET + N_DRAFTER * len(drafters))
+             prefill_tokens: float) -> np.ndarray:
+    """The term vector of one engine step (see the module docstring), with two slots per drafter."""
+    x = np.zeros(N_TARGET + 2 * len(drafters))
     x[:N_TARGET] = (1.0, batch, batch * (1.0 + k), kv_tokens, prefill_tokens)
     if drafter is not None and k > 0:
-        i = N_TARGET + N_DRAFTER * drafters.index(drafter)
+        i = N_TARGET + 2 * drafters.index(drafter)
         x[i], x[i + 1] = k, k * batch
-        if drafter in stepped:
-            x[i + 2], x[i + 3] = 1.0, batch
     return x
 
 
-def observation_features(drafters: Sequence[str], obs: Observation, stepped: Collection[str] = ()) -> np.ndarray:
-    return features(drafters, obs.drafter, obs.k, obs.batch, obs.kv_tokens, obs.prefill_tokens, stepped)
-
-
-def stepped_drafters(observations: Iterable[Observation]) -> tuple[str, ...]:
-    """The drafters whose used points drafted at two Ks or more (each configuration's mean tokens drafted per step,
-    to the whole token: an n-gram drafter's misses move its k within one configuration, which is no second K)."""
-    ks: dict[tuple[str, str, str], list[float]] = {}
-    for o in observations:
-        if o.used and o.drafter is not None and o.k > 0:
-            ks.setdefault((o.drafter, o.run, o.config_id), []).append(o.k)
-    per_drafter: dict[str, set[int]] = {}
-    for (drafter, _, _), values in ks.items():
-        per_drafter.setdefault(drafter, set()).add(round(sum(values) / len(values)))
-    return tuple(sorted(d for d, found in per_drafter.items() if len(found) >= 2))
+def observation_features(drafters: Sequence[str], obs: Observation) -> np.ndarray:
+    return features(drafters, obs.drafter, obs.k, obs.batch, obs.kv_tokens, obs.prefill_tokens)
 
 
 def t_quantile(confidence: float, dof: int) -> float:
@@ -116,7 +95,6 @@ class Fit:
     """The fitted coefficients, (X' W X)^+ and the relative residual scale."""
 
     drafters: tuple[str, ...]
-    stepped: tuple[str, ...]  # the drafters whose per-step terms the fit identifies (stepped_drafters)
     coefficients: np.ndarray
     covariance: np.ndarray  # unscaled: times scale^2 it is the coefficients' covariance
     scale: float | None
@@ -124,13 +102,6 @@ class Fit:
     rank: int
     row_space: np.ndarray  # orthonormal basis of the span of the (weighted) observed term vectors
     kv_per_sequence: tuple[float, float]  # the least and most KV tokens per sequence a measured point held
-
-    def features(self, drafter: str | None, k: float, batch: float, kv_tokens: float,
-                 prefill_tokens: float) -> np.ndarray:
-        return features(self.drafters, drafter, k, batch, kv_tokens, prefill_tokens, self.stepped)
-
-    def observation_features(self, obs: Observation) -> np.ndarray:
-        return observation_features(self.drafters, obs, self.stepped)
 
     def _off_span(self, x: np.ndarray) -> np.ndarray:
         off: np.ndarray = x - self.row_space.T @ (self.row_space @ x)
@@ -186,12 +157,14 @@ def fit(observations: Sequence[Observation], drafters: Sequence[str]) -> Fit:
     used = [o for o in observations if o.used]
     if not used:
         raise ValueError("no measured point to calibrate on")
+    x = np.array([observation_features(drafters, o) for o in used])
     y = np.array([o.step_s for o in used])
     w = 1.0 / y
-    stepped = _identified(used, drafters, w)
-    x = np.array([observation_features(drafters, o, stepped) for o in used])
     xw, yw = x * w[:, None], y * w
-    xs, norms = _scaled(xw)
+    # Scale columns so terms in seconds per token and per sequence weigh alike in the solver and the rank.
+    norms = np.linalg.norm(xw, axis=0)
+    norms[norms == 0] = 1.0
+    xs = xw / norms
     beta = nnls(xs, yw) / norms
     active = beta > 0
     sub = xs[:, active]
@@ -205,39 +178,9 @@ def fit(observations: Sequence[Observation], drafters: Sequence[str]) -> Fit:
     scale = math.sqrt(float(resid @ resid) / dof) if dof > 0 else None
     # The span of the measured term vectors (all terms): what the data determine without the constraint.
     _, sv, vt = np.linalg.svd(xs, full_matrices=False)
-    full_rank = _rank(sv, xs.shape)
+    full_rank = int((sv > sv.max() * max(xs.shape) * 1e-9).sum()) if sv.size else 0
     q, _ = np.linalg.qr((vt[:full_rank] * norms).T)
     per_sequence = [o.kv_tokens / o.batch for o in used if o.batch > 0]
-    return Fit(drafters=tuple(drafters), stepped=stepped, coefficients=beta, covariance=cov, scale=scale, dof=dof,
-               rank=rank, row_space=q[:, :full_rank].T,
+    return Fit(drafters=tuple(drafters), coefficients=beta, covariance=cov, scale=scale, dof=dof, rank=rank,
+               row_space=q[:, :full_rank].T,
                kv_per_sequence=(min(per_sequence), max(per_sequence)) if per_sequence else (0.0, 0.0))
-
-
-def _scaled(xw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The weighted columns scaled to unit norm, so terms in seconds per token and per sequence weigh alike in the
-    solver and the rank; and the norms (an all-zero column keeps norm 1)."""
-    norms = np.linalg.norm(xw, axis=0)
-    norms[norms == 0] = 1.0
-    return xw / norms, norms
-
-
-def _rank(sv: np.ndarray, shape: tuple[int, ...]) -> int:
-    return int((sv > sv.max() * max(shape) * 1e-9).sum()) if sv.size and sv.max() > 0 else 0
-
-
-def _identified(used: Sequence[Observation], drafters: Sequence[str], w: np.ndarray) -> tuple[str, ...]:
-    """The drafters measured at two Ks or more (stepped_drafters) whose two per-step terms the points determine:
-    each raises the rank of the term vectors by two and leaves two degrees of freedom for the interval. Two Ks at
-    two loads do not (eight combinations of terms for six points), and keep the per-pass charge that predicts
-    there."""
-    def rank(stepped: tuple[str, ...]) -> int:
-        xs, _ = _scaled(np.array([observation_features(drafters, o, stepped) for o in used]) * w[:, None])
-        return _rank(np.linalg.svd(xs, compute_uv=False), xs.shape)
-
-    stepped: tuple[str, ...] = ()
-    current = rank(stepped)
-    for d in (d for d in stepped_drafters(used) if d in drafters):
-        more = rank((*stepped, d))
-        if more == current + 2 and len(used) - more >= 2:
-            stepped, current = (*stepped, d), more
-    return stepped

@@ -50,13 +50,13 @@ def _kv(res: ConfigResult, baseline: int | None) -> str:
 
 def _drafting(cal: Calibration, cfg: PlannedConfig, batches: tuple[float, float]) -> tuple[str, str, str]:
     """(drafted tokens per request-step, fitted drafting ms per step at the smallest and the largest batch): the
-    drafter's terms at the K it drafted on average (an n-gram miss drafts nothing)."""
+    drafter's two terms at the K it drafted on average (an n-gram miss drafts nothing)."""
     cost = cal.drafter(drafter_key(cfg.spec))
     if cost is None:
         return "-", "-", "-"
     ks = [o.k for o in cal.observations if o.config_id == cfg.id and o.drafter is not None]
     k = statistics.fmean(ks) if ks else float(cfg.spec.num_speculative_tokens or 0)
-    low, high = (cost.drafting_s(k, b) * 1e3 for b in batches)
+    low, high = (k * (cost.per_draft_s + cost.per_draft_token_s * b) * 1e3 for b in batches)
     return f"{k:.2f}", f"{low:.2f}", f"{high:.2f}"
 
 
@@ -71,8 +71,7 @@ def drafter_table(summary: RunSummary, cal: Calibration | None) -> Grid | None:
     where = (f"; the baseline's measured step: {base_steps[0][1] * 1e3:.1f} ms at batch {base_steps[0][0]:.1f}, "
              f"{base_steps[-1][1] * 1e3:.1f} ms at batch {base_steps[-1][0]:.1f}" if base_steps else "")
     fitted = ("drafting ms per step fitted by the step-cost model on this sweep (calibration.json: K x (per draft + "
-              "per draft token x batch), plus per step + per step sequence x batch for a drafter measured at two Ks)"
-              f"{where}" if cal is not None else
+              f"per draft token x batch)){where}" if cal is not None else
               "no calibration.json: no drafting cost (`specmeter plan RUN_DIR` fits one)")
     costs = (("drafted/step", f"draft ms B={batches[0]:.1f}", f"draft ms B={batches[1]:.1f}")
              if cal is not None else ())

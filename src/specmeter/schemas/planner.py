@@ -9,11 +9,10 @@ from pydantic import BaseModel, Field
 
 from specmeter.schemas.recommend import DrafterRecommendation
 
-CALIBRATION_SCHEMA = 2  # 2: four terms per drafter (the per-step pair added)
+CALIBRATION_SCHEMA = 1
 
-# The target's step-cost terms, in the order of the coefficient vector; each drafter adds its four after them.
+# The target's step-cost terms, in the order of the coefficient vector; each drafter adds two after them.
 TARGET_TERMS = ("fixed", "per_sequence", "per_token", "per_kv_token", "per_prefill_token")
-DRAFTER_TERMS = ("per_draft", "per_draft_token", "per_step", "per_step_sequence")
 
 
 class Observation(BaseModel):
@@ -38,22 +37,12 @@ class Observation(BaseModel):
 
 class DrafterCost(BaseModel):
     """A drafter's cost per engine step: `per_draft_s` per drafted position, `per_draft_token_s` per drafted
-    position and running request (a K-step chain runs K draft passes over the batch), `per_step_s` and
-    `per_step_sequence_s` once per speculative step and per running request whatever K (fitted only where the
-    drafter was measured at two Ks or more: `stepped`)."""
+    position and running request (a K-step chain runs K draft passes over the batch)."""
 
     drafter: str
     label: str
     per_draft_s: float
     per_draft_token_s: float
-    per_step_s: float = 0.0
-    per_step_sequence_s: float = 0.0
-    stepped: bool = False
-
-    def drafting_s(self, k: float, batch: float) -> float:
-        """The drafting's fitted cost in one step at K and batch."""
-        step = self.per_step_s + self.per_step_sequence_s * batch if k > 0 else 0.0
-        return k * (self.per_draft_s + self.per_draft_token_s * batch) + step
 
 
 class Calibration(BaseModel):
@@ -61,9 +50,7 @@ class Calibration(BaseModel):
     relative error):
 
         step = fixed + per_sequence B + per_token B (1 + K) + per_kv_token KV + per_prefill_token P
-               + per_draft K + per_draft_token K B + per_step S + per_step_sequence S B    (per drafter)
-
-    S is 1 on a step that speculates; the per-step terms are fitted only for a drafter measured at two Ks or more.
+               + per_draft K + per_draft_token K B                  (the drafter's terms, per drafter)
     """
 
     schema_version: int = CALIBRATION_SCHEMA
@@ -72,7 +59,7 @@ class Calibration(BaseModel):
     hardware: str
     target: str
     runs: list[str]
-    terms: list[str] = Field(description="The coefficient vector's terms: the target's, then four per drafter.")
+    terms: list[str] = Field(description="The coefficient vector's terms: the target's, then two per drafter.")
     coefficients: list[float] = Field(description="Seconds per unit of each term.")
     covariance: list[list[float]] = Field(description="(X' W X)^+ of the weighted fit: times residual_scale^2 "
                                           "it is the coefficients' covariance.")
