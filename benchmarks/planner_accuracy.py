@@ -8,11 +8,10 @@ other K and load blind, and compare with what the same sweep measured there.
 The sweep runs the demo pair (the speculation-off baseline and the draft model at K = 1, 2, 3, 4; on llama.cpp
 also synthetic acceptance profiles) at concurrency 1 to 32, all servers up together. For each K in turn, the
 step-cost model is calibrated on the baseline and that K (at every load, or at --calibration-loads only), with
-that K's acceptance profile, then on each pair of Ks (where the model can tell a drafter's cost per speculative
-step from its cost per draft pass); every other (configuration, load) is then predicted without having been seen:
-other Ks (a larger K's later positions extrapolated from the calibration K's conditional rates), the loads the
-calibration did not see, and synthetic profiles at their set rates. The figure of merit is the error of the
-predicted TPOT speedup against the measured paired one: goal median |error| <= 10%, worst <= 20%.
+that K's acceptance profile, then on each pair of Ks; every other (configuration, load) is then predicted without
+having been seen: other Ks (a larger K's later positions extrapolated from the calibration K's conditional rates),
+the loads the calibration did not see, and synthetic profiles at their set rates. The figure of merit is the error
+of the predicted TPOT speedup against the measured paired one: goal median |error| <= 10%, worst <= 20%.
 """
 
 from __future__ import annotations
