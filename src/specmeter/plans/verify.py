@@ -52,7 +52,7 @@ def where_to_verify(rec: DrafterRecommendation, point_ids: list[str], every_poin
         k = spec.num_speculative_tokens if spec is not None else None
         return dynamic_k_at(table, batch, k) if table and k is not None else k
 
-    settled: dict[str, str] = {}
+    carried: dict[str, str] = {}
     for seg in rec.segments:
         # A table edited after the sweep decided (a K other than the segment's) has no sweep evidence there.
         if seg.basis != "measured" or len(seg.point_ids) != 1 or table_k(seg.start) != seg.k:
@@ -60,16 +60,16 @@ def where_to_verify(rec: DrafterRecommendation, point_ids: list[str], every_poin
         open_ = [h for h in seg.evidence if h.outcome == "unsettled"]
         why = "; ".join(h.summary() for h in seg.evidence) or "the only contender measured"
         if not open_:
-            settled[seg.point_ids[0]] = f"K = {seg.k} rests on decisions the sweep settled: {why}"
+            carried[seg.point_ids[0]] = f"K = {seg.k} rests on decisions the sweep settled: {why}"
         elif seg.point_ids[0] in futile:
-            settled[seg.point_ids[0]] = (f"K = {seg.k} rests on decisions settled or stopped for futility (no win "
+            carried[seg.point_ids[0]] = (f"K = {seg.k} rests on decisions settled or stopped for futility (no win "
                                          f"was likely by the budget, so the cheaper stays): {why}")
-    run = [p for p in point_ids if every_point or p not in settled]
+    run = [p for p in point_ids if every_point or p not in carried]
     proof = not run and bool(point_ids)
     if proof:  # settled everywhere: one point still proves the config runs what it names
         drafting = [pid for seg in rec.segments if seg.basis == "measured" and seg.k > 0 for pid in seg.point_ids]
         run = [next((p for p in point_ids if p in drafting), point_ids[0])]
-    return run, {p: settled[p] for p in point_ids if p not in run}, proof
+    return run, {p: carried[p] for p in point_ids if p not in run}, proof
 
 
 def check_verifiable(kind: str | None, where: str) -> None:

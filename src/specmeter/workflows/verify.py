@@ -79,8 +79,8 @@ class VerifyLoop:
             if ex.plan.carried:  # said once it ran: a refused verification prints its one line and nothing else
                 proof = " only to prove the config starts and drafts the K it names" if ex.plan.proof else ""
                 self.say(f"verification of round {number} ran at {', '.join(p.id for p in ex.plan.points)}{proof}; "
-                         f"the sweep's settled evidence stands at {', '.join(ex.plan.carried)} (--every-point runs "
-                         "those too)")
+                         f"the sweep's evidence, settled or stopped for futility, stands at "
+                         f"{', '.join(ex.plan.carried)} (--every-point runs those too)")
             verify = load_summary(target)
             verified.append((verify, _records(target)))
             done = rec.model_copy(deep=True)
