@@ -111,8 +111,10 @@ def refit(calibration: Calibration) -> Fit:
 def _with_residual(obs: Observation, model: Fit) -> Observation:
     if obs.drafter is not None and obs.drafter not in model.drafters:
         return obs  # a drafter left out entirely: nothing to compare against
-    x = observation_features(model.drafters, obs)
+    x = model.determined(observation_features(model.drafters, obs))
+    if x is None:
+        return obs
     fitted = model.step(x)
-    if not model.estimable(x) or fitted <= 0 or not np.isfinite(fitted):
+    if fitted <= 0 or not np.isfinite(fitted):
         return obs
     return obs.model_copy(update={"fitted_s": fitted, "residual": (obs.step_s - fitted) / fitted})

@@ -10,11 +10,15 @@ prompt tokens prefilled in the step. The form is SpecDecode-Bench's c_fixed + c_
 The fit is non-negative least squares on relative error (a 1 ms miss matters at 5 ms, not at 50; no cost is
 negative). Some terms cannot be told apart on one run: a single request mix makes KV proportional to B, and a
 single drafter's K B term moves with the target's B (1 + K). A prediction whose terms leave the span of the
-measured ones (another request mix, say) is refused, with the reason. One exception: where the points of one
-workload held KV per sequence that differ by chance (which requests a point completed), the fit may not tell the KV
-term from the batch, yet a prediction at the workload's mean leaves the span by that chance alone; it is made at the
-KV the data determine, where that is no further from the mean than the measured points' KV per sequence are from
-each other (`Fit.determined`).
+measured ones (another request mix, say) is refused, with the reason.
+
+One request mix: where the measured points' KV per sequence differ by no more than chance sampling of one workload
+does (ONE_MIX: which requests a point completed, how long each ran), KV is the batch times a constant, and the few
+tokens by which the points differ carry no information about a KV cost, only noise; fitted on them, the span of the
+measured terms turns on those few tokens (points that happened to hold the same KV leave a direction out), and
+predictions at the workload's own mean were refused by chance. So the KV term is folded into the per-sequence one
+(its column left out of the fit) and a prediction whose KV per sequence lies near the points' is made likewise
+(`Fit.determined`); another mix is refused. A run of several mixes (input lengths, workloads) fits the KV term.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from specmeter.schemas.planner import TARGET_TERMS, Observation
 N_TARGET = len(TARGET_TERMS)
 BATCH, KV = TARGET_TERMS.index("per_sequence"), TARGET_TERMS.index("per_kv_token")
 SPAN_TOLERANCE = 1e-6  # relative distance from the measured span that is still inside it (rounding)
+ONE_MIX = 0.2  # KV per sequence spread (max - min, relative to max) up to which the points are one request mix
 
 
 def features(drafters: Sequence[str], drafter: str | None, k: float, batch: float, kv_tokens: float,
@@ -102,6 +107,7 @@ class Fit:
     rank: int
     row_space: np.ndarray  # orthonormal basis of the span of the (weighted) observed term vectors
     kv_per_sequence: tuple[float, float]  # the least and most KV tokens per sequence a measured point held
+    one_mix: bool  # the points are one request mix: the KV term is folded into the per-sequence one
 
     def _off_span(self, x: np.ndarray) -> np.ndarray:
         off: np.ndarray = x - self.row_space.T @ (self.row_space @ x)
@@ -113,9 +119,19 @@ class Fit:
         return norm == 0.0 or float(np.linalg.norm(self._off_span(x))) <= SPAN_TOLERANCE * norm
 
     def determined(self, x: np.ndarray) -> np.ndarray | None:
-        """x where the data determine its step; else x with its KV tokens moved to the value the data determine,
-        where that moves its KV per sequence by no more than the measured points' own KV per sequence differ (the
-        same mix, sampled point by point); None: the data do not determine it (another mix, say)."""
+        """x as the fit reads it, where the data determine its step; None where they do not (another mix, say).
+
+        One mix: x with its KV tokens folded into the per-sequence term, where its KV per sequence is no further
+        from the points' than they are from each other. Several: x itself, where it lies in the measured span;
+        else x with its KV tokens moved to the value the data determine, where that moves its KV per sequence by no
+        more than the points' own differ (one mix of a run with others, sampled point by point)."""
+        low, high = self.kv_per_sequence
+        if self.one_mix:
+            if x[BATCH] <= 0 or abs(x[KV] / x[BATCH] - (low + high) / 2) > 1.5 * (high - low) + SPAN_TOLERANCE * high:
+                return None
+            folded = x.copy()
+            folded[KV] = 0.0
+            return folded if self.estimable(folded) else None
         if self.estimable(x):
             return x
         if x[BATCH] <= 0:
@@ -128,7 +144,6 @@ class Fit:
             return None
         moved = x.copy()
         moved[KV] -= float(off @ off_kv) / reach
-        low, high = self.kv_per_sequence
         if not self.estimable(moved) or abs(moved[KV] - x[KV]) / x[BATCH] > high - low:
             return None
         return moved
@@ -158,6 +173,11 @@ def fit(observations: Sequence[Observation], drafters: Sequence[str]) -> Fit:
     if not used:
         raise ValueError("no measured point to calibrate on")
     x = np.array([observation_features(drafters, o) for o in used])
+    per_sequence = [o.kv_tokens / o.batch for o in used if o.batch > 0]
+    low, high = (min(per_sequence), max(per_sequence)) if per_sequence else (0.0, 0.0)
+    one_mix = high - low <= ONE_MIX * high
+    if one_mix:
+        x[:, KV] = 0.0
     y = np.array([o.step_s for o in used])
     w = 1.0 / y
     xw, yw = x * w[:, None], y * w
@@ -180,7 +200,5 @@ def fit(observations: Sequence[Observation], drafters: Sequence[str]) -> Fit:
     _, sv, vt = np.linalg.svd(xs, full_matrices=False)
     full_rank = int((sv > sv.max() * max(xs.shape) * 1e-9).sum()) if sv.size else 0
     q, _ = np.linalg.qr((vt[:full_rank] * norms).T)
-    per_sequence = [o.kv_tokens / o.batch for o in used if o.batch > 0]
     return Fit(drafters=tuple(drafters), coefficients=beta, covariance=cov, scale=scale, dof=dof, rank=rank,
-               row_space=q[:, :full_rank].T,
-               kv_per_sequence=(min(per_sequence), max(per_sequence)) if per_sequence else (0.0, 0.0))
+               row_space=q[:, :full_rank].T, kv_per_sequence=(low, high), one_mix=one_mix)
