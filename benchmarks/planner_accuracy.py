@@ -116,16 +116,20 @@ def blind(summary: RunSummary, run_dir: Path, calibrated_on: set[str], loads: se
 
 
 def score(run_dir: Path, calibration_loads: set[str] | None = None) -> dict[str, Any]:
-    """Per calibration K: every other measured point predicted blind, with its error. `calibration_loads`: the
-    load points the calibration sees (default: all of them; the other Ks are still never seen)."""
+    """Per calibration K (then pair of Ks): every other measured point predicted blind, with its error.
+    `calibration_loads`: the load points the calibration sees (default: all of them; the other Ks are still never
+    seen)."""
     summary = load_summary(run_dir)
     loads = calibration_loads or {p.id for p in summary.plan.points}
     real = [c for c in summary.plan.configs if c.spec.enabled and c.spec.synthetic_acceptance is None]
     synthetic = [c for c in summary.plan.configs if c.spec.enabled and c.spec.synthetic_acceptance is not None]
+    # A run whose every drafting configuration set its acceptance (the GPU check) calibrates on those: they teach
+    # the drafter's cost at each K as well as real acceptance would.
+    calibrating = real or synthetic
     rows: list[dict[str, Any]] = []
-    for cal_config in real:
+    for cal_config in calibrating:
         rows += blind(summary, run_dir, {cal_config.id}, loads, cal_config.id)[1]
-    for a, b in itertools.combinations(real, 2):
+    for a, b in itertools.combinations(calibrating, 2):
         rows += blind(summary, run_dir, {a.id, b.id}, loads, f"{a.id} + {b.id}")[1]
     errors = [abs(r["error"]) for r in rows if r["error"] is not None]
     return {"run": str(run_dir), "engine": summary.plan.configs[0].engine.kind, "synthetic_configs": len(synthetic),

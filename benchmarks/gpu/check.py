@@ -9,9 +9,12 @@ Two profiles run the identical steps:
   is no GPU, so that a GPU run never fails on a typo (the test command runs it).
 
 The sweep: the speculation-off baseline and the draft model at K = 2 and 4, each at a realistic synthetic
-acceptance profile and at the ceiling (every draft accepted). Output: OUT/runs/gpu-check (the run directory) and
-OUT/results-<date>-<device>/ (summary.md, summary.json, the sweep file, the figures and nvidia-smi's readings: what
-to commit).
+acceptance profile and at the ceiling (every draft accepted). `--ks 1,2,3,4,6 --no-ceiling` sweeps more Ks at the
+realistic profile alone instead, in about the same minutes: what tells whether drafting costs per pass or per
+speculative step (benchmarks/planner_accuracy.py --run scores it per K and per pair of Ks).
+
+Output: OUT/runs/gpu-check (the run directory) and OUT/results-<date>-<device>/ (summary.md, summary.json, the
+sweep file, the figures and nvidia-smi's readings: what to commit).
 """
 
 from __future__ import annotations
@@ -41,10 +44,26 @@ RUN_NAME = "gpu-check"
 STATE = "check.json"  # the profile, the build and each step's seconds: what a later call continues from
 READINGS = "nvidia-smi"
 # Unconditional per-position acceptance: between SPEED-Bench's EAGLE-3 on Llama-3.3-70B (AL 2.45 at K = 3) and a
-# good draft model (AR 0.5-0.75). K = 2 takes the first two positions of K = 4's profile.
-RATES = (0.75, 0.55, 0.4, 0.3)
+# good draft model (AR 0.5-0.75). Each K takes the first K positions, so K = 2 and 4 draft alike in every design.
+RATES = (0.75, 0.55, 0.4, 0.3, 0.22, 0.16, 0.12, 0.09)
 KS = (2, 4)
-LEFT_OUT_K = 4  # the planner is calibrated without it and predicts it blind
+LEFT_OUT_K = 4  # the planner is calibrated without it and predicts it blind (the largest K where a design lacks it)
+
+
+def left_out_k(ks: tuple[int, ...]) -> int:
+    return LEFT_OUT_K if LEFT_OUT_K in ks else max(ks)
+
+
+def parse_ks(text: str) -> tuple[int, ...]:
+    """`--ks`: two or more distinct Ks from 1 to len(RATES), comma-separated."""
+    try:
+        ks = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--ks {text!r}: give Ks as integers, e.g. 1,2,3,4,6") from None
+    if len(ks) < 2 or ks[0] < 1 or ks[-1] > len(RATES):
+        raise argparse.ArgumentTypeError(f"--ks {text!r}: give two Ks or more, each from 1 to {len(RATES)} (the "
+                                         "positions the realistic profile sets)")
+    return ks
 
 
 @dataclass(frozen=True)
@@ -70,13 +89,16 @@ PROFILES = {
 }
 
 
-def sweep_file(profile: Profile, target: Path, draft: Path) -> dict[str, Any]:
-    """The sweep: baseline, and the draft model at each K with the realistic profile and at the ceiling."""
+def sweep_file(profile: Profile, target: Path, draft: Path, ks: tuple[int, ...] = KS,
+               ceiling: bool = True) -> dict[str, Any]:
+    """The sweep: baseline, and the draft model at each K with the realistic profile and (`ceiling`) at the
+    ceiling."""
     candidates: list[dict[str, Any]] = []
-    for k in KS:
+    for k in ks:
         base = {"method": "draft_model", "model": str(draft), "num_speculative_tokens": k}
-        candidates += [{**base, "synthetic_acceptance": {"rates": list(RATES[:k])}},
-                       {**base, "synthetic_acceptance": {"length": k + 1}}]
+        candidates.append({**base, "synthetic_acceptance": {"rates": list(RATES[:k])}})
+        if ceiling:
+            candidates.append({**base, "synthetic_acceptance": {"length": k + 1}})
     return {"workload": {"dataset": "sample", "num_prompts": profile.num_prompts},
             "engine": {"kind": "llamacpp", "model": str(target), "dtype": profile.dtype,
                        "max_model_len": profile.max_model_len, "max_num_seqs": max(profile.concurrency)},
@@ -147,16 +169,18 @@ def planner_figure(planner: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
-def sweep(out: Path, work: Path, profile: Profile, seed: int, gpus: list[dict[str, str]]) -> dict[str, Any]:
-    """Make the pair and run the sweep into a new OUT; the check's state (STATE) records the profile, the build and
-    the seconds each step took."""
+def sweep(out: Path, work: Path, profile: Profile, seed: int, gpus: list[dict[str, str]], ks: tuple[int, ...],
+          ceiling: bool) -> dict[str, Any]:
+    """Make the pair and run the sweep into a new OUT; the check's state (STATE) records the profile, the design,
+    the build and the seconds each step took."""
     started = time.monotonic()
     target, draft = make_pair(work / f"pair-{profile.name}", profile.target, profile.draft, profile.dtype, seed)
-    state: dict[str, Any] = {"profile": profile.name, "build": built(), "pair_s": time.monotonic() - started,
-                             "sweep_s": []}
+    state: dict[str, Any] = {"profile": profile.name, "ks": list(ks), "ceiling": ceiling, "build": built(),
+                             "pair_s": time.monotonic() - started, "sweep_s": []}
     out.mkdir(parents=True, exist_ok=True)
     sweep_path = out / "sweep.yaml"
-    sweep_path.write_text(yaml.safe_dump(sweep_file(profile, target, draft), sort_keys=False), encoding="utf-8")
+    sweep_path.write_text(yaml.safe_dump(sweep_file(profile, target, draft, ks, ceiling), sort_keys=False),
+                          encoding="utf-8")
     _save(out, state)
     return _measured(out, state, gpus, ["sweep", str(sweep_path), "--out", str(out / "runs"), "--name", RUN_NAME])
 
@@ -183,6 +207,7 @@ def write_results(out: Path, state: dict[str, Any], gpus: list[dict[str, str]]) 
     """OUT/results-<date>-<device>/ from the finished run and nvidia-smi's readings, and its summary printed."""
     run_dir = out / "runs" / RUN_NAME
     profile = PROFILES[state["profile"]]
+    ks = tuple(state.get("ks", KS))  # a state written before --ks swept the default
     summary = load_summary(run_dir)
     readings = out / READINGS
     # The readings name the GPU the run measured, also where the results are written on another machine.
@@ -195,7 +220,7 @@ def write_results(out: Path, state: dict[str, Any], gpus: list[dict[str, str]]) 
     findings_started = time.monotonic()
     peaks = smi.peak_memory_by_pid(smi.read_csv(readings / smi.APPS_CSV))
     found = findings.all_findings(summary, run_dir, profile.target.kv_bytes_per_token(profile.dtype), peaks,
-                                  LEFT_OUT_K)
+                                  left_out_k(ks))
     engine = next((c.engine_version for c in summary.configs if c.engine_version), "llama.cpp (version unknown)")
     build = state["build"]
     doc = {"setup": {"device": device, "engine": engine, "backend": build["backend"], "build_s": build.get("seconds"),
@@ -203,7 +228,8 @@ def write_results(out: Path, state: dict[str, Any], gpus: list[dict[str, str]]) 
                      "draft": _describe(profile.draft, profile.dtype),
                      "sweep": f"{len(summary.plan.configs)} servers interleaved, concurrency "
                               f"{', '.join(map(str, profile.concurrency))}, {profile.num_prompts} conversations per "
-                              f"point, {profile.max_tokens} output tokens, synthetic rates {list(RATES)}",
+                              f"point, {profile.max_tokens} output tokens, K = {', '.join(map(str, ks))}, synthetic "
+                              f"rates {list(RATES[:max(ks)])}" + ("" if state.get("ceiling", True) else ", no ceiling"),
                      "status": summary.status, "pair_s": state["pair_s"], "sweep_s": sum(state["sweep_s"]),
                      "sweep_calls": len(state["sweep_s"]), "findings_s": time.monotonic() - findings_started},
            "gpus": smi.gpu_summary(gpu_rows), "findings": found}
@@ -230,6 +256,11 @@ def main() -> int:
                              "is resumed where it stopped, or, finished, its results written again).")
     parser.add_argument("--work", type=Path, required=True, help="Where the pair is made (kept between runs).")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ks", type=parse_ks, default=KS,
+                        help="The draft model's Ks, at the realistic profile (default: 2,4). A resumed run keeps its "
+                             "own.")
+    parser.add_argument("--no-ceiling", dest="ceiling", action="store_false",
+                        help="Sweep no configuration at the ceiling (every draft accepted): minutes for more Ks.")
     args = parser.parse_args()
     gpus = smi.gpus() if smi.available() else []
     run_dir = args.out / "runs" / RUN_NAME
@@ -248,7 +279,8 @@ def main() -> int:
         print(f"check: {args.out} is not empty and holds no check; give a new --out", file=sys.stderr)
         return 2
     else:
-        state = sweep(args.out, args.work, PROFILES[args.profile or ("gpu" if gpus else "cpu")], args.seed, gpus)
+        state = sweep(args.out, args.work, PROFILES[args.profile or ("gpu" if gpus else "cpu")], args.seed, gpus,
+                      args.ks, args.ceiling)
     if not (run_dir / "summary.json").is_file():
         print("check: the sweep wrote no summary; see above", file=sys.stderr)
         return 1

@@ -6,6 +6,7 @@
 #   benchmarks/gpu/check.sh --out DIR          everything (on a GPU box the build takes most of it, once)
 #   benchmarks/gpu/check.sh --build-only       the build alone, for where one command may not hold both
 #   benchmarks/gpu/check.sh --cpu --out DIR    the tiny pair, whatever the machine
+#   ... --ks 1,2,3,4,6 --no-ceiling           more Ks at the realistic profile, none at the ceiling (check.py)
 #
 # Given a DIR an earlier call left, it goes on from there: an interrupted sweep (a time limit per command) is
 # resumed where it stopped, a finished one gets its results written again.
@@ -19,13 +20,15 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 WORK=${SPECMETER_GPU_WORK:-$ROOT/benchmarks/gpu/work}
 BUNDLE=$ROOT/benchmarks/gpu/bundle
-out="" profile=() build_only=""
+out="" profile=() design=() build_only=""
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=${2:?--out takes a directory}; shift 2 ;;
     --cpu) profile=(--profile cpu); shift ;;
     --build-only) build_only=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --ks) design+=(--ks "${2:?--ks takes Ks, e.g. 1,2,3,4,6}"); shift 2 ;;
+    --no-ceiling) design+=(--no-ceiling); shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "check: unknown argument $1; see --help" >&2; exit 2 ;;
   esac
 done
@@ -77,4 +80,4 @@ if [ -n "$stamp" ] && [ "$(stat -c %Y "$stamp")" -ge "$started" ]; then
   echo "{\"seconds\": $(($(date +%s) - started))}" >"$home/build-seconds.json"
 fi
 [ -z "$build_only" ] || exit 0
-exec "$PY" benchmarks/gpu/check.py --out "$out" --work "$WORK" "${profile[@]}"
+exec "$PY" benchmarks/gpu/check.py --out "$out" --work "$WORK" "${profile[@]}" "${design[@]}"

@@ -50,6 +50,26 @@ def test_each_profile_sweeps_the_baseline_and_each_k_at_a_realistic_profile_and_
     assert check.LEFT_OUT_K in check.KS and len(check.KS) > 1  # something to calibrate on besides it
 
 
+def test_a_design_of_more_ks_sweeps_each_at_the_realistic_profile_alone() -> None:
+    ks = check.parse_ks("6,1,2,3,4")
+    assert ks == (1, 2, 3, 4, 6)
+    spec = SweepSpec.model_validate(check.sweep_file(check.PROFILES["gpu"], Path("t"), Path("d"), ks, ceiling=False))
+    drafted = spec.configs()[1:]
+    assert [c.k for c in drafted] == list(ks)
+    for c in drafted:  # every K drafts the same first positions: K = 2 and 4 as in the default design
+        assert c.spec.synthetic_acceptance is not None
+        assert c.spec.synthetic_acceptance.rates_for(c.k) == list(check.RATES[:c.k])
+    assert check.left_out_k(ks) == check.LEFT_OUT_K and check.left_out_k((1, 2, 3)) == 3
+
+
+@pytest.mark.parametrize("text", ["4", "0,2", "2,99", "two,four"])
+def test_a_design_needs_two_ks_the_profile_sets(text: str) -> None:
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError, match="--ks"):
+        check.parse_ks(text)
+
+
 def test_the_gpu_pair_is_a_1b_target_and_a_small_draft_of_its_vocabulary() -> None:
     gpu = check.PROFILES["gpu"]
     vocab = pair.vocab_size()
