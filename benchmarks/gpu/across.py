@@ -1,9 +1,9 @@
 """The GPU check's runs side by side: what repeats from one run to the next and what does not.
 
-    python benchmarks/gpu/across.py benchmarks/gpu/results-*/
+    python benchmarks/gpu/across.py benchmarks/gpu/results-*-h100-*/
 
 Each folder is what benchmarks/gpu/check.sh wrote (summary.json, run-summary.json), one run of the same sweep on
-its own box and day. One run has intervals over its requests; only runs side by side show the drift between boxes
+its own box and day, every run on one kind of GPU (runs of two kinds are refused: their median is neither's). One run has intervals over its requests; only runs side by side show the drift between boxes
 and days, so the README quotes the median and range printed here:
 
 - the throughput speedup per configuration and load: the median over the runs, their range, and each run's verdict;
@@ -230,7 +230,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("folders", nargs="+", type=Path, help="results folders benchmarks/gpu/check.sh wrote")
     parser.add_argument("--json", type=Path, help="also write the comparison as JSON here")
     args = parser.parse_args(argv)
-    doc = across([read(f) for f in args.folders])
+    runs = [read(f) for f in args.folders]
+    devices = sorted({r.doc["setup"]["device"] for r in runs})
+    if len(devices) > 1:  # a median over two GPUs' runs is neither GPU's
+        raise SystemExit(f"across: the runs measured {len(devices)} devices ({'; '.join(devices)}); give the runs of "
+                         "one device, e.g. benchmarks/gpu/results-*-h100-*/")
+    doc = across(runs)
     if args.json:
         args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     print(markdown(doc), end="")

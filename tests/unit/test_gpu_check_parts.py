@@ -204,3 +204,9 @@ def test_a_term_held_fixed_refits_its_cost_and_one_k_cannot_split_the_drafting()
 def test_across_refuses_a_folder_the_check_did_not_write(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"has no summary\.json"):
         across.read(tmp_path)
+
+
+def test_across_refuses_runs_of_two_kinds_of_gpu() -> None:
+    h200 = ROOT / "benchmarks" / "gpu" / "results-20261128-nvidia-h200"
+    with pytest.raises(SystemExit, match="2 devices .*H100.*H200"):
+        across.main([str(COMMITTED), str(h200)])
