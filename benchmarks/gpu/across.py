@@ -3,8 +3,9 @@
     python benchmarks/gpu/across.py benchmarks/gpu/results-*-h100-*/
 
 Each folder is what benchmarks/gpu/check.sh wrote (summary.json, run-summary.json), one run of the same sweep on
-its own box and day, every run on one kind of GPU (runs of two kinds are refused: their median is neither's). One run has intervals over its requests; only runs side by side show the drift between boxes
-and days, so the README quotes the median and range printed here:
+its own box and day, every run on one kind of GPU (runs of two kinds are refused: their median is neither's). One
+run has intervals over its requests; only runs side by side show the drift between boxes and days, so the README
+quotes the median and range printed here:
 
 - the throughput speedup per configuration and load: the median over the runs, their range, and each run's verdict;
 - the synthetic acceptance measured back (AL), the KV capacity and the GPU memory each server took;

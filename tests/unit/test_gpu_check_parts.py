@@ -208,5 +208,5 @@ def test_across_refuses_a_folder_the_check_did_not_write(tmp_path: Path) -> None
 
 def test_across_refuses_runs_of_two_kinds_of_gpu() -> None:
     h200 = ROOT / "benchmarks" / "gpu" / "results-20261128-nvidia-h200"
-    with pytest.raises(SystemExit, match="2 devices .*H100.*H200"):
+    with pytest.raises(SystemExit, match=r"2 devices .*H100.*H200"):
         across.main([str(COMMITTED), str(h200)])
