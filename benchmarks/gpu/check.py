@@ -11,7 +11,8 @@ Two profiles run the identical steps:
 The sweep: the speculation-off baseline and the draft model at K = 2 and 4, each at a realistic synthetic
 acceptance profile and at the ceiling (every draft accepted). `--ks 1,2,3,4,6 --no-ceiling` sweeps more Ks at the
 realistic profile alone instead (each server about 70-85 s of sweep on an H100 or H200): what tells whether
-drafting costs per pass or per speculative step (benchmarks/planner_accuracy.py --run scores it per K and per pair of Ks).
+drafting costs per pass or per speculative step (benchmarks/planner_accuracy.py --run scores it per K and per pair
+of Ks).
 
 Output: OUT/runs/gpu-check (the run directory) and OUT/results-<date>-<device>/ (summary.md, summary.json, the
 sweep file, the figures and nvidia-smi's readings: what to commit).
