@@ -127,7 +127,8 @@ class Fit:
         more than the points' own differ (one mix of a run with others, sampled point by point)."""
         low, high = self.kv_per_sequence
         if self.one_mix:
-            if x[BATCH] <= 0 or abs(x[KV] / x[BATCH] - (low + high) / 2) > 1.5 * (high - low) + SPAN_TOLERANCE * high:
+            spread = high - low + SPAN_TOLERANCE * high  # the points' own spread, either side of them
+            if x[BATCH] <= 0 or not low - spread <= x[KV] / x[BATCH] <= high + spread:
                 return None
             folded = x.copy()
             folded[KV] = 0.0
