@@ -13,6 +13,7 @@ from specmeter.load.split import client_processes
 from specmeter.load.stops import ErrorRateLimit, PointProgress, StopCondition
 from specmeter.load.strategies import cycled, planned_todo
 from specmeter.load.traffic import OnRecord, PointKey, PointTraffic, Traffic
+from specmeter.load.turns import Seat
 from specmeter.load.workers import run_point_in_processes
 
 
@@ -49,22 +50,32 @@ async def run_point(
     warmup: bool = False,
     skip: set[str] | None = None,
     stops: Sequence[StopCondition[PointProgress]] = (),
+    seat: Seat | None = None,
 ) -> PointTraffic:
     """Offer `conversations` at `point`. `skip` holds ids already fully measured (resume): the others
     keep the send times they were planned with, so a resumed point offers the same schedule. `stops`: the
     caller's stop conditions (a dead server), checked before the error-rate limit on every finished request.
     With more than one client process (`client_processes`), load/workers.py sends them and `on_record` still
-    gets every finished request here, as it finishes."""
+    gets every finished request here, as it finishes. `seat`: the point takes turns with other servers' points
+    (load/turns.py; one process, concurrency 1); it leaves the turns when this returns, however it ends."""
     point_stops = [*stops, ErrorRateLimit(load.max_error_rate)]
     processes = client_processes(point, load, warmup)
-    if processes > 1:
-        return await run_point_in_processes(processes, client, point, conversations, load, model, key, on_record,
-                                            warmup=warmup, skip=skip, stops=point_stops)
-    strategy = kind_of(point).strategy(load)
-    todo = planned_todo(strategy, point, conversations, load, skip)
-    traffic = Traffic(client, load, model, key, on_record, warmup, [*point_stops, *strategy.stops()])
     try:
-        await strategy.drive(traffic, todo)
+        if seat is not None and (processes > 1 or point.slots != 1):
+            raise ValueError(f"point {point.id}: only a point of one request in flight, sent from one process, "
+                             "takes turns with other servers")
+        if processes > 1:
+            return await run_point_in_processes(processes, client, point, conversations, load, model, key,
+                                                on_record, warmup=warmup, skip=skip, stops=point_stops)
+        strategy = kind_of(point).strategy(load)
+        todo = planned_todo(strategy, point, conversations, load, skip)
+        traffic = Traffic(client, load, model, key, on_record, warmup, [*point_stops, *strategy.stops()],
+                          seat=seat)
+        try:
+            await strategy.drive(traffic, todo)
+        finally:
+            traffic.result.wall_s = traffic.elapsed()
+        return traffic.result
     finally:
-        traffic.result.wall_s = traffic.elapsed()
-    return traffic.result
+        if seat is not None:
+            await seat.leave()

@@ -19,6 +19,7 @@ from specmeter.load.client import OpenAIClient
 from specmeter.load.replicas import Replicas
 from specmeter.load.requests import build_request
 from specmeter.load.stops import PointProgress, Stop, StopCondition, StopConditions
+from specmeter.load.turns import Seat
 from specmeter.schemas.records import RequestRecord
 
 OnRecord = Callable[[RequestRecord], None]
@@ -49,12 +50,15 @@ class Traffic:
 
     def __init__(self, client: Replicas, load: LoadSpec, model: str, key: PointKey, on_record: OnRecord,
                  warmup: bool, stops: Sequence[StopCondition[PointProgress]], t0: float | None = None,
-                 relay: bool = False) -> None:
+                 relay: bool = False, seat: Seat | None = None) -> None:
         """`stops`: checked on every finished request; a failure raises its error, a clean end sets `stopped`
         (the strategy then starts no more conversations). `t0`: the point's start on time.perf_counter() (a
         client process gets its parent's). `relay`: this is a client process's part of the point: records go to
-        `on_record` only (the parent keeps them and checks the point's own conditions over every process)."""
+        `on_record` only (the parent keeps them and checks the point's own conditions over every process). `seat`:
+        the point takes turns with other servers' (load/turns.py): each request waits for its turn, and every time
+        here is on the seat's busy clock."""
         self.client, self.load, self.model, self.key = client, load, model, key
+        self.seat = seat
         self.on_record, self.warmup, self.relay = on_record, warmup, relay
         self.t0 = time.perf_counter() if t0 is None else t0
         self.result = PointTraffic(t0=self.t0)
@@ -63,7 +67,7 @@ class Traffic:
         self.stopped: Stop | None = None
 
     def elapsed(self) -> float:
-        return time.perf_counter() - self.t0
+        return time.perf_counter() - self.t0 if self.seat is None else self.seat.clock(self.t0)
 
     async def conversation(self, conv: Conversation, scheduled_s: float | None = None,
                            slot: asyncio.Semaphore | None = None) -> None:
@@ -89,7 +93,12 @@ class Traffic:
                 warmup=self.warmup, scheduled_s=scheduled_s if turn == 0 else None, replica=replica,
             )
             record.queued_s = time.perf_counter() - ready if turn == 0 else 0.0
-            text = await client.send(build_request(conv, turn, history, self.load, self.model), record, self.t0)
+            request = build_request(conv, turn, history, self.load, self.model)
+            if self.seat is None:
+                text = await client.send(request, record, self.t0)
+            else:
+                async with self.seat:  # on the busy clock: its waits so far taken out of the point's t0
+                    text = await client.send(request, record, self.t0 + self.seat.waited_s)
             ends = not record.ok or turn == turns - 1
             self.deliver(record, ended_turns=turns if ends else 0)
             if not record.ok:

@@ -16,7 +16,7 @@ from types import TracebackType
 
 from specmeter.schemas.capture import FeedRead, ReplicaReads, Scrape
 from specmeter.telemetry.feed import FeedPoller
-from specmeter.telemetry.gauge import GaugeSampler
+from specmeter.telemetry.gauge import Clock, GaugeSampler, wall_clock
 from specmeter.telemetry.scrape import Fetch, scrape
 
 
@@ -25,10 +25,12 @@ class PointTelemetry:
     `scrape_after()`; `reads` holds each replica's, `feed_reads` the feed's (None: not read)."""
 
     def __init__(self, sources: Sequence[tuple[str, Fetch]], path: str, gauge: str | None,
-                 feed_path: str | None) -> None:
+                 feed_path: str | None, clock: Clock = wall_clock) -> None:
         """`sources`: each replica's base URL and GET; `gauge`: the running-batch gauge's name (None: the engine
-        has none); `feed_path`: the engine's clear-on-read statistics (None: it has none)."""
+        has none); `feed_path`: the engine's clear-on-read statistics (None: it has none); `clock`: the point's
+        (a point taking turns with other servers' pauses for theirs and samples its gauge only on its own)."""
         self.fetches = [fetch for _, fetch in sources]
+        self.clock = clock
         self.path, self.gauge = path, gauge
         self.feed_path = feed_path if len(sources) == 1 else None
         self.reads = [ReplicaReads(url=url) for url, _ in sources]
@@ -62,7 +64,8 @@ class PointTelemetry:
 
     async def __aenter__(self) -> PointTelemetry:
         if self.gauge is not None:
-            self._samplers = [GaugeSampler(fetch, self.gauge, self.t0, path=self.path) for fetch in self.fetches]
+            self._samplers = [GaugeSampler(fetch, self.gauge, self.t0, path=self.path, clock=self.clock)
+                              for fetch in self.fetches]
         if self.feed_path is not None:
             self._poller = FeedPoller(self.fetches[0], self.feed_path, self.t0)
         for sampler in self._samplers:
