@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -48,7 +49,8 @@ from specmeter.load.client import OpenAIClient
 from specmeter.load.point import count_requests, point_conversations, run_point
 from specmeter.load.replicas import Replicas, accepts_connections
 from specmeter.load.stops import PointProgress, ReplicaDown, ServerAlive, StopCondition
-from specmeter.load.traffic import PointKey
+from specmeter.load.traffic import PointKey, PointTraffic
+from specmeter.load.turns import Seat, Turns
 from specmeter.results.summarize import summarize_point
 from specmeter.rundir.provenance import environment_info, model_fingerprint
 from specmeter.rundir.run_data import run_records
@@ -58,6 +60,7 @@ from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.progress import Reporter
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
+from specmeter.telemetry.gauge import wall_clock
 from specmeter.telemetry.point import PointTelemetry
 
 
@@ -82,6 +85,26 @@ class Execution:
         if point.input_len not in self.by_length:
             raise InputError(f"point {point.id}: the plan has no conversations of {point.input_len} input tokens")
         return self.by_length[point.input_len]
+
+
+@dataclass
+class _Leg:
+    """One cell being measured: its server and client, what it sends, and the attempt being captured."""
+
+    cell: Cell
+    server: Server
+    client: Replicas
+    model: str
+    convs: list[Conversation]
+    prior: list[RequestRecord]  # its requests from earlier attempts (resume)
+    capture: PointCapture
+    key: PointKey
+    skip: set[str]  # conversations finished in earlier attempts
+    stops: list[StopCondition[PointProgress]]
+    telemetry: PointTelemetry
+    seat: Seat | None  # its place in the turns it takes with other cells (None: it runs alone)
+    t0: float = field(init=False)  # time.perf_counter() at the attempt's start
+    attempt: Attempt = field(init=False)
 
 
 class _Run:
@@ -197,10 +220,30 @@ class _Run:
             else:
                 r.startup_s = proc.startup_seconds
 
-    # -- one cell ----------------------------------------------------------------------------------------
-    async def measure(self, cell: Cell, server: Server) -> PointResult:
-        """Send the cell's requests and capture the engine's telemetry around and through them; the result is
-        summarized from what was captured (results/summarize.py), merged with earlier attempts at the point (resume)."""
+    # -- cells ---------------------------------------------------------------------------------------------
+    async def measure(self, group: Sequence[tuple[Cell, Server]]) -> list[PointResult]:
+        """Send each cell's requests and capture the engine's telemetry around and through them; each result is
+        summarized from what was captured (results/summarize.py), merged with earlier attempts at the point (resume).
+        Several cells (one round of a point at concurrency 1, each on a server of its own) take turns request by
+        request (load/turns.py); a single cell runs alone."""
+        turns = Turns(len(group)) if len(group) > 1 else None
+        async with AsyncExitStack() as stack:
+            legs = [await self._prepare(cell, server, stack, turns.seats[i] if turns is not None else None)
+                    for i, (cell, server) in enumerate(group)]
+            for leg in legs:
+                await self._begin(leg, [other.cell.config.id for other in legs if other is not leg])
+            tasks = [asyncio.ensure_future(self._send(leg)) for leg in legs]
+            try:
+                traffics = await asyncio.gather(*tasks)
+            except BaseException:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+        return [self._finish(leg, traffic) for leg, traffic in zip(legs, traffics, strict=True)]
+
+    async def _prepare(self, cell: Cell, server: Server, stack: AsyncExitStack, seat: Seat | None) -> _Leg:
+        """A cell's client, its warm-up, and its telemetry read before its traffic."""
         config, point, repeat = cell.config, cell.point, cell.repeat
         load = self.plan.load_for(config)
         stats = server.engine.stats
@@ -212,46 +255,62 @@ class _Run:
                    or PointCapture(config_id=config.id, point_id=point.id, repeat=repeat))
         index = max([len(capture.attempts), *(r.attempt + 1 for r in prior)])
         key = PointKey(config.id, point.id, repeat, attempt=index)
-        skip = completed_conversations(prior, convs)
-        async with Replicas([OpenAIClient(url, keep_connections=stats.keeps_connections, api_key=self.ex.api_key,
-                                          timeout_s=load.request_timeout_s,
-                                          extra_body=stats.request_extensions(load.temperature))
-                             for url in server.urls]) as client:
-            if server.model is None:
-                server.model = await served_model(client.first, config.engine)
-            on_record, stops = self._on_record(), self._stops(server)
-            if load.warmup:
-                cap = min(load.warmup_max_tokens, load.max_tokens)
-                warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}",
-                                             "max_tokens": min(c.max_tokens or cap, cap)})
-                        for c in convs[: load.warmup]]
-                await run_point(client, ConcurrencyPoint(concurrency=len(warm)), warm,
-                                load.model_copy(update={"max_tokens": cap}), server.model, key, on_record,
-                                warmup=True, stops=stops)
-            feed = stats.iteration_feed()  # statistics the server clears on every read
-            telemetry = PointTelemetry([(c.base_url, c.get_text) for c in client.clients], stats.metrics_path,
-                                       stats.running_gauge, feed.path if feed is not None else None)
-            await telemetry.scrape_before()
-            self.reporter.point_start(config, point, repeat, count_requests(convs) - count_requests(
-                [c for c in convs if c.id in skip]))
-            t0 = time.perf_counter()  # the attempt's clock until the traffic's own start is known
-            telemetry.start(t0)
-            attempt = Attempt(index=index, engine=config.engine.kind, metrics_path=stats.metrics_path,
-                              started_s=t0 - self.t0)
-            attempt.keep(telemetry.reads)
-            capture.attempts.append(attempt)
-            self.store.write_capture(capture)  # a killed run still leaves the attempt's clock and first scrape
-            async with telemetry:
-                traffic = await run_point(client, point, convs, load, server.model, key, on_record, skip=skip,
-                                          stops=stops)
-            await telemetry.scrape_after()
+        client = await stack.enter_async_context(Replicas([
+            OpenAIClient(url, keep_connections=stats.keeps_connections, api_key=self.ex.api_key,
+                         timeout_s=load.request_timeout_s, extra_body=stats.request_extensions(load.temperature))
+            for url in server.urls]))
+        if server.model is None:
+            server.model = await served_model(client.first, config.engine)
+        model, stops = server.model, self._stops(server)
+        if load.warmup:
+            cap = min(load.warmup_max_tokens, load.max_tokens)
+            warm = [c.model_copy(update={"turns": c.turns[:1], "id": f"warmup-{c.id}",
+                                         "max_tokens": min(c.max_tokens or cap, cap)})
+                    for c in convs[: load.warmup]]
+            await run_point(client, ConcurrencyPoint(concurrency=len(warm)), warm,
+                            load.model_copy(update={"max_tokens": cap}), model, key, self._on_record(),
+                            warmup=True, stops=stops)
+        feed = stats.iteration_feed()  # statistics the server clears on every read
+        telemetry = PointTelemetry([(c.base_url, c.get_text) for c in client.clients], stats.metrics_path,
+                                   stats.running_gauge, feed.path if feed is not None else None,
+                                   clock=seat.in_turn if seat is not None else wall_clock)
+        await telemetry.scrape_before()
+        return _Leg(cell, server, client, model, convs, prior, capture, key, completed_conversations(prior, convs),
+                    stops, telemetry, seat)
+
+    async def _begin(self, leg: _Leg, turns_with: list[str]) -> None:
+        """The attempt's clock starts; its first scrape is on disk before any request is sent."""
+        config, point = leg.cell.config, leg.cell.point
+        self.reporter.point_start(config, point, leg.cell.repeat, count_requests(leg.convs) - count_requests(
+            [c for c in leg.convs if c.id in leg.skip]))
+        leg.t0 = time.perf_counter()  # the attempt's clock until the traffic's own start is known
+        leg.telemetry.start(leg.t0)
+        assert config.engine.kind is not None
+        leg.attempt = Attempt(index=leg.key.attempt, engine=config.engine.kind,
+                              metrics_path=leg.server.engine.stats.metrics_path, started_s=leg.t0 - self.t0,
+                              turns_with=turns_with)
+        leg.attempt.keep(leg.telemetry.reads)
+        leg.capture.attempts.append(leg.attempt)
+        self.store.write_capture(leg.capture)  # a killed run still leaves the attempt's clock and first scrape
+
+    async def _send(self, leg: _Leg) -> PointTraffic:
+        async with leg.telemetry:
+            traffic = await run_point(leg.client, leg.cell.point, leg.convs, self.plan.load_for(leg.cell.config),
+                                      leg.model, leg.key, self._on_record(), skip=leg.skip, stops=leg.stops,
+                                      seat=leg.seat)
+        await leg.telemetry.scrape_after()
+        return traffic
+
+    def _finish(self, leg: _Leg, traffic: PointTraffic) -> PointResult:
+        attempt, config = leg.attempt, leg.cell.config
         attempt.wall_s = traffic.wall_s
-        attempt.keep(telemetry.reads)
-        attempt.feed = telemetry.feed_reads
-        attempt.rebase(traffic.t0 - t0)  # client processes start their clock once every one is ready
-        self.store.write_capture(capture)
-        return summarize_point(capture, [*prior, *traffic.records], point, stats,
-                               expect_sd=config.role is Role.candidate, spec=config.spec, load=load)
+        attempt.keep(leg.telemetry.reads)
+        attempt.feed = leg.telemetry.feed_reads
+        attempt.rebase(traffic.t0 - leg.t0)  # client processes start their clock once every one is ready
+        self.store.write_capture(leg.capture)
+        return summarize_point(leg.capture, [*leg.prior, *traffic.records], leg.cell.point, leg.server.engine.stats,
+                               expect_sd=config.role is Role.candidate, spec=config.spec,
+                               load=self.plan.load_for(config))
 
     def _on_record(self) -> Callable[[RequestRecord], None]:
         def on_record(record: RequestRecord) -> None:
@@ -284,22 +343,36 @@ class _Run:
             pool = self.pool if self.pool is not None else stack.enter_context(ServerPool())
             servers = {group[0].server: Server(group) for group in block.servers if group[0].server in needed}
             self.start(list(servers.values()), pool)
-            for cell in pending:
-                server = servers[cell.config.server]
-                if (server.error is not None or not self.ramp.start(cell.point)
-                        or not rounds.start(cell.point, cell.repeat, cell.config.id)):
-                    continue
-                result = self.result(cell.config, server.engine)
-                loop = self.plan.load_for(cell.config).event_loop
-                point_result = eventloop.run_cancellable(self.measure(cell, server), loop)
-                result.points.append(point_result)
-                self.reporter.point_done(cell.config, point_result)
-                self.save()
+            for _, same in itertools.groupby(pending, key=lambda c: (c.point.id, c.repeat)):
+                # Whether each cell of this round of the point runs is asked once its earlier rounds are measured.
+                runnable = [(cell, server) for cell in same if (server := servers[cell.config.server]).error is None
+                            and self.ramp.start(cell.point) and rounds.start(cell.point, cell.repeat, cell.config.id)]
+                for group in self._in_turns(runnable):
+                    loop = self.plan.load_for(group[0][0].config).event_loop
+                    measured = eventloop.run_cancellable(self.measure(group), loop)
+                    for (cell, server), point_result in zip(group, measured, strict=True):
+                        self.result(cell.config, server.engine).points.append(point_result)
+                        self.reporter.point_done(cell.config, point_result)
+                    self.save()
             for point in self.plan.points:
                 rounds.finish(point)
             for axis, length in dict.fromkeys((p.axis, p.input_len) for p in self.plan.points):
                 self.ramp.look(axis, input_len=length)  # the top step too: where a load search must stay below
             self.save()
+
+    def _in_turns(self, cells: list[tuple[Cell, Server]]) -> list[list[tuple[Cell, Server]]]:
+        """How one round of a point runs: with `interleave` at concurrency 1, its cells on servers of their own take
+        turns request by request (load/turns.py), so drift within the round lands on each alike; every other cell
+        (a derived workload, which needs its source's records first, a shared server, another event loop) and any
+        other point runs alone, in order."""
+        point = cells[0][0].point if cells else None
+        takers = [(c, s) for c, s in cells if c.config.matched_random is None]
+        servers = [s.head.server for _, s in takers]
+        loops = {self.plan.load_for(c.config).event_loop for c, _ in takers}
+        if (not self.plan.interleave or not isinstance(point, ConcurrencyPoint) or point.concurrency != 1
+                or len(takers) < 2 or len(set(servers)) < len(servers) or len(loops) > 1):
+            return [[one] for one in cells]
+        return [takers, *([one] for one in cells if one not in takers)]
 
     def run_all(self) -> None:
         """The plan's blocks; with a load search, again after each look that adds points (servers stay up meanwhile)."""

@@ -31,8 +31,9 @@ class RichReporter(Reporter):
             TimeRemainingColumn(), console=console, transient=False,
         )
         self._plan_task: TaskID | None = None
-        self._task: TaskID | None = None
-        self._errors = 0
+        # Each point in progress: its bar and errors, by configuration (cells taking turns run at once).
+        self._tasks: dict[str, TaskID] = {}
+        self._errors: dict[str, int] = {}
 
     def __enter__(self) -> RichReporter:
         self.progress.start()
@@ -64,21 +65,23 @@ class RichReporter(Reporter):
 
     def point_start(self, config: PlannedConfig, point: LoadPoint, repeat: int,
                     total: int | None) -> None:
-        self._errors = 0
         rep = f" #{repeat + 1}" if repeat else ""
-        self._task = self.progress.add_task(f"  {config.id} @ {point.label()}{rep}", total=total, errors=0)
+        self._errors[config.id] = 0
+        self._tasks[config.id] = self.progress.add_task(f"  {config.id} @ {point.label()}{rep}", total=total,
+                                                        errors=0)
 
     def request_done(self, record: RequestRecord) -> None:
-        if record.warmup or self._task is None:
+        task = self._tasks.get(record.config_id)
+        if record.warmup or task is None:
             return
         if not record.ok:
-            self._errors += 1
-        self.progress.update(self._task, advance=1, errors=self._errors)
+            self._errors[record.config_id] += 1
+        self.progress.update(task, advance=1, errors=self._errors[record.config_id])
         if self._plan_task is not None:
             self.progress.update(self._plan_task, advance=1)
 
     def point_done(self, config: PlannedConfig, result: PointResult) -> None:
-        self._task = None
+        self._tasks.pop(config.id, None)
 
     def note(self, message: str) -> None:
         self.progress.console.print(message)

@@ -1,0 +1,92 @@
+"""Cells measured in turns (load/turns.py): the order the seats take their turns in, and the runner measuring one
+round of a concurrency-1 point on two fake servers that way: one request in flight across both, each cell's wall
+time and running batch on its own busy clock, and a point at higher concurrency still measured in blocks."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from fakeengine.drive import attach_pair, conversations, run_plan
+from fakeengine.server import FakeEngine
+from specmeter.load.turns import Turns
+from specmeter.rundir.store import RunStore
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def _take(turns: Turns, requests: list[int], order: list[int], pause_s: float = 0.0) -> None:
+    async def seat(i: int) -> None:
+        try:
+            for _ in range(requests[i]):
+                async with turns.seats[i]:
+                    order.append(i)
+                    await asyncio.sleep(0.001)
+                await asyncio.sleep(pause_s * i)  # a seat slow to ask again is waited for, not skipped
+        finally:
+            await turns.seats[i].leave()
+    await asyncio.gather(*(seat(i) for i in range(len(requests))))
+
+
+def test_seats_take_turns_in_serpentine_laps_and_a_seat_that_left_is_skipped() -> None:
+    order: list[int] = []
+    asyncio.run(_take(Turns(3), [3, 3, 3], order, pause_s=0.002))
+    assert order == [0, 1, 2, 2, 1, 0, 0, 1, 2]
+    order = []
+    asyncio.run(_take(Turns(3), [1, 4, 2], order))
+    assert order == [0, 1, 2, 2, 1, 1, 1]
+
+
+def test_a_seat_keeps_its_busy_clock_without_its_waits() -> None:
+    async def run() -> tuple[float, float]:
+        turns = Turns(2)
+        first, second = turns.seats
+
+        async def hold() -> None:
+            async with first:
+                await asyncio.sleep(0.2)
+            await first.leave()
+
+        async def wait() -> None:
+            async with second:
+                pass
+            await second.leave()
+        await asyncio.gather(hold(), wait())
+        return first.waited_s, second.waited_s
+    waited_first, waited_second = asyncio.run(run())
+    assert waited_first < 0.05 <= 0.15 < waited_second
+
+
+def test_a_concurrency_1_round_takes_turns_and_each_cell_reads_as_if_alone(tmp_path: Path) -> None:
+    convs = conversations([f"Question {i}: explain caching." for i in range(6)])
+    with FakeEngine(output_tokens=12, slow_chunk_s=0.03, default_fault="slow") as sd, \
+            FakeEngine(output_tokens=12, slow_chunk_s=0.03, default_fault="slow") as base:
+        ex = attach_pair(sd.url, base.url, convs, interleave=True, concurrency=[1, 3])
+        summary, error, reporter = run_plan(ex, tmp_path / "run")
+        assert error is None, repr(error)
+    store = RunStore(tmp_path / "run")
+    ids = [c.id for c in summary.plan.configs]
+    measured = [r for r in reporter.records if not r.warmup and r.point_id == "c1"]
+    # finish order is turn order: serpentine over the plan's configurations, one request each
+    lap = [ids, ids[::-1]]
+    assert [r.config_id for r in measured] == [c for n in range(len(measured) // 2) for c in lap[n % 2]][: len(
+        measured)]
+    records = store.read_records()
+    for config in summary.configs:
+        other = [i for i in ids if i != config.config_id]
+        capture = store.read_capture(config.config_id, "c1", 0)
+        assert capture is not None and capture.attempts[-1].turns_with == other
+        mine = [r for r in records if r.config_id == config.config_id and r.point_id == "c1" and not r.warmup]
+        busy = sum(r.e2e_s or 0.0 for r in mine)
+        everyone = sum(r.e2e_s or 0.0 for r in records if r.point_id == "c1" and not r.warmup)
+        point = config.point("c1", 0)
+        # its wall time is its own busy time, not the round's span (which holds the other's requests too)
+        assert busy <= point.latency.wall_s < busy + 0.5 * (everyone - busy)
+        assert all(0 <= r.start_s and r.start_s + (r.e2e_s or 0.0) <= point.latency.wall_s + 1e-6 for r in mine)
+        rb = point.running_batch
+        assert rb is not None and rb.samples > 0 and rb.max == 1
+        assert rb.mean is not None and rb.mean > 0.6  # sampled on its own turns only: not diluted by the other's
+        c3 = store.read_capture(config.config_id, "c3", 0)
+        assert c3 is not None and c3.attempts[-1].turns_with == []  # concurrency 3 runs in blocks
