@@ -12,6 +12,7 @@ import pytest
 from fakeengine.drive import attach_pair, conversations, run_plan
 from fakeengine.server import FakeEngine
 from specmeter.load.turns import Turns
+from specmeter.report.tables import plan_table
 from specmeter.rundir.store import RunStore
 
 pytestmark = pytest.mark.timeout(60)
@@ -66,6 +67,7 @@ def test_a_concurrency_1_round_takes_turns_and_each_cell_reads_as_if_alone(tmp_p
         ex = attach_pair(sd.url, base.url, convs, interleave=True, concurrency=[1, 3])
         summary, error, reporter = run_plan(ex, tmp_path / "run")
         assert error is None, repr(error)
+    assert "interleaved (request by request at concurrency 1)" in plan_table(summary).title
     store = RunStore(tmp_path / "run")
     ids = [c.id for c in summary.plan.configs]
     measured = [r for r in reporter.records if not r.warmup and r.point_id == "c1"]
@@ -90,3 +92,15 @@ def test_a_concurrency_1_round_takes_turns_and_each_cell_reads_as_if_alone(tmp_p
         assert rb.mean is not None and rb.mean > 0.6  # sampled on its own turns only: not diluted by the other's
         c3 = store.read_capture(config.config_id, "c3", 0)
         assert c3 is not None and c3.attempts[-1].turns_with == []  # concurrency 3 runs in blocks
+
+
+def test_a_failing_server_ends_the_round_without_holding_up_the_other(tmp_path: Path) -> None:
+    """Every request to the speculative server fails: the error-rate limit stops the run, and the baseline's turns,
+    waiting on the failing seat, end with it instead of hanging."""
+    convs = conversations([f"Question {i}: explain caching." for i in range(12)])
+    with FakeEngine(output_tokens=12, default_fault="http_500") as sd, FakeEngine(output_tokens=12) as base:
+        ex = attach_pair(sd.url, base.url, convs, interleave=True, concurrency=[1], max_error_rate=0.2)
+        summary, error, reporter = run_plan(ex, tmp_path / "run")
+    assert summary is None and error is not None and "error" in str(error).lower()
+    records = RunStore(tmp_path / "run").read_records()
+    assert any(not r.ok for r in records) and any(r.ok for r in records)  # both servers had their turns

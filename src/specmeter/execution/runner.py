@@ -50,7 +50,7 @@ from specmeter.load.point import count_requests, point_conversations, run_point
 from specmeter.load.replicas import Replicas, accepts_connections
 from specmeter.load.stops import PointProgress, ReplicaDown, ServerAlive, StopCondition
 from specmeter.load.traffic import PointKey, PointTraffic
-from specmeter.load.turns import Seat, Turns
+from specmeter.load.turns import Seat, Turns, takes_turns
 from specmeter.results.summarize import summarize_point
 from specmeter.rundir.provenance import environment_info, model_fingerprint
 from specmeter.rundir.run_data import run_records
@@ -369,8 +369,8 @@ class _Run:
         takers = [(c, s) for c, s in cells if c.config.matched_random is None]
         servers = [s.head.server for _, s in takers]
         loops = {self.plan.load_for(c.config).event_loop for c, _ in takers}
-        if (not self.plan.interleave or not isinstance(point, ConcurrencyPoint) or point.concurrency != 1
-                or len(takers) < 2 or len(set(servers)) < len(servers) or len(loops) > 1):
+        if (not self.plan.interleave or point is None or not takes_turns(point) or len(takers) < 2
+                or len(set(servers)) < len(servers) or len(loops) > 1):
             return [[one] for one in cells]
         return [takers, *([one] for one in cells if one not in takers)]
 

@@ -13,7 +13,7 @@ from specmeter.load.split import client_processes
 from specmeter.load.stops import ErrorRateLimit, PointProgress, StopCondition
 from specmeter.load.strategies import cycled, planned_todo
 from specmeter.load.traffic import OnRecord, PointKey, PointTraffic, Traffic
-from specmeter.load.turns import Seat
+from specmeter.load.turns import Seat, takes_turns
 from specmeter.load.workers import run_point_in_processes
 
 
@@ -61,7 +61,7 @@ async def run_point(
     point_stops = [*stops, ErrorRateLimit(load.max_error_rate)]
     processes = client_processes(point, load, warmup)
     try:
-        if seat is not None and (processes > 1 or point.slots != 1):
+        if seat is not None and (processes > 1 or not takes_turns(point)):
             raise ValueError(f"point {point.id}: only a point of one request in flight, sent from one process, "
                              "takes turns with other servers")
         if processes > 1:

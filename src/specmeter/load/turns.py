@@ -19,6 +19,15 @@ import asyncio
 import time
 from types import TracebackType
 
+from specmeter.config.models import ConcurrencyPoint, LoadPoint
+
+
+def takes_turns(point: LoadPoint) -> bool:
+    """Whether the point's configurations take turns request by request when they interleave: one request in
+    flight (a closed loop of concurrency 1), the same load to a server whether or not others wait between its
+    requests."""
+    return isinstance(point, ConcurrencyPoint) and point.concurrency == 1
+
 
 class Turns:
     """Whose turn it is among `n` seats: laps in serpentine order (ascending, then descending, ...), so each seat

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from specmeter.load.turns import takes_turns
 from specmeter.report.decisions import (
     decision_table,
     head_to_head_table,
@@ -53,7 +54,9 @@ def plan_table(summary: RunSummary) -> Grid:
     points = ", ".join(p.label() for p in plan.points)
     if plan.load.search:
         points += " (" + ", ".join(f"{s.key} chosen by a load search" for s in plan.load.search) + ")"
-    extra = (f"; {plan.repeats} repeats" if plan.repeats > 1 else "") + ("; interleaved" if plan.interleave else "")
+    turns = any(takes_turns(p) for p in plan.points)
+    interleaved = "; interleaved" + (" (request by request at concurrency 1)" if turns else "")
+    extra = (f"; {plan.repeats} repeats" if plan.repeats > 1 else "") + (interleaved if plan.interleave else "")
     located = any(c.ran_on is not None for c in summary.configs)  # Slurm: name the node of every number
     t = grid(f"Plan ({plan.kind}): {points}{extra}",
              ("configuration", "role", "speculation", "workload", "server start s", "KV cache tokens", "status",
