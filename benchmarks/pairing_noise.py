@@ -1,9 +1,11 @@
 """Where a round's noise comes from: two configurations at concurrency 1, compared round after round with each
 round's requests sent three ways, on the demo's own servers and prompts:
 
-- blocked: all of one configuration's requests, then all of the other's, as the demo's cells run;
+- blocked: all of one configuration's requests, then all of the other's, as interleaved cells run above
+  concurrency 1 (and ran at 1 too before load/turns.py);
 - alternated: the two request by request (the same prompt to each, one right after the other), which cancels
-  drift (the machine a little slower for a minute) if drift is what moves the rounds;
+  drift (the machine a little slower for a minute) if drift is what moves the rounds; interleaved rounds at
+  concurrency 1 now run so;
 - settled: alternated, with a pause of --settle seconds after each request. A vLLM CPU server's worker keeps
   polling its queue for a second after its last step (vllm/distributed/device_communicators/shm_broadcast.py,
   SpinCondition's busy loop), on the core every server's worker is pinned to; while the servers ran in sessions
