@@ -6,6 +6,7 @@ shared machine, so the README states each speedup as the median and the range ov
 in Markdown: per configuration and point, the throughput speedup over the baseline (median [min, max]
 over runs) and the acceptance length; the rounds and requests each point took (sequential sampling); what
 the verification loop did in each run (each table verified, whether it held, what a correction changed);
+how far the rounds of each sweep decision disagreed (the ratio per round: drift between rounds shows there);
 per point, the verified dynamic config against the baseline and against the best static config, and whether
 the engine followed it; and each run's wall time to its final answer (server starts included).
 
@@ -93,6 +94,14 @@ def main() -> None:
         print(f"  {d.name}: " + ", ".join(f"{x.point_id} {x.rounds} / {x.requests} ({x.stopped})"
                                           for x in s.sampling))
 
+    print("\neach sweep decision's ratio per round (its spread: how far the rounds disagreed):")
+    for d, s in zip(args.runs, sweeps):
+        for choice in s.analysis.choices:
+            for h in choice.evidence:
+                rounds = h.ratio.repeat_values
+                if len(rounds) > 1:
+                    print(f"  {d.name} {h.point_id}: {h.config_id} / {h.against}: "
+                          f"{', '.join(f'{r:.3f}' for r in rounds)} (spread {max(rounds) - min(rounds):.3f})")
     print("\nthe verification loop:")
     for d in args.runs:
         print(f"  {d.name}: " + " | ".join(loop_lines(d)))

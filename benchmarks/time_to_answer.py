@@ -18,6 +18,9 @@ Without --setup a clone reuses this checkout's environment (.venv linked), so on
 Run (about 30 minutes per repeat of both designs on 2 cores; the larger sweep about 75):
     .venv/bin/python benchmarks/time_to_answer.py --before 0b49660 --after HEAD --repeats 3 --out runs/tta
     .venv/bin/python benchmarks/time_to_answer.py --before 0b49660 --sweep examples/demo-sweep.yaml --out runs/tta-sweep
+With --drift S a background process burns one core for S seconds, rests S seconds, over and over, while each tune
+loop runs: the drift of a shared machine (a neighbour's job coming and going), the same for both designs:
+    .venv/bin/python benchmarks/time_to_answer.py --before 3f7992c --after HEAD --drift 20 --out runs/tta-drift
 The phases of demos that already ran (say, `scripts/demo.sh` on three fresh clones), without running anything:
     .venv/bin/python benchmarks/time_to_answer.py --read /tmp/demo*/runs/*-demo
 """
@@ -32,13 +35,31 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+# One core busy for `period` seconds, then idle as long, until killed: a neighbour's job coming and going.
+BURN = ("import sys, time\nperiod = float(sys.argv[1])\nwhile True:\n    end = time.monotonic() + period\n"
+        "    while time.monotonic() < end:\n        pass\n    time.sleep(period)\n")
+
+
+@contextmanager
+def drifting(period: float | None) -> Iterator[subprocess.Popen[bytes] | None]:
+    """With a period, BURN runs in the background for the block's duration (the process is yielded)."""
+    if period is None:
+        yield None
+        return
+    burner = subprocess.Popen([sys.executable, "-c", BURN, str(period)])
+    try:
+        yield burner
+    finally:
+        burner.kill()
+        burner.wait()
 
 
 @dataclass
@@ -155,7 +176,7 @@ def answer_command(sweep: str | None, runs: Path, args: Sequence[str]) -> list[s
 
 
 def run_design(design: str, rev: str, repeat: int, out: Path, *, setup: bool, sweep: str | None,
-               args: Sequence[str]) -> Timing:
+               args: Sequence[str], drift: float | None = None) -> Timing:
     """A fresh clone of `rev`, then (with `setup`) its own environment, then the tune loop from it."""
     clone = out / f"{design}-{repeat}"
     subprocess.run(["git", "clone", "-q", "--shared", str(REPO), str(clone)], check=True)
@@ -168,8 +189,9 @@ def run_design(design: str, rev: str, repeat: int, out: Path, *, setup: bool, sw
     setup_s = time.perf_counter() - t0
     env = {**os.environ, "PYTHONPATH": str(clone / "src")}  # the clone's code, not this checkout's
     runs = clone / "runs"
-    subprocess.run([str(clone / ".venv/bin/python"), "-m", "specmeter", *answer_command(sweep, runs, args)],
-                   cwd=clone, env=env, check=True, stdout=subprocess.DEVNULL)
+    with drifting(drift):
+        subprocess.run([str(clone / ".venv/bin/python"), "-m", "specmeter", *answer_command(sweep, runs, args)],
+                       cwd=clone, env=env, check=True, stdout=subprocess.DEVNULL)
     wall_s = time.perf_counter() - t0
     (run_dir,) = runs.glob("*-demo" if sweep is None else "answer")
     return read_run(run_dir, design=design, rev=rev, repeat=repeat, wall_s=wall_s, setup_s=setup_s)
@@ -232,6 +254,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "a path in the repository, e.g. examples/demo-sweep.yaml, read in each clone)")
     ap.add_argument("--read", nargs="+", type=Path, metavar="RUN_DIR", help="run nothing: report the phases of demos "
                     "that already ran (runs/<id>-demo), from each sweep's start to the last answer it wrote")
+    ap.add_argument("--drift", type=float, metavar="S", help="burn one core S seconds on, S off, while each tune loop "
+                    "runs (the setup apart): a shared machine's drift, made repeatable")
     ap.add_argument("args", nargs="*", help="after --: more arguments for `specmeter demo` (or `specmeter sweep`)")
     args = ap.parse_args(argv)
     if args.read:
@@ -251,9 +275,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         for design in order:
             print(f"repeat {repeat}: {design} ({revs[design]})", file=sys.stderr, flush=True)
             timings.append(run_design(design, revs[design], repeat, args.out, setup=args.setup, sweep=args.sweep,
-                                      args=args.args))
+                                      args=args.args, drift=args.drift))
             (args.out / "time_to_answer.json").write_text(json.dumps([asdict(t) for t in timings], indent=1))
-    text = report(timings)
+    drift = f"under drift: one core burnt {args.drift:g} s on, {args.drift:g} s off\n\n" if args.drift else ""
+    text = drift + report(timings)
     (args.out / "time_to_answer.md").write_text(text + "\n", encoding="utf-8")
     print(text)
 

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -112,3 +113,12 @@ def test_a_finished_run_is_read_from_its_sweeps_start_to_its_last_answer(tta: Mo
     rows = [line for line in text.splitlines() if line.startswith("| read")]
     assert rows[0].endswith("| yes |") and rows[1].endswith("| no |")  # against the first run read
     assert "read: wall 10.2 min [10.2, 10.2]" in text
+
+
+def test_drift_burns_a_core_while_the_block_runs_and_stops_after(tta: ModuleType) -> None:
+    with tta.drifting(0.2) as burner:
+        time.sleep(0.5)
+        assert burner is not None and burner.poll() is None  # burning or resting, alive
+    assert burner.poll() is not None
+    with tta.drifting(None) as none:
+        assert none is None
