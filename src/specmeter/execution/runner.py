@@ -3,7 +3,8 @@ the engine's counters around each point, and write everything to the run directo
 
 The unit of work is a cell: (configuration, load point, repeat). Cells run in blocks; a block is the
 set of servers up at once: one server at a time, or, with `interleave`, every server together with
-the configurations alternating at each point, so machine drift hits them alike. Each finished cell is
+the configurations alternating at each point (at concurrency 1 request by request: load/turns.py), so
+machine drift hits them alike. Each finished cell is
 written to summary.json atomically, so a stop at any moment loses nothing measured, and `--resume`
 runs only the cells that are not finished.
 """
@@ -362,9 +363,9 @@ class _Run:
 
     def _in_turns(self, cells: list[tuple[Cell, Server]]) -> list[list[tuple[Cell, Server]]]:
         """How one round of a point runs: with `interleave` at concurrency 1, its cells on servers of their own take
-        turns request by request (load/turns.py), so drift within the round lands on each alike; every other cell
-        (a derived workload, which needs its source's records first, a shared server, another event loop) and any
-        other point runs alone, in order."""
+        turns request by request (load/turns.py), so drift within the round lands on each alike; a derived workload
+        (it needs its source's records first) runs alone after them. Any other point, or a round whose cells share
+        a server or ask for different event loops, runs each cell alone, in order."""
         point = cells[0][0].point if cells else None
         takers = [(c, s) for c, s in cells if c.config.matched_random is None]
         servers = [s.head.server for _, s in takers]
