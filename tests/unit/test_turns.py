@@ -100,7 +100,7 @@ def test_a_failing_server_ends_the_round_without_holding_up_the_other(tmp_path: 
     convs = conversations([f"Question {i}: explain caching." for i in range(12)])
     with FakeEngine(output_tokens=12, default_fault="http_500") as sd, FakeEngine(output_tokens=12) as base:
         ex = attach_pair(sd.url, base.url, convs, interleave=True, concurrency=[1], max_error_rate=0.2)
-        summary, error, reporter = run_plan(ex, tmp_path / "run")
+        summary, error, _ = run_plan(ex, tmp_path / "run")
     assert summary is None and error is not None and "error" in str(error).lower()
     records = RunStore(tmp_path / "run").read_records()
     assert any(not r.ok for r in records) and any(r.ok for r in records)  # both servers had their turns
