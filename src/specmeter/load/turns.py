@@ -44,11 +44,6 @@ class Turns:
         self._changed = asyncio.Condition()
         self.seats = [Seat(self, i) for i in range(n)]
 
-    @property
-    def current(self) -> int | None:
-        """The seat whose turn it is (None: every seat has left)."""
-        return self._current
-
     async def _acquire(self, seat: int) -> None:
         async with self._changed:
             await self._changed.wait_for(lambda: self._current == seat and not self._holding)

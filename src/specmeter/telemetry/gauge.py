@@ -24,7 +24,7 @@ def wall_clock(t0: float) -> float:
 class GaugeSampler:
     """`async with GaugeSampler(fetch, name, t0):` collects (seconds since t0, value) pairs in `captured`. A failed
     scrape is skipped: the gauge is context, never a reason to fail the point. With a `clock` that pauses, nothing
-    is read while it is paused, and a read it paused through is dropped: the server was idle for others' turns."""
+    is read while it is paused, and a read that ends paused is dropped: the server was idle for others' turns."""
 
     def __init__(self, fetch: Fetch, name: str, t0: float, interval_s: float = DEFAULT_INTERVAL_S,
                  path: str = "/metrics", clock: Clock = wall_clock) -> None:
