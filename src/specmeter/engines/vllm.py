@@ -75,7 +75,7 @@ def cpu_preload_libraries() -> list[str]:
 # vLLM 0.32's CPU build saves an AOT-compiled model that it then fails to load under its torch ("'function' object
 # has no attribute 'finalize_loading'"), so every start compiles again (init 34-37 s here); its older per-graph
 # cache loads (11-26 s) at the same decode speed. Set on a CPU build's servers unless the user sets it.
-CPU_COMPILE_CACHE = {"VLLM_USE_AOT_COMPILE": "0"}
+CPU_SERVER_ENV = {"VLLM_USE_AOT_COMPILE": "0"}
 CPU_START_HANDOFF = "Warming up done."
 
 
@@ -268,7 +268,7 @@ class VLLMLauncher(EngineLauncher):
         if preload and not os.environ.get("LD_PRELOAD"):
             env["LD_PRELOAD"] = ":".join(preload)
         if cpu_build() is not None:
-            env.update({k: v for k, v in CPU_COMPILE_CACHE.items() if k not in os.environ})
+            env.update({k: v for k, v in CPU_SERVER_ENV.items() if k not in os.environ})
         env.update(engine.env)
         return env
 

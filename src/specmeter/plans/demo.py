@@ -20,7 +20,7 @@ DRAFT = "demo-draft"
 # fp32: these CPUs may lack bf16 units; the demo must measure the model, not a slow dtype path.
 DEMO_DTYPE = "float32"
 # A small KV cache keeps the demo's servers (and the tests') well inside a 24 GiB machine. (The launcher sets
-# the compile cache that loads on every CPU build's servers: engines/vllm.py CPU_COMPILE_CACHE.)
+# what every CPU build's servers get: engines/vllm.py CPU_SERVER_ENV.)
 DEMO_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2"}
 # Stated, not left to the engine's default, so the recommended table's last range ends where the engine's does.
 DEMO_MAX_NUM_SEQS = 64
