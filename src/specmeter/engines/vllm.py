@@ -72,10 +72,16 @@ def cpu_preload_libraries() -> list[str]:
     return found
 
 
-# vLLM 0.32's CPU build saves an AOT-compiled model that it then fails to load under its torch ("'function' object
-# has no attribute 'finalize_loading'"), so every start compiles again (init 34-37 s here); its older per-graph
-# cache loads (11-26 s) at the same decode speed. Set on a CPU build's servers unless the user sets it.
-CPU_SERVER_ENV = {"VLLM_USE_AOT_COMPILE": "0"}
+# Set on a CPU build's servers unless the user sets them:
+# - VLLM_USE_AOT_COMPILE=0: vLLM 0.32's CPU build saves an AOT-compiled model that it then fails to load under its
+#   torch ("'function' object has no attribute 'finalize_loading'"), so every start compiles again (init 34-37 s
+#   here); its older per-graph cache loads (11-26 s) at the same decode speed.
+# - VLLM_ENABLE_V1_MULTIPROCESSING=0: the model runs in the engine-core process instead of a worker spawned from
+#   it (the API server still spawns the engine core, which inherits the OpenMP setup and LD_PRELOAD the CPU
+#   platform needs; vllm/platforms/cpu.py forces the worker process only while this is 1). One Python process
+#   fewer to import torch and vLLM, and no per-step hand-off between two busy-polling processes: on 2 cores a start
+#   took 0.83x as long and decoding ran 1.25x as fast at concurrency 1, 1.39x at 4 (benchmarks/cpu_server_env.py).
+CPU_SERVER_ENV = {"VLLM_USE_AOT_COMPILE": "0", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 CPU_START_HANDOFF = "Warming up done."
 
 
@@ -276,12 +282,13 @@ class VLLMLauncher(EngineLauncher):
         return {"VLLM_API_KEY": api_key}
 
     def start_handoff(self, engine: EngineSpec) -> str | None:
-        # A CPU build's start is three Python processes, each importing torch and vLLM (about 10 s each on 2 cores):
-        # the API server, the engine core, then the worker, which pins itself to the cores the model runs on and
-        # loads, compiles and warms up there. Once the worker has warmed up (vllm/v1/worker/cpu_model_runner.py), the
-        # compiled model is in the compile cache and what is left (the KV cache) is short, so the next server's
-        # imports may run beside it. Any earlier, and on a cold cache the next server compiled the same model again
-        # on the same pinned cores (the test command's first demo took 100 s longer so).
+        # A CPU build's start is two Python processes, each importing torch and vLLM (about 10 s each on 2 cores):
+        # the API server, then the engine core, which runs the model (CPU_SERVER_ENV), pins itself to the cores the
+        # model runs on and loads, compiles and warms up there. Once the model has warmed up
+        # (vllm/v1/worker/cpu_model_runner.py), the compiled model is in the compile cache and what is left (the KV
+        # cache) is short, so the next server's imports may run beside it. Any earlier, and on a cold cache the next
+        # server compiled the same model again on the same pinned cores (the test command's first demo took 100 s
+        # longer so).
         return CPU_START_HANDOFF if cpu_build() is not None else None
 
 
