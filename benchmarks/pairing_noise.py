@@ -6,9 +6,10 @@ round's requests sent three ways, on the demo's own servers and prompts:
 - alternated: the two request by request (the same prompt to each, one right after the other), which cancels
   drift (the machine a little slower for a minute) if drift is what moves the rounds; interleaved rounds at
   concurrency 1 now run so;
-- settled: alternated, with a pause of --settle seconds after each request. A vLLM CPU server's worker keeps
-  polling its queue for a second after its last step (vllm/distributed/device_communicators/shm_broadcast.py,
-  SpinCondition's busy loop), on the core every server's worker is pinned to; while the servers ran in sessions
+- settled: alternated, with a pause of --settle seconds after each request. A vLLM CPU server's worker process
+  (where it has one: engines/vllm.py CPU_SERVER_ENV runs the model in the engine core instead) keeps polling its
+  queue for a second after its last step (vllm/distributed/device_communicators/shm_broadcast.py, SpinCondition's
+  busy loop), on the core every server's worker is pinned to; while the servers ran in sessions
   of their own (each scheduled by Linux as one group), a request sent to the other server within that second ran at
   half speed. The pause lets the worker go idle first, so a handover cost shows as the difference between the two.
 

@@ -97,8 +97,9 @@ class LaunchedServer:
             log.write(header)
             # A process group of its own, so stop() can signal the server and all its workers; but specmeter's own
             # session, not a new one: Linux schedules each session as one group (autogroup), so a server in a session
-            # of its own took half the shared cores from the next server while its idle worker kept polling (vLLM's
-            # CPU workers poll for a second after their last step; a request handed over then ran at half speed).
+            # of its own took half the shared cores from the next server while its idle worker kept polling (a vLLM
+            # CPU server's worker process, where it has one, polls for a second after its last step; a request
+            # handed over then ran at half speed).
             self._spawned_at = time.monotonic()
             self.proc = subprocess.Popen(
                 self.command,
