@@ -26,8 +26,8 @@ from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.results import ConfigResult, RunSummary
 
 # The session's servers get half the demo's KV cache (28k tokens, more than any test's load holds): one idle
-# server (target, drafter, vLLM's processes) then took about 2.6 GiB instead of 3.6, measured while each server still
-# ran a worker process of its own (engines/vllm.py CPU_SERVER_ENV leaves it out now), so SERVER_GIB is an upper bound.
+# server (target, drafter, vLLM's processes) then takes about 2.3 GiB of proportional set size, and 2.7 with the
+# worker process engines/vllm.py CPU_SERVER_ENV leaves out (3.6 with the demo's cache then); SERVER_GIB keeps margin.
 KV_CACHE_GIB = "1"
 SERVER_GIB = 3.0
 # Left free for the servers tests start themselves (a managed run, llama-servers) and pytest itself.
