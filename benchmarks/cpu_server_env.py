@@ -15,9 +15,10 @@ import argparse
 import json
 import statistics
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from pairing_noise import send  # this directory's: one request, its output tokens and seconds
 
 from specmeter.config.models import LoadSpec, SpecConfig, SpecMethod
 from specmeter.data.workload import load_conversations
@@ -28,19 +29,11 @@ from specmeter.plans.demo import DRAFT, demo_engine, models_dir
 LAYOUTS = {"engine core": "0", "worker process": "1"}  # VLLM_ENABLE_V1_MULTIPROCESSING
 
 
-def send(url: str, model: str, prompt: str, max_tokens: int) -> int:
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
-                       "max_tokens": max_tokens, "temperature": 0}).encode()
-    request = urllib.request.Request(f"{url}/v1/chat/completions", body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=300) as response:
-        return int(json.load(response)["usage"]["completion_tokens"])
-
-
 def throughput(url: str, model: str, prompts: list[str], max_tokens: int, concurrency: int) -> float:
     """Output tokens per second of wall time, the prompts sent `concurrency` at a time."""
     t0 = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
-        tokens = sum(pool.map(lambda p: send(url, model, p, max_tokens), prompts))
+        tokens = sum(pool.map(lambda p: send(url, model, p, max_tokens)[0], prompts))
     return tokens / (time.perf_counter() - t0)
 
 
