@@ -5,6 +5,7 @@ starts the next wave at it."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -62,7 +63,7 @@ class _Proc:
     def __init__(self, name: str, handoff: bool, events: list[str]) -> None:
         self.name, self.handoff, self.events = name, handoff, events
 
-    def wait_handoff(self) -> bool:
+    def wait_handoff(self, watching: object = ()) -> bool:
         self.events.append(f"handoff {self.name}" if self.handoff else f"no handoff {self.name}")
         return self.handoff
 
@@ -99,6 +100,43 @@ def test_servers_on_gpus_of_their_own_still_start_together() -> None:
     servers = [_server("a", "0"), _server("b", "1"), _server("c", "0")]
     assert _start(servers, handoff=False) == [
         "spawn a", "spawn b", "no handoff a", "ready a", "no handoff b", "ready b", "spawn c", "ready c"]
+
+
+class _ServingLauncher(ScriptLauncher):
+    """A script given its port as {port}: it can serve the ready paths."""
+
+    def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
+        return [sys.executable, "-c", self.script.replace("{port}", str(port))]
+
+
+def _serving(after_s: float) -> str:
+    """A 'server' that logs the handoff line after `after_s` seconds, then answers every GET with 200."""
+    return (f"import http.server, time\ntime.sleep({after_s})\nprint('{MARK}', flush=True)\n"
+            "class OK(http.server.BaseHTTPRequestHandler):\n"
+            "    def do_GET(self):\n        self.send_response(200)\n        self.end_headers()\n"
+            "    def log_message(self, *args):\n        pass\n"
+            "http.server.HTTPServer(('127.0.0.1', {port}), OK).serve_forever()\n")
+
+
+def test_a_server_that_serves_while_the_next_starts_is_timed_when_it_served(tmp_path: Path) -> None:
+    """The first of three servers is waited for only after the second's handoff, which the third starts at: its
+    start is what it took to serve, not how long the next one took to hand off."""
+    engine = EngineSpec(model=str(tmp_path))
+    procs = {name: LaunchedServer(_ServingLauncher(_serving(after), MARK), engine, SpecConfig(), tmp_path / name)
+             for name, after in (("a", 0.1), ("b", 3.0), ("c", 0.1))}
+
+    def spawn(server: Server) -> LaunchedServer:
+        procs[server.head.id].spawn()
+        return procs[server.head.id]
+
+    try:
+        start_all([_server("a"), _server("b"), _server("c")], spawn, lambda server, proc: proc.wait_ready())
+        a, b = procs["a"].startup_seconds, procs["b"].startup_seconds
+        assert a is not None and b is not None
+        assert a < 2.0 <= 3.0 <= b  # a served well before b handed off
+    finally:
+        for proc in procs.values():
+            proc.stop()
 
 
 def test_vllm_names_its_handoff_only_on_a_cpu_build(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -111,10 +112,11 @@ class LaunchedServer:
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
 
-    def wait_handoff(self, poll_s: float = 0.25) -> bool:
+    def wait_handoff(self, poll_s: float = 0.25, watching: Sequence[LaunchedServer] = ()) -> bool:
         """Wait until this start may overlap the next server's (the launcher's start_handoff line is in the log):
         True once it is; False at once for a launcher without one, and when the server serves, exits or runs out
-        of its startup time first (wait_ready then says which)."""
+        of its startup time first (wait_ready then says which). Meanwhile the servers `watching` names (handed off
+        before this one, not waited for yet) are looked at too, so each is timed when it came to serve."""
         marker = self.launcher.start_handoff(self.engine)
         if marker is None or self.proc is None:
             return False
@@ -126,23 +128,31 @@ class LaunchedServer:
                 seen += log.read()
             if needle in seen:
                 return True
-            if all(_get_ok(f"{self.base_url}{path}", self._api_key) for path in self.launcher.ready_paths):
+            if self.poll_ready():
                 return False
+            for other in watching:
+                other.poll_ready()
             time.sleep(poll_s)
         return False
+
+    def poll_ready(self) -> bool:
+        """One look at whether the spawned server serves; the first look that finds it serving times its start."""
+        if self.startup_seconds is None and self.proc is not None and self.proc.poll() is None and all(
+                _get_ok(f"{self.base_url}{path}", self._api_key) for path in self.launcher.ready_paths):
+            self.startup_seconds = time.monotonic() - self._spawned_at
+        return self.startup_seconds is not None
 
     def wait_ready(self) -> None:
         """Wait until the spawned server serves; EngineError (the server stopped) when it exits or times out."""
         assert self.proc is not None
-        t0 = self._spawned_at  # a server spawned beside others is timed from its own spawn, not from this wait
-        deadline = t0 + self.engine.startup_timeout_s
+        # Timed from its own spawn, not from this wait (poll_ready), which may come after other servers' starts.
+        deadline = self._spawned_at + self.engine.startup_timeout_s
         while time.monotonic() < deadline:
             code = self.proc.poll()
             if code is not None:
                 raise EngineError(f"{self.launcher.name} server {_ended(code)} while starting: "
                                   f"{failure_reason(self.log_path)} (whole log: {self.log_path})")
-            if all(_get_ok(f"{self.base_url}{path}", self._api_key) for path in self.launcher.ready_paths):
-                self.startup_seconds = time.monotonic() - t0
+            if self.poll_ready():
                 self.gpu_offload = self.launcher.gpu_offload(self.engine, self.command, self.log_path)
                 return
             time.sleep(1.0)

@@ -98,12 +98,13 @@ def start_all(servers: Sequence[Server], spawn: Callable[[Server], LaunchedServe
     """Start `servers` wave by wave (start_waves): `spawn` starts a server's process (None: it needs none), `ready`
     waits until it serves. A wave starts once each server of the wave before serves, or, where the engine names a
     handoff in its start (EngineLauncher.start_handoff: a CPU build of vLLM once its model is compiled and warmed
-    up), once that server's log reached it: the next server's imports then run beside the rest of this one's start."""
+    up), once that server's log reached it: the next server's imports then run beside the rest of this one's start.
+    Servers handed off are looked at while later ones start, so each is timed when it came to serve."""
     handed_off: list[tuple[Server, LaunchedServer]] = []
     spawned: list[tuple[Server, LaunchedServer]] = []
     for wave in start_waves(servers):
         for server, proc in spawned:
-            if proc.wait_handoff():
+            if proc.wait_handoff(watching=[earlier for _, earlier in handed_off]):
                 handed_off.append((server, proc))
             else:
                 ready(server, proc)
