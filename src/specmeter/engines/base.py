@@ -220,11 +220,10 @@ class EngineLauncher(ABC):
         """Environment that makes a launched server require `api_key` (empty: engine cannot)."""
         return {}
 
-    def start_handoff(self, engine: EngineSpec) -> str | None:
-        """A line of the server's log after which the next server that shares its devices may start, because the
-        rest of this start no longer competes with the next one's first part (None: the next waits until this one
-        serves, as a GPU server must: its memory is sized from what is free when it starts)."""
-        return None
+    def starts_together(self, engine: EngineSpec) -> bool:
+        """Whether servers of this engine that share the machine's devices may start at once (False: each waits
+        until the one before serves, as a GPU server must: its memory is sized from what is free when it starts)."""
+        return False
 
     def gpu_offload(self, engine: EngineSpec, command: Sequence[str], log_path: Path) -> GpuOffload | None:
         """How much of each model the server started with `command` placed on GPUs, read once it serves from

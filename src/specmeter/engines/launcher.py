@@ -112,35 +112,17 @@ class LaunchedServer:
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
 
-    def wait_handoff(self, poll_s: float = 0.25, watching: Sequence[LaunchedServer] = ()) -> bool:
-        """Wait until this start may overlap the next server's (the launcher's start_handoff line is in the log):
-        True once it is; False at once for a launcher without one, and when the server serves, exits or runs out
-        of its startup time first (wait_ready then says which). Meanwhile the servers `watching` names (handed off
-        before this one, not waited for yet) are looked at too, so each is timed when it came to serve."""
-        marker = self.launcher.start_handoff(self.engine)
-        if marker is None or self.proc is None:
-            return False
-        needle, seen = marker.encode(), b""
-        deadline = self._spawned_at + self.engine.startup_timeout_s
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            with self.log_path.open("rb") as log:
-                log.seek(self._log_start + len(seen))
-                seen += log.read()
-            if needle in seen:
-                return True
-            if self.poll_ready():
-                return False
-            for other in watching:
-                other.poll_ready()
-            time.sleep(poll_s)
-        return False
-
     def poll_ready(self) -> bool:
         """One look at whether the spawned server serves; the first look that finds it serving times its start."""
-        if self.startup_seconds is None and self.proc is not None and self.proc.poll() is None and all(
+        if self.startup_seconds is None and self.starting() and all(
                 _get_ok(f"{self.base_url}{path}", self._api_key) for path in self.launcher.ready_paths):
             self.startup_seconds = time.monotonic() - self._spawned_at
         return self.startup_seconds is not None
+
+    def starting(self) -> bool:
+        """Whether the spawned server's process runs within its startup time (whether it serves yet or not)."""
+        return (self.proc is not None and self.proc.poll() is None
+                and time.monotonic() < self._spawned_at + self.engine.startup_timeout_s)
 
     def wait_ready(self) -> None:
         """Wait until the spawned server serves; EngineError (the server stopped) when it exits or times out."""
@@ -202,6 +184,16 @@ class LaunchedServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+def wait_served(servers: Sequence[LaunchedServer], poll_s: float = 1.0) -> None:
+    """Look at the spawned `servers` together until each serves, has exited or ran out of its startup time, so each
+    is timed when it came to serve, however long the others take (wait_ready then says why one did not)."""
+    waiting = list(servers)
+    while waiting:
+        waiting = [s for s in waiting if not s.poll_ready() and s.starting()]
+        if waiting:
+            time.sleep(poll_s)
 
 
 def _ended(code: int) -> str:

@@ -82,7 +82,6 @@ def cpu_preload_libraries() -> list[str]:
 #   fewer to import torch and vLLM, and no per-step hand-off between two busy-polling processes: on 2 cores a start
 #   took 0.83x as long and decoding ran 1.25x as fast at concurrency 1, 1.39x at 4 (benchmarks/cpu_server_env.py).
 CPU_SERVER_ENV = {"VLLM_USE_AOT_COMPILE": "0", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-CPU_START_HANDOFF = "Warming up done."
 
 
 def cpu_build() -> str | None:
@@ -281,15 +280,13 @@ class VLLMLauncher(EngineLauncher):
     def api_key_env(self, api_key: str) -> dict[str, str]:
         return {"VLLM_API_KEY": api_key}
 
-    def start_handoff(self, engine: EngineSpec) -> str | None:
-        # A CPU build's start is two Python processes, each importing torch and vLLM (about 10 s each on 2 cores):
-        # the API server, then the engine core, which runs the model (CPU_SERVER_ENV), pins itself to the cores the
-        # model runs on and loads, compiles and warms up there. Once the model has warmed up
-        # (vllm/v1/worker/cpu_model_runner.py), the compiled model is in the compile cache and what is left (the KV
-        # cache) is short, so the next server's imports may run beside it. Any earlier, and on a cold cache the next
-        # server compiled the same model again on the same pinned cores (the test command's first demo took 100 s
-        # longer so).
-        return CPU_START_HANDOFF if cpu_build() is not None else None
+    def starts_together(self, engine: EngineSpec) -> bool:
+        # A CPU build's KV cache is VLLM_CPU_KVCACHE_SPACE, not what is free when it starts, and its start is mostly
+        # two Python processes importing torch and vLLM, one core each: three servers of the demo pair on 2 cores
+        # served in 45 s started together against 82-94 s started in turn (the next once the one before had warmed
+        # up), 57 s against 85-90 s with a cold vLLM compile cache (a fresh clone), and 97-100 s against 114-130 s
+        # with every cache cold, where each compiles the model itself (benchmarks/server_starts.py).
+        return cpu_build() is not None
 
 
 class VLLMStats(EngineStats):

@@ -11,7 +11,7 @@ from contextlib import ExitStack
 from specmeter.common.errors import EngineError, InputError
 from specmeter.config.models import EngineSpec
 from specmeter.engines.base import Engine
-from specmeter.engines.launcher import LaunchedServer
+from specmeter.engines.launcher import LaunchedServer, wait_served
 from specmeter.engines.registry import get_engine
 from specmeter.load.client import OpenAIClient
 from specmeter.schemas.plan import PlannedConfig
@@ -75,42 +75,39 @@ class ServerPool:
 
 def start_waves(servers: Sequence[Server]) -> list[list[Server]]:
     """The launched servers in waves whose servers start at once: servers placed on GPUs no other server of the wave
-    uses. A large model's start is mostly weight loading and compilation, which overlap when each server has GPUs
-    of its own. A server on the CPU, or on a GPU a server of the wave starts on, waits for the wave before it: vLLM
-    sizes its KV cache from the GPU memory it finds free while it starts, which a neighbour starting on the same GPU
-    changes under it, and on a small CPU machine servers started together contended for the cores the engines are
-    pinned to and for the shared compile cache, and took longer than starting in turn."""
-    waves: list[tuple[set[str], list[Server]]] = []
+    uses (a large model's start is mostly weight loading and compilation, which overlap when each server has GPUs of
+    its own), and servers of an engine that starts beside others on shared devices (EngineLauncher.starts_together:
+    vLLM's CPU build). Any other server waits for the wave before it: vLLM sizes its KV cache from the GPU memory it
+    finds free while it starts, which a neighbour starting on the same GPU changes under it."""
+    waves: list[tuple[set[str], bool, list[Server]]] = []  # (GPUs taken, shared devices, servers)
     for server in servers:
-        gpus = set(filter(None, server.head.engine.env.get("CUDA_VISIBLE_DEVICES", "").split(",")))
-        wave = next((w for w in waves if gpus and w[0] and not gpus & w[0]), None) if server.head.engine.launch \
-            else None
+        engine = server.head.engine
+        gpus = set(filter(None, engine.env.get("CUDA_VISIBLE_DEVICES", "").split(",")))
+        shared = engine.launch and server.engine.launcher.starts_together(engine)
+        if shared:
+            wave = next((w for w in waves if w[1]), None)
+        elif gpus and engine.launch:
+            wave = next((w for w in waves if not w[1] and w[0] and not gpus & w[0]), None)
+        else:
+            wave = None
         if wave is None:
-            waves.append((set(gpus), [server]))
+            waves.append((set(gpus), bool(shared), [server]))
         else:
             wave[0].update(gpus)
-            wave[1].append(server)
-    return [w[1] for w in waves]
+            wave[2].append(server)
+    return [w[2] for w in waves]
 
 
 def start_all(servers: Sequence[Server], spawn: Callable[[Server], LaunchedServer | None],
               ready: Callable[[Server, LaunchedServer], None]) -> None:
     """Start `servers` wave by wave (start_waves): `spawn` starts a server's process (None: it needs none), `ready`
-    waits until it serves. A wave starts once each server of the wave before serves, or, where the engine names a
-    handoff in its start (EngineLauncher.start_handoff: a CPU build of vLLM once its model is compiled and warmed
-    up), once that server's log reached it: the next server's imports then run beside the rest of this one's start.
-    Servers handed off are looked at while later ones start, so each is timed when it came to serve."""
-    handed_off: list[tuple[Server, LaunchedServer]] = []
-    spawned: list[tuple[Server, LaunchedServer]] = []
+    takes it once it serves (or says why it does not). A wave's servers are looked at together until each serves
+    or ends (launcher.wait_served), so each is timed when it came to serve; the next wave starts after."""
     for wave in start_waves(servers):
+        spawned = [(server, proc) for server in wave if (proc := spawn(server)) is not None]
+        wait_served([proc for _, proc in spawned])
         for server, proc in spawned:
-            if proc.wait_handoff(watching=[earlier for _, earlier in handed_off]):
-                handed_off.append((server, proc))
-            else:
-                ready(server, proc)
-        spawned = [(server, started) for server in wave if (started := spawn(server)) is not None]
-    for server, proc in [*handed_off, *spawned]:
-        ready(server, proc)
+            ready(server, proc)
 
 
 async def served_model(client: OpenAIClient, engine: EngineSpec) -> str:

@@ -1,0 +1,127 @@
+"""How long the demo's three servers (the baseline, and the draft model at K = 2 and 4) take to serve on a vLLM
+CPU build: started together, as execution/servers.start_all starts a CPU build's servers, against started in turn,
+each once the one before logged "Warming up done." (its model compiled and warmed up; the design before), in one
+run, alternating which goes first.
+
+Per cache state it reports the seconds until all three serve and each server's own start:
+- warm: the machine's compile caches as they are (a second demo in the same clone);
+- fresh-clone: a new vLLM compile cache (VLLM_CACHE_ROOT), the kernels' cache as it is (a first demo in a new
+  clone of a machine that ran one before);
+- cold: both new (TORCHINDUCTOR_CACHE_DIR too; a first demo on a new machine), where each server started together
+  compiles the model itself.
+Then per state the median ratio together / in turn with its range over the repeats.
+
+Run (about 17 minutes on 2 cores for 2 repeats of the three states; nothing else should run meanwhile):
+    .venv/bin/python benchmarks/server_starts.py --repeats 2 --out runs/bench-server-starts
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
+from specmeter.engines.launcher import LaunchedServer
+from specmeter.engines.registry import get_engine
+from specmeter.execution.servers import Server, start_all
+from specmeter.plans.demo import DRAFT, demo_engine, models_dir
+from specmeter.schemas.plan import PlannedConfig, Role
+
+STATES = ("warm", "fresh-clone", "cold")
+DESIGNS = ("together", "in turn")
+WARMED_UP = b"Warming up done."  # vllm/v1/worker/cpu_model_runner.py, once the model is compiled and warmed up
+
+
+def engine_for(state: str, scratch: Path) -> EngineSpec:
+    """The demo's engine with the compile caches of `state` (new directories under `scratch` where new)."""
+    engine = demo_engine()
+    env = dict(engine.env)
+    if state != "warm":
+        env["VLLM_CACHE_ROOT"] = tempfile.mkdtemp(prefix="vllm-cache-", dir=scratch)
+    if state == "cold":
+        env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-cache-", dir=scratch)
+    return engine.model_copy(update={"env": env})
+
+
+def servers(engine: EngineSpec, logs: Path) -> list[LaunchedServer]:
+    specs = [SpecConfig(), *(SpecConfig(method=SpecMethod.draft_model, num_speculative_tokens=k,
+                                        draft_model=str(models_dir() / DRAFT)) for k in (2, 4))]
+    return [LaunchedServer(get_engine("vllm").launcher, engine, spec, logs / f"server-{i}.log")
+            for i, spec in enumerate(specs)]
+
+
+def warmed_up(server: LaunchedServer, poll_s: float = 0.25) -> None:
+    """Until the server's log says its model warmed up, or it serves or ends first."""
+    while server.starting() and not server.poll_ready():
+        if WARMED_UP in server.log_path.read_bytes():
+            return
+        time.sleep(poll_s)
+
+
+def start(design: str, procs: list[LaunchedServer]) -> float:
+    """Seconds until every server serves, started as `design` says."""
+    t0 = time.monotonic()
+    if design == "together":  # the product's own code: a CPU build's servers are one wave
+        by_id = {str(i): p for i, p in enumerate(procs)}
+        waves = [Server([PlannedConfig(id=i, role=Role.candidate, spec=p.spec, engine=p.engine, server=i)])
+                 for i, p in by_id.items()]
+
+        def spawn(server: Server) -> LaunchedServer:
+            by_id[server.head.id].spawn()
+            return by_id[server.head.id]
+
+        start_all(waves, spawn, lambda _, proc: proc.wait_ready())
+    else:
+        for i, proc in enumerate(procs):
+            proc.spawn()
+            if i < len(procs) - 1:
+                warmed_up(proc)
+        for proc in procs:
+            proc.wait_ready()
+    return time.monotonic() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--states", default=",".join(STATES), help=f"a comma-separated subset of {', '.join(STATES)}")
+    ap.add_argument("--out", type=Path, required=True, help="a directory for the servers' logs, caches and starts.json")
+    args = ap.parse_args()
+    states = [s for s in args.states.split(",") if s]
+    if unknown := set(states) - set(STATES):
+        ap.error(f"--states: unknown {', '.join(sorted(unknown))}; choose from {', '.join(STATES)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, object]] = []
+    for state in states:
+        for r in range(args.repeats):
+            for design in DESIGNS if r % 2 == 0 else DESIGNS[::-1]:  # alternate which goes first
+                logs = args.out / f"{state}-{r}-{design.replace(' ', '-')}"
+                logs.mkdir(parents=True, exist_ok=True)
+                procs = servers(engine_for(state, args.out), logs)
+                try:
+                    total = start(design, procs)
+                finally:
+                    for proc in procs:
+                        proc.stop()
+                each = [round(p.startup_seconds or 0.0, 1) for p in procs]
+                rows.append({"state": state, "repeat": r, "design": design, "all_s": total, "each_s": each})
+                print(f"{state}, repeat {r}, {design}: all three serving after {total:.1f} s (each {each})",
+                      flush=True)
+    (args.out / "starts.json").write_text(json.dumps(rows, indent=1))
+    print(f"\nseconds until the demo's three servers serve, median [range] over {args.repeats} repeats\n")
+    print("| caches | together | in turn | together / in turn |")
+    print("|---|---|---|---|")
+    for state in states:
+        values = {d: [float(str(row["all_s"])) for row in rows if row["state"] == state and row["design"] == d]
+                  for d in DESIGNS}
+        ratios = [a / b for a, b in zip(values["together"], values["in turn"], strict=True)]
+        print(f"| {state} | {statistics.median(values['together']):.0f} | {statistics.median(values['in turn']):.0f} "
+              f"| {statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}] |")
+
+
+if __name__ == "__main__":
+    main()
