@@ -3,7 +3,10 @@ CPU build: started together, as execution/servers.start_all starts a CPU build's
 each once the one before logged "Warming up done." (its model compiled and warmed up; the design before), in one
 run, alternating which goes first.
 
-Per cache state it reports the seconds until all three serve and each server's own start:
+Per cache state it reports the seconds until all three serve and each server's own start, then, with --rounds,
+whether how the servers started shows in what they measure: rounds at concurrency 16 (the demo's noisiest point),
+each server's cell in turn, the order alternating, and the spread of K = 2's and K = 4's throughput over the
+baseline's across the rounds:
 - warm: the machine's compile caches as they are (a second demo in the same clone);
 - fresh-clone: a new vLLM compile cache (VLLM_CACHE_ROOT), the kernels' cache as it is (a first demo in a new
   clone of a machine that ran one before);
@@ -11,8 +14,10 @@ Per cache state it reports the seconds until all three serve and each server's o
   compiles the model itself.
 Then per state the median ratio together / in turn with its range over the repeats.
 
-Run (about 17 minutes on 2 cores for 2 repeats of the three states; nothing else should run meanwhile):
+Run (about 17 minutes on 2 cores for 2 repeats of the three states; nothing else should run meanwhile; --rounds 4
+adds about 2.5 minutes per start):
     .venv/bin/python benchmarks/server_starts.py --repeats 2 --out runs/bench-server-starts
+    .venv/bin/python benchmarks/server_starts.py --repeats 2 --states warm --rounds 4 --out runs/bench-server-starts
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
+from cpu_server_env import throughput  # this directory's: output tokens per second of a batch of prompts
+
+from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig, SpecMethod
+from specmeter.data.workload import load_conversations
 from specmeter.engines.launcher import LaunchedServer
 from specmeter.engines.registry import get_engine
 from specmeter.execution.servers import Server, start_all
@@ -85,17 +93,32 @@ def start(design: str, procs: list[LaunchedServer]) -> float:
     return time.monotonic() - t0
 
 
+def rounds_at_16(procs: list[LaunchedServer], prompts: list[str], rounds: int) -> list[list[float]]:
+    """Per round, K = 2's and K = 4's output throughput over the baseline's at concurrency 16, each server's cell
+    in turn (the order alternating between rounds), as the demo's rounds at 16 run."""
+    out = []
+    for r in range(rounds):
+        order = list(range(len(procs))) if r % 2 == 0 else list(range(len(procs)))[::-1]
+        tok_s = {i: throughput(procs[i].base_url, str(procs[i].engine.model), prompts, 96, 16) for i in order}
+        out.append([tok_s[i] / tok_s[0] for i in range(1, len(procs))])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--states", default=",".join(STATES), help=f"a comma-separated subset of {', '.join(STATES)}")
+    ap.add_argument("--rounds", type=int, default=0, help="rounds at concurrency 16 once the servers serve (0: none)")
     ap.add_argument("--out", type=Path, required=True, help="a directory for the servers' logs, caches and starts.json")
     args = ap.parse_args()
     states = [s for s in args.states.split(",") if s]
     if unknown := set(states) - set(STATES):
         ap.error(f"--states: unknown {', '.join(sorted(unknown))}; choose from {', '.join(STATES)}")
     args.out.mkdir(parents=True, exist_ok=True)
+    convs, _ = load_conversations("sample", None, LoadSpec(num_prompts=12, max_tokens=96))
+    prompts = [c.turns[0] for c in convs] * 6  # 72 requests at 16 in flight: about the demo's 65 there
     rows: list[dict[str, object]] = []
+    at_16: dict[tuple[str, str], list[list[list[float]]]] = {}  # (state, design) -> per start, per round
     for state in states:
         for r in range(args.repeats):
             for design in DESIGNS if r % 2 == 0 else DESIGNS[::-1]:  # alternate which goes first
@@ -104,12 +127,17 @@ def main() -> None:
                 procs = servers(engine_for(state, args.out), logs)
                 try:
                     total = start(design, procs)
+                    ratios = rounds_at_16(procs, prompts, args.rounds)
                 finally:
                     for proc in procs:
                         proc.stop()
                 each = [round(p.startup_seconds or 0.0, 1) for p in procs]
-                rows.append({"state": state, "repeat": r, "design": design, "all_s": total, "each_s": each})
-                print(f"{state}, repeat {r}, {design}: all three serving after {total:.1f} s (each {each})",
+                rows.append({"state": state, "repeat": r, "design": design, "all_s": total, "each_s": each,
+                             "ratios_16": ratios})
+                at_16.setdefault((state, design), []).append(ratios)
+                shown = "; ".join(f"K = {k}/baseline {', '.join(f'{x[j]:.3f}' for x in ratios)}"
+                                  for j, k in enumerate((2, 4))) if ratios else ""
+                print(f"{state}, repeat {r}, {design}: all three serving after {total:.1f} s (each {each}) {shown}",
                       flush=True)
     (args.out / "starts.json").write_text(json.dumps(rows, indent=1))
     print(f"\nseconds until the demo's three servers serve, median [range] over {args.repeats} repeats\n")
@@ -118,9 +146,18 @@ def main() -> None:
     for state in states:
         values = {d: [float(str(row["all_s"])) for row in rows if row["state"] == state and row["design"] == d]
                   for d in DESIGNS}
-        ratios = [a / b for a, b in zip(values["together"], values["in turn"], strict=True)]
+        over = [a / b for a, b in zip(values["together"], values["in turn"], strict=True)]
         print(f"| {state} | {statistics.median(values['together']):.0f} | {statistics.median(values['in turn']):.0f} "
-              f"| {statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}] |")
+              f"| {statistics.median(over):.2f} [{min(over):.2f}, {max(over):.2f}] |")
+    if args.rounds > 1:
+        print(f"\nat concurrency 16, {args.rounds} rounds a start: the standard deviation of a round's throughput "
+              "ratio over the baseline, per start (median over the starts of each design)\n")
+        print("| caches | design | K = 2 / baseline | K = 4 / baseline |")
+        print("|---|---|---|---|")
+        for state in states:
+            for design in DESIGNS:
+                sds = [[statistics.stdev(x[j] for x in start) for start in at_16[(state, design)]] for j in range(2)]
+                print(f"| {state} | {design} | {statistics.median(sds[0]):.3f} | {statistics.median(sds[1]):.3f} |")
 
 
 if __name__ == "__main__":

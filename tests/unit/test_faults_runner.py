@@ -248,7 +248,8 @@ def test_servers_on_gpus_of_their_own_start_together_and_the_rest_in_turn(
     failing = _failing_engine(tmp_path)
     ngram = SpecConfig(method="ngram", num_speculative_tokens=4)
     configs = [PlannedConfig(id=cid, role=role, spec=spec, server=cid, engine=failing.model_copy(update={
-        "kind": "vllm", "env": {**failing.env, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu else {})}}))
+        "kind": "vllm", "env": {**failing.env, "VLLM_CPU_KVCACHE_SPACE": "1",
+                                **({"CUDA_VISIBLE_DEVICES": gpu} if gpu else {})}}))
         for cid, role, spec, gpu in ((BASELINE, Role.baseline, SpecConfig(), gpus[0]),
                                      (SD, Role.candidate, ngram, gpus[1]))]
     plan = Plan(kind="run", configs=configs, load=LoadSpec(concurrency=[1], warmup=0, max_tokens=8), interleave=True,

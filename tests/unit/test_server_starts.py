@@ -29,9 +29,9 @@ def _spawned(tmp_path: Path, script: str) -> LaunchedServer:
     return server
 
 
-def _server(name: str, gpus: str | None = None) -> Server:
+def _server(name: str, gpus: str | None = None, kv_gib: str | None = "1") -> Server:
     env = {"CUDA_VISIBLE_DEVICES": gpus} if gpus else {}
-    engine = EngineSpec(kind="vllm", model="m", env=env)
+    engine = EngineSpec(kind="vllm", model="m", env={**env, **({"VLLM_CPU_KVCACHE_SPACE": kv_gib} if kv_gib else {})})
     return Server([PlannedConfig(id=name, role=Role.candidate, spec=SpecConfig(), engine=engine, server=name)])
 
 
@@ -53,9 +53,18 @@ def gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(vllm, "cpu_build", lambda: None)
 
 
-def test_a_cpu_builds_servers_start_together(cpu: None) -> None:
-    assert VLLMLauncher().starts_together(EngineSpec(kind="vllm", model="m"))
+def test_a_cpu_builds_servers_start_together_where_their_kv_cache_has_a_set_size(
+        cpu: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a set size, vLLM's CPU build reserves a share of the memory it finds free at its start: each server
+    then starts once the one before serves, so that each sees what the others took."""
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
     assert _waves([_server("a"), _server("b"), _server("c")]) == [["a", "b", "c"]]
+    assert _waves([_server("a", kv_gib=None), _server("b", kv_gib=None)]) == [["a"], ["b"]]
+    flag = EngineSpec(kind="vllm", model="m", extra_args=["--kv-cache-memory-bytes", "1G"])
+    assert VLLMLauncher().starts_together(flag) and not VLLMLauncher().starts_together(flag.model_copy(
+        update={"extra_args": []}))
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "2")  # the user's environment reaches the server too
+    assert VLLMLauncher().starts_together(EngineSpec(kind="vllm", model="m"))
 
 
 def test_gpu_servers_start_together_only_on_gpus_of_their_own(gpu: None) -> None:

@@ -281,12 +281,17 @@ class VLLMLauncher(EngineLauncher):
         return {"VLLM_API_KEY": api_key}
 
     def starts_together(self, engine: EngineSpec) -> bool:
-        # A CPU build's KV cache is VLLM_CPU_KVCACHE_SPACE, not what is free when it starts, and its start is mostly
-        # two Python processes importing torch and vLLM, one core each: three servers of the demo pair on 2 cores
-        # served in 45 s started together against 82-94 s started in turn (the next once the one before had warmed
-        # up), 57 s against 85-90 s with a cold vLLM compile cache (a fresh clone), and 97-100 s against 114-130 s
-        # with every cache cold, where each compiles the model itself (benchmarks/server_starts.py).
-        return cpu_build() is not None
+        # A CPU build's start is mostly two Python processes importing torch and vLLM, one core each, and the model
+        # runs in one of them (CPU_SERVER_ENV): in three demo runs each, the sweep's three servers served in 53-61 s
+        # started together against 84-91 s started in turn, each once the one before had warmed up
+        # (benchmarks/time_to_answer.py; benchmarks/server_starts.py times the two by compile-cache state). Only
+        # with a KV cache of a set size: without one, vLLM reserves a share of the node's memory and checks at its
+        # start that it is free (vllm/v1/worker/cpu_worker.py), a check servers starting together would each pass
+        # before any reserved it.
+        env = {**os.environ, **engine.env}
+        sized = bool(env.get("VLLM_CPU_KVCACHE_SPACE")) or any(
+            arg.startswith("--kv-cache-memory-bytes") for arg in engine.extra_args)
+        return cpu_build() is not None and sized
 
 
 class VLLMStats(EngineStats):
