@@ -76,7 +76,6 @@ class LaunchedServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
         self._spawned_at = 0.0
-        self._log_start = 0  # where this launch's server lines begin in its log (it may hold an earlier launch's)
         self.gpu_offload: GpuOffload | None = None  # read from the log once the server serves
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -93,9 +92,7 @@ class LaunchedServer:
         if self._api_key:
             env.update(self.launcher.api_key_env(self._api_key))
         with self.log_path.open("ab") as log:
-            header = f"{LAUNCH_HEADER}{self.launcher.name}: {' '.join(self.command)}\n".encode()
-            self._log_start = log.seek(0, os.SEEK_END) + len(header)  # the server's own lines begin after it
-            log.write(header)
+            log.write(f"{LAUNCH_HEADER}{self.launcher.name}: {' '.join(self.command)}\n".encode())
             # A process group of its own, so stop() can signal the server and all its workers; but specmeter's own
             # session, not a new one: Linux schedules each session as one group (autogroup), so a server in a session
             # of its own took half the shared cores from the next server while its idle worker kept polling (a vLLM

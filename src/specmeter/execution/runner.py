@@ -159,8 +159,8 @@ class _Run:
     # -- servers ---------------------------------------------------------------------------------------
     def start(self, servers: Sequence[Server], pool: ServerPool) -> None:
         """Launch the block's servers, or reuse the pool's running ones; attached servers need nothing. Servers on
-        GPUs of their own start together, and so do a CPU build's; the rest start in turn (servers.start_all). A
-        server that fails is recorded and the rest go on."""
+        GPUs of their own start together, and so do a CPU build's whose KV cache has a set size; the rest start in
+        turn (servers.start_all). A server that fails is recorded and the rest go on."""
         start_all(servers, lambda server: self._spawn(server, pool),
                   lambda server, proc: self._ready(server, proc, pool))
 
