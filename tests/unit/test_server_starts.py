@@ -94,7 +94,7 @@ def test_servers_started_together_are_each_timed_when_they_came_to_serve(tmp_pat
     the servers taken before it took."""
     engine = EngineSpec(model=str(tmp_path))
     procs = {name: LaunchedServer(_ServingLauncher(_serving(after)), engine, SpecConfig(), tmp_path / name)
-             for name, after in (("a", 3.0), ("b", 0.1), ("c", 0.1))}
+             for name, after in (("a", 6.0), ("b", 0.1), ("c", 0.1))}
     events: list[str] = []
 
     def spawn(server: Server) -> LaunchedServer:
@@ -111,7 +111,7 @@ def test_servers_started_together_are_each_timed_when_they_came_to_serve(tmp_pat
         assert events == ["spawn a", "spawn b", "spawn c", "ready a", "ready b", "ready c"]
         a, b, c = (procs[n].startup_seconds for n in "abc")
         assert a is not None and b is not None and c is not None
-        assert b < 2.5 and c < 2.5 and a >= 3.0  # b and c served well before a did
+        assert b < 4.0 and c < 4.0 and a >= 6.0  # b and c served well before a did (looked at once a second)
     finally:
         for proc in procs.values():
             proc.stop()
