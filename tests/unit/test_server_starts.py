@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,15 @@ def _serving(after_s: float) -> str:
             "http.server.HTTPServer(('127.0.0.1', {port}), OK).serve_forever()\n")
 
 
+def _spawner(procs: dict[str, LaunchedServer], events: list[str]) -> Callable[[Server], LaunchedServer]:
+    """start_all's spawn: the server's process of `procs`, spawned, and the spawn noted in `events`."""
+    def spawn(server: Server) -> LaunchedServer:
+        events.append(f"spawn {server.head.id}")
+        procs[server.head.id].spawn()
+        return procs[server.head.id]
+    return spawn
+
+
 def test_servers_started_together_are_each_timed_when_they_came_to_serve(tmp_path: Path, cpu: None) -> None:
     """The slow server is taken first, the quick ones after it: each start is what it took to serve, not how long
     the servers taken before it took."""
@@ -96,11 +106,7 @@ def test_servers_started_together_are_each_timed_when_they_came_to_serve(tmp_pat
     procs = {name: LaunchedServer(_ServingLauncher(_serving(after)), engine, SpecConfig(), tmp_path / name)
              for name, after in (("a", 6.0), ("b", 0.1), ("c", 0.1))}
     events: list[str] = []
-
-    def spawn(server: Server) -> LaunchedServer:
-        events.append(f"spawn {server.head.id}")
-        procs[server.head.id].spawn()
-        return procs[server.head.id]
+    spawn = _spawner(procs, events)
 
     def ready(server: Server, proc: LaunchedServer) -> None:
         proc.wait_ready()
@@ -122,14 +128,9 @@ def test_without_starting_together_each_server_serves_before_the_next_starts(tmp
     procs = {name: LaunchedServer(_ServingLauncher(_serving(0.1)), engine, SpecConfig(), tmp_path / name)
              for name in "ab"}
     events: list[str] = []
-
-    def spawn(server: Server) -> LaunchedServer:
-        events.append(f"spawn {server.head.id}")
-        procs[server.head.id].spawn()
-        return procs[server.head.id]
-
     try:
-        start_all([_server("a"), _server("b")], spawn, lambda server, proc: events.append(f"ready {server.head.id}"))
+        start_all([_server("a"), _server("b")], _spawner(procs, events),
+                  lambda server, proc: events.append(f"ready {server.head.id}"))
         assert events == ["spawn a", "ready a", "spawn b", "ready b"]
         assert all(p.startup_seconds is not None for p in procs.values())
     finally:

@@ -91,7 +91,7 @@ def start_waves(servers: Sequence[Server]) -> list[list[Server]]:
         else:
             wave = None
         if wave is None:
-            waves.append((set(gpus), bool(shared), [server]))
+            waves.append((set(gpus), shared, [server]))
         else:
             wave[0].update(gpus)
             wave[2].append(server)
