@@ -25,11 +25,12 @@ def conversations(turns: list[list[str]] | list[str], prefix: str = "c") -> list
 
 def _attach_execution(url: str | list[str], baseline_url: str | None, convs: list[Conversation], k: int,
                       api_key: str | None, workload: WorkloadSelection | None, repeats: int, interleave: bool,
-                      load: dict[str, Any]) -> Execution:
+                      load: dict[str, Any], max_num_seqs: int | None = None) -> Execution:
     load.setdefault("warmup", 0)
     load.setdefault("max_tokens", 32)
     spec = SpecConfig(method="ngram", num_speculative_tokens=k)
-    plan = build_run_plan(EngineSpec(endpoint=url), spec, LoadSpec(**load), baseline=baseline_url is not None,
+    plan = build_run_plan(EngineSpec(endpoint=url, max_num_seqs=max_num_seqs), spec, LoadSpec(**load),
+                          baseline=baseline_url is not None,
                           baseline_endpoint=baseline_url,
                           workload=workload or WorkloadSelection(dataset="fault-server-test"),
                           repeats=repeats, interleave=interleave)
@@ -46,10 +47,11 @@ def attach_plan(url: str | list[str], convs: list[Conversation], k: int = 4, api
 
 def attach_pair(url: str, baseline_url: str, convs: list[Conversation], k: int = 4,
                 workload: WorkloadSelection | None = None, repeats: int = 1, interleave: bool = False,
-                **load: Any) -> Execution:
+                max_num_seqs: int | None = None, **load: Any) -> Execution:
     """An attach-mode Execution of two configurations: ngram K=k at `url`, then the baseline at
-    `baseline_url` (warmup 0 unless given). `workload`: the WorkloadSelection the plan stores."""
-    return _attach_execution(url, baseline_url, convs, k, None, workload, repeats, interleave, load)
+    `baseline_url` (warmup 0 unless given). `workload`: the WorkloadSelection the plan stores; `max_num_seqs`: the
+    servers' batch capacity, as a user states it (None: unstated)."""
+    return _attach_execution(url, baseline_url, convs, k, None, workload, repeats, interleave, load, max_num_seqs)
 
 
 def attach_execution(url: str, kind: str | None, api: str, dataset: str) -> Execution:

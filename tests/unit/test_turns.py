@@ -1,17 +1,20 @@
-"""Cells measured in turns (load/turns.py): the order the seats take their turns in, and the runner measuring one
-round of a concurrency-1 point on two fake servers that way: one request in flight across both, each cell's wall
-time and running batch on its own busy clock, and a point at higher concurrency still measured in blocks."""
+"""Cells measured in turns (load/turns.py): the order the seats take their turns in, a wave of requests a turn, and
+the runner measuring one round of a closed-loop point on two fake servers that way: at concurrency 1 one request in
+flight across both, at concurrency 3 a wave of three on one server at a time, each cell's wall time and running
+batch on its own busy clock."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 
 import pytest
 
 from fakeengine.drive import attach_pair, conversations, run_plan
 from fakeengine.server import FakeEngine
-from specmeter.load.turns import Turns
+from specmeter.config.models import ConcurrencyPoint, RatePoint
+from specmeter.load.turns import Turns, runs_whole
 from specmeter.report.tables import plan_table
 from specmeter.rundir.store import RunStore
 
@@ -60,14 +63,54 @@ def test_a_seat_keeps_its_busy_clock_without_its_waits() -> None:
     assert waited_first < 0.05 <= 0.15 < waited_second
 
 
+def test_a_turn_is_a_wave_and_a_seat_waits_once_per_turn_not_once_per_request() -> None:
+    """Two seats, two requests in flight each: a turn admits a whole wave, passes on once all of it has finished,
+    and a wave's requests waiting together count their wait once on the seat's busy clock."""
+    async def run() -> tuple[list[tuple[str, int]], float]:
+        turns = Turns(2, per_turn=2)
+        events: list[tuple[str, int]] = []
+
+        async def worker(i: int, requests: int) -> None:
+            for _ in range(requests):
+                async with turns.seats[i]:
+                    events.append(("start", i))
+                    await asyncio.sleep(0.05)
+                    events.append(("end", i))
+
+        async def seat(i: int, requests: int) -> None:
+            try:
+                await asyncio.gather(worker(i, requests), worker(i, requests))
+            finally:
+                await turns.seats[i].leave()
+        await asyncio.gather(seat(0, 2), seat(1, 3))  # seat 1: three waves of two
+        return events, turns.seats[1].waited_s
+    events, waited = asyncio.run(run())
+    holder = [i for kind, i in events if kind == "start"]
+    assert holder == [0, 0, 1, 1, 1, 1, 0, 0, 1, 1]  # serpentine: 0, 1 | 1, 0 | 0 (left), 1
+    in_flight: dict[int, int] = {0: 0, 1: 0}
+    for kind, i in events:
+        in_flight[i] += 1 if kind == "start" else -1
+        assert in_flight[1 - i] == 0  # never both servers at once
+    # seat 1 waited for seat 0's two turns (about 0.05 s each), once each, not once per waiting request
+    assert 0.08 < waited < 0.2
+
+
+def test_a_wave_is_only_taken_where_the_server_runs_it_whole() -> None:
+    assert runs_whole(ConcurrencyPoint(concurrency=1), None)  # one request: any server
+    assert runs_whole(ConcurrencyPoint(concurrency=16), 64) and runs_whole(ConcurrencyPoint(concurrency=16), 16)
+    assert not runs_whole(ConcurrencyPoint(concurrency=16), 8)  # past capacity a block queues all along
+    assert not runs_whole(ConcurrencyPoint(concurrency=16), None)  # capacity unstated
+    assert not runs_whole(RatePoint(rate=2.0), 64)  # an open loop keeps its schedule
+
+
 def test_a_concurrency_1_round_takes_turns_and_each_cell_reads_as_if_alone(tmp_path: Path) -> None:
     convs = conversations([f"Question {i}: explain caching." for i in range(6)])
     with FakeEngine(output_tokens=12, slow_chunk_s=0.03, default_fault="slow") as sd, \
             FakeEngine(output_tokens=12, slow_chunk_s=0.03, default_fault="slow") as base:
-        ex = attach_pair(sd.url, base.url, convs, interleave=True, concurrency=[1, 3])
+        ex = attach_pair(sd.url, base.url, convs, interleave=True, concurrency=[1, 3, 4], max_num_seqs=3)
         summary, error, reporter = run_plan(ex, tmp_path / "run")
         assert error is None, repr(error)
-    assert "interleaved (request by request at concurrency 1)" in plan_table(summary).title
+    assert "interleaved (in turns, a wave of requests at a time)" in plan_table(summary).title
     store = RunStore(tmp_path / "run")
     ids = [c.id for c in summary.plan.configs]
     measured = [r for r in reporter.records if not r.warmup and r.point_id == "c1"]
@@ -91,7 +134,15 @@ def test_a_concurrency_1_round_takes_turns_and_each_cell_reads_as_if_alone(tmp_p
         assert rb is not None and rb.samples > 0 and rb.max == 1
         assert rb.mean is not None and rb.mean > 0.6  # sampled on its own turns only: not diluted by the other's
         c3 = store.read_capture(config.config_id, "c3", 0)
-        assert c3 is not None and c3.attempts[-1].turns_with == []  # concurrency 3 runs in blocks
+        assert c3 is not None and c3.attempts[-1].turns_with == other
+        wide = config.point("c3", 0).running_batch
+        assert wide is not None and wide.max == 3  # its own wave only: never the other server's requests
+        c4 = store.read_capture(config.config_id, "c4", 0)
+        assert c4 is not None and c4.attempts[-1].turns_with == []  # a wave of four overfills 3 slots: blocks
+    # at concurrency 3 the turns are waves of three: A, B B, A A, ... in the order they finish
+    waves = [len(list(run)) for _, run in itertools.groupby(r.config_id for r in reporter.records
+                                                            if not r.warmup and r.point_id == "c3")]
+    assert waves[0] == 3 and all(n == 6 for n in waves[1:-1]) and waves[-1] in (3, 6)
 
 
 def test_a_failing_server_ends_the_round_without_holding_up_the_other(tmp_path: Path) -> None:

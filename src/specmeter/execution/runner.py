@@ -3,7 +3,7 @@ the engine's counters around each point, and write everything to the run directo
 
 The unit of work is a cell: (configuration, load point, repeat). Cells run in blocks; a block is the
 set of servers up at once: one server at a time, or, with `interleave`, every server together with
-the configurations alternating at each point (at concurrency 1 request by request: load/turns.py), so
+the configurations alternating at each point (at a closed-loop point a wave at a time: load/turns.py), so
 machine drift hits them alike. Each finished cell is
 written to summary.json atomically, so a stop at any moment loses nothing measured, and `--resume`
 runs only the cells that are not finished.
@@ -49,9 +49,10 @@ from specmeter.load import eventloop
 from specmeter.load.client import OpenAIClient
 from specmeter.load.point import count_requests, point_conversations, run_point
 from specmeter.load.replicas import Replicas, accepts_connections
+from specmeter.load.split import client_processes
 from specmeter.load.stops import PointProgress, ReplicaDown, ServerAlive, StopCondition
 from specmeter.load.traffic import PointKey, PointTraffic
-from specmeter.load.turns import Seat, Turns, takes_turns
+from specmeter.load.turns import Seat, Turns, runs_whole, takes_turns, wave
 from specmeter.results.summarize import summarize_point
 from specmeter.rundir.provenance import environment_info, model_fingerprint
 from specmeter.rundir.run_data import run_records
@@ -225,9 +226,9 @@ class _Run:
     async def measure(self, group: Sequence[tuple[Cell, Server]]) -> list[PointResult]:
         """Send each cell's requests and capture the engine's telemetry around and through them; each result is
         summarized from what was captured (results/summarize.py), merged with earlier attempts at the point (resume).
-        Several cells (one round of a point at concurrency 1, each on a server of its own) take turns request by
-        request (load/turns.py); a single cell runs alone."""
-        turns = Turns(len(group)) if len(group) > 1 else None
+        Several cells (one round of a closed-loop point, each on a server of its own) take turns a wave at a time
+        (load/turns.py); a single cell runs alone."""
+        turns = Turns(len(group), per_turn=wave(group[0][0].point)) if len(group) > 1 else None
         async with AsyncExitStack() as stack:
             legs = [await self._prepare(cell, server, stack, turns.seats[i] if turns is not None else None)
                     for i, (cell, server) in enumerate(group)]
@@ -362,16 +363,19 @@ class _Run:
             self.save()
 
     def _in_turns(self, cells: list[tuple[Cell, Server]]) -> list[list[tuple[Cell, Server]]]:
-        """How one round of a point runs: with `interleave` at concurrency 1, its cells on servers of their own take
-        turns request by request (load/turns.py), so drift within the round lands on each alike; a derived workload
-        (it needs its source's records first) runs alone after them. Any other point, or a round whose cells share
-        a server or ask for different event loops, runs each cell alone, in order."""
+        """How one round of a point runs: with `interleave` at a closed-loop point, its cells on servers of their own
+        take turns a wave at a time (load/turns.py), so drift within the round lands on each alike; a derived
+        workload (it needs its source's records first) runs alone after them. Any other point, or a round whose
+        cells share a server, ask for different event loops, send from several client processes or would overfill a
+        server's batch (load/turns.py `runs_whole`), runs each cell alone, in order."""
         point = cells[0][0].point if cells else None
         takers = [(c, s) for c, s in cells if c.config.matched_random is None]
         servers = [s.head.server for _, s in takers]
         loops = {self.plan.load_for(c.config).event_loop for c, _ in takers}
+        split = any(client_processes(c.point, self.plan.load_for(c.config)) > 1 for c, _ in takers)
+        whole = all(runs_whole(c.point, c.config.engine.max_num_seqs) for c, _ in takers)
         if (not self.plan.interleave or point is None or not takes_turns(point) or len(takers) < 2
-                or len(set(servers)) < len(servers) or len(loops) > 1):
+                or len(set(servers)) < len(servers) or len(loops) > 1 or split or not whole):
             return [[one] for one in cells]
         return [takers, *([one] for one in cells if one not in takers)]
 

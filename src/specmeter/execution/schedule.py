@@ -1,7 +1,7 @@
 """The order a plan's cells run in: a cell is (configuration, load point, repeat); a block is the set of servers up
 at once and the cells they run, one server at a time or, with `interleave`, every server together with the
-configurations alternating at each point (the runner has a concurrency-1 round's cells take turns request by
-request)."""
+configurations alternating at each point (the runner has a closed-loop round's cells take turns a wave at a
+time)."""
 
 from __future__ import annotations
 

@@ -57,13 +57,13 @@ async def run_point(
     caller's stop conditions (a dead server), checked before the error-rate limit on every finished request.
     With more than one client process (`client_processes`), load/workers.py sends them and `on_record` still
     gets every finished request here, as it finishes. `seat`: the point takes turns with other servers' points
-    (load/turns.py; one process, concurrency 1); it leaves the turns when this returns, however it ends."""
+    (load/turns.py; a closed loop, one process); it leaves the turns when this returns, however it ends."""
     point_stops = [*stops, ErrorRateLimit(load.max_error_rate)]
     processes = client_processes(point, load, warmup)
     try:
         if seat is not None and (processes > 1 or not takes_turns(point)):
-            raise ValueError(f"point {point.id}: only a point of one request in flight, sent from one process, "
-                             "takes turns with other servers")
+            raise ValueError(f"point {point.id}: only a closed-loop point sent from one process takes turns with "
+                             "other servers")
         if processes > 1:
             return await run_point_in_processes(processes, client, point, conversations, load, model, key,
                                                 on_record, warmup=warmup, skip=skip, stops=point_stops)

@@ -1,14 +1,19 @@
-"""Cells measured in turns: the configurations of one round at a point of concurrency 1, each on its own server,
-send their requests one at a time across the servers (A, B, C, then C, B, A, then A, B, C ...), instead of each
-server's requests in a block of its own.
+"""Cells measured in turns: the configurations of one round at a closed-loop point, each on its own server, send
+their requests a wave at a time across the servers (A, B, C, then C, B, A, then A, B, C ...), instead of each
+server's requests in a block of its own. A wave is as many requests as the point keeps in flight: at concurrency 1
+one request, at concurrency 16 sixteen, sent together, and the turn passes on once all of them have finished.
 
 Drift (the machine a little slower for a minute) then lands on every configuration alike within the round, where
-blocks let it land on whichever ran then: on a 2-core machine two blocked rounds of the same pair differed by about
-4% in their ratio, two alternated ones by 0.2% (docs/demo.md, "Where the noise comes from"). At concurrency 1 a
-server has one request in flight whether the others wait between its requests or not, so the load each server
-sees is the block's; at higher concurrency taking turns would change the load, so only concurrency 1 takes them.
+blocks let it land on whichever ran then: on a 2-core machine two blocked rounds of the same pair at concurrency 1
+differed by about 4% in their ratio, two alternated ones by 0.2%; at concurrency 16 the four waves of a blocked
+round moved together, so a round's ratio was as noisy as one wave's (docs/demo.md, "Where the noise comes from").
+A server sees the load it would see in a block: its full batch each turn, and none of the others' requests. That
+holds where the server runs the whole wave at once (`runs_whole`): past its batch capacity a block keeps requests
+queued all along, where a turn's first ones would run unqueued, so such points run in blocks. Where outputs differ
+in length, the batch drains toward each turn's end (a block refills freed slots at once): the running batch each
+cell reports is what it ran. Open-loop points (a request rate) keep their schedule, so they never take turns.
 
-Each cell keeps its own busy clock (`Seat.clock`): the time it waited for the others' requests is taken out, so its
+Each cell keeps its own busy clock (`Seat.clock`): the time it waited for the others' turns is taken out, so its
 requests' times, its wall time and its gauge samples read as if it had run alone, and everything summarized from
 them (throughput as tokens over wall time, the running batch, the steady window) means what a block's means.
 """
@@ -23,56 +28,86 @@ from specmeter.config.models import ConcurrencyPoint, LoadPoint
 
 
 def takes_turns(point: LoadPoint) -> bool:
-    """Whether the point's configurations take turns request by request when they interleave: one request in
-    flight (a closed loop of concurrency 1), the same load to a server whether or not others wait between its
-    requests."""
-    return isinstance(point, ConcurrencyPoint) and point.concurrency == 1
+    """Whether the point's configurations take turns, a wave at a time, when they interleave: a closed loop, whose
+    load is how many requests are in flight, not when they are sent."""
+    return isinstance(point, ConcurrencyPoint)
+
+
+def runs_whole(point: LoadPoint, max_num_seqs: int | None) -> bool:
+    """Whether a server of this batch capacity runs a turn's wave all at once, so a turn is the load a block is: at
+    concurrency 1 any server; above, one whose stated `max_num_seqs` holds the wave. Past it a block keeps the
+    excess queued all along, where a wave's first requests would run unqueued, so such a point (or one on a server
+    of unstated capacity) runs in blocks."""
+    return isinstance(point, ConcurrencyPoint) and (point.concurrency == 1 or (max_num_seqs or 0) >= point.concurrency)
+
+
+def wave(point: LoadPoint) -> int:
+    """How many requests one turn at the point sends: the requests it keeps in flight."""
+    assert isinstance(point, ConcurrencyPoint), "only a closed-loop point takes turns"
+    return point.concurrency
 
 
 class Turns:
-    """Whose turn it is among `n` seats: laps in serpentine order (ascending, then descending, ...), so each seat
-    follows each other about equally often and a linear drift within a lap cancels over two. A seat that has left
-    (its requests all sent) is skipped; one that has not asked yet is waited for."""
+    """Whose turn it is among `n` seats, each turn a wave of up to `per_turn` requests: laps in serpentine order
+    (ascending, then descending, ...), so each seat follows each other about equally often and a linear drift
+    within a lap cancels over two. A turn passes on once its wave has all been admitted and has finished, or once
+    its seat has left (its requests all sent); a seat that has left is skipped; one that has not asked yet is
+    waited for."""
 
-    def __init__(self, n: int) -> None:
-        if n < 1:
-            raise ValueError("turns need at least one seat")
+    def __init__(self, n: int, per_turn: int = 1) -> None:
+        if n < 1 or per_turn < 1:
+            raise ValueError("turns need at least one seat and one request a turn")
+        self.per_turn = per_turn
         self._active = set(range(n))
         self._current: int | None = 0
         self._ascending = True
-        self._holding = False
+        self._admitted = 0  # requests the current turn has let in
+        self._in_flight = 0  # of them, not finished yet
         self._changed = asyncio.Condition()
         self.seats = [Seat(self, i) for i in range(n)]
 
+    def holds(self, seat: int) -> bool:
+        return self._current == seat
+
+    def _open(self, seat: int) -> bool:
+        return self._current == seat and self._admitted < self.per_turn
+
     async def _acquire(self, seat: int) -> None:
         async with self._changed:
-            await self._changed.wait_for(lambda: self._current == seat and not self._holding)
-            self._holding = True
+            if not self._open(seat) and self._current != seat:
+                self.seats[seat].wait_begins()
+            await self._changed.wait_for(lambda: self._open(seat))
+            self._admitted += 1
+            self._in_flight += 1
 
     async def _release(self, seat: int) -> None:
         async with self._changed:
-            self._holding = False
-            self._advance(seat)
+            self._in_flight -= 1
+            if self._in_flight == 0 and self._admitted >= self.per_turn:
+                self._advance(seat)
             self._changed.notify_all()
 
     async def _leave(self, seat: int) -> None:
         async with self._changed:
             self._active.discard(seat)
-            if self._current == seat and not self._holding:
+            if self._current == seat and self._in_flight == 0:
                 self._advance(seat)
             self._changed.notify_all()
 
     def _advance(self, after: int) -> None:
         """The turn after `after`'s: the next active seat in this lap's direction, or the first of the next lap."""
+        self._admitted = 0
+        self.seats[after].turn_ends(waiting=after in self._active)
         if not self._active:
             self._current = None
             return
         later = [s for s in self._active if (s > after if self._ascending else s < after)]
         if later:
             self._current = min(later) if self._ascending else max(later)
-            return
-        self._ascending = not self._ascending
-        self._current = min(self._active) if self._ascending else max(self._active)
+        else:
+            self._ascending = not self._ascending
+            self._current = min(self._active) if self._ascending else max(self._active)
+        self.seats[self._current].turn_begins()
 
 
 class Seat:
@@ -81,27 +116,45 @@ class Seat:
 
     def __init__(self, turns: Turns, index: int) -> None:
         self.turns, self.index = turns, index
-        self.waited_s = 0.0  # time spent waiting for the others' requests
-        self.holding = False
+        self.waited_s = 0.0  # time spent waiting while other seats had their turns
+        self._waiting_since: float | None = None
+
+    @property
+    def holding(self) -> bool:
+        """Whether this seat has the turn (its server runs its wave)."""
+        return self.turns.holds(self.index)
 
     def clock(self, t0: float) -> float:
         """Seconds since `t0` (a time.perf_counter() reading) on this seat's busy clock: without its waits."""
-        return time.perf_counter() - t0 - self.waited_s
+        waiting = 0.0 if self._waiting_since is None else time.perf_counter() - self._waiting_since
+        return time.perf_counter() - t0 - self.waited_s - waiting
 
     def in_turn(self, t0: float) -> float | None:
         """The busy clock while the seat holds its turn; None while it waits (its server idles meanwhile)."""
         return self.clock(t0) if self.holding else None
 
+    def wait_begins(self) -> None:
+        """It asked while another seat had the turn: its wait runs from now (if not already)."""
+        if self._waiting_since is None:
+            self._waiting_since = time.perf_counter()
+
+    def turn_ends(self, waiting: bool) -> None:
+        """Its turn passed on; a seat still sending waits from now."""
+        if waiting and self._waiting_since is None:
+            self._waiting_since = time.perf_counter()
+
+    def turn_begins(self) -> None:
+        """Its turn came: the wait since it asked (or since its last turn ended) is taken off its clock."""
+        if self._waiting_since is not None:
+            self.waited_s += time.perf_counter() - self._waiting_since
+            self._waiting_since = None
+
     async def __aenter__(self) -> Seat:
-        asked = time.perf_counter()
         await self.turns._acquire(self.index)
-        self.waited_s += time.perf_counter() - asked
-        self.holding = True
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        self.holding = False
         await asyncio.shield(self.turns._release(self.index))
 
     async def leave(self) -> None:

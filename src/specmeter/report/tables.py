@@ -55,7 +55,7 @@ def plan_table(summary: RunSummary) -> Grid:
     if plan.load.search:
         points += " (" + ", ".join(f"{s.key} chosen by a load search" for s in plan.load.search) + ")"
     turns = any(takes_turns(p) for p in plan.points)
-    interleaved = "; interleaved" + (" (request by request at concurrency 1)" if turns else "")
+    interleaved = "; interleaved" + (" (in turns, a wave of requests at a time)" if turns else "")
     extra = (f"; {plan.repeats} repeats" if plan.repeats > 1 else "") + (interleaved if plan.interleave else "")
     located = any(c.ran_on is not None for c in summary.configs)  # Slurm: name the node of every number
     t = grid(f"Plan ({plan.kind}): {points}{extra}",

@@ -61,7 +61,7 @@ class Attempt(BaseModel):
     replicas: list[ReplicaReads] | None = Field(default=None, description="Attached to several replicas: each one's "
                                                 "reads (before, after and running are then None).")
     turns_with: list[str] = Field(default_factory=list, description="The configurations whose servers it took turns "
-                                  "with, request by request (load/turns.py): its times, wall time and gauge samples "
+                                  "with, a wave at a time (load/turns.py): its times, wall time and gauge samples "
                                   "are then on its own busy clock, its waits for their requests taken out.")
 
     def keep(self, reads: list[ReplicaReads]) -> None:
