@@ -9,6 +9,8 @@ alternating which design goes first (so drift on a shared machine falls on both 
   server starts, the sweep's measuring, the measuring of the Ks the step-cost model proposed, the verification
   rounds' measuring, and the rest (process start, recommend, calibration, reports);
 - requests sent (warm-ups apart) and servers started;
+- the sweep's rounds per point and its round spread there (how much a configuration's speedup over the baseline
+  moved from round to round: what drift the design lets through);
 - the final table (the answer's round and its verification) and whether it matches the first run of the
   `--before` design.
 Then the median and range per design, and the ratios after / before of wall time and requests.
@@ -86,6 +88,7 @@ class Timing:
     answer: str
     matches: bool | None = None
     points: dict[str, int] = field(default_factory=dict)  # rounds per point of the sweep
+    round_sd: dict[str, float] = field(default_factory=dict)  # per point of the sweep: see round_spread
 
 
 # The demo's verification rounds are verify/, verify-r2/, ...; `sweep --verify`'s <timestamp>-verify/, ...-verify-r2/.
@@ -161,7 +164,33 @@ def read_run(run_dir: Path, *, design: str, rev: str, repeat: int, wall_s: float
         table=spec.get("num_speculative_tokens_per_batch_size"), static_k=best.get("static_k"),
         answer=f"round {rec.get('round')}, {rec.get('verification')}",
         points={p["point_id"]: int(p["rounds"]) for p in sweep.get("sampling") or []},
+        round_sd=round_spread(sweep),
     )
+
+
+def round_spread(summary: dict[str, Any]) -> dict[str, float]:
+    """Per point, how much a round's speedup moves from round to round: the standard deviation across rounds of each
+    configuration's output throughput over the baseline's in the same round (each cell's own tokens over its own
+    wall time, as decisions read them), averaged over the configurations with at least two rounds there. What
+    drift a round design lets through shows here; the sequential rounds stop sooner where it is small."""
+    rate: dict[tuple[str, str, int], float] = {}
+    for config in summary["configs"]:
+        for point in config.get("points") or []:
+            latency = point.get("latency") or {}
+            if latency.get("wall_s"):
+                rate[(config["config_id"], point["point_id"], int(point["repeat"]))] = (
+                    float(latency["output_tokens"]) / float(latency["wall_s"]))
+    out: dict[str, float] = {}
+    for point_id in dict.fromkeys(p for _, p, _ in rate):
+        sds = []
+        for config_id in dict.fromkeys(c for c, p, _ in rate if p == point_id and c != "baseline"):
+            ratios = [rate[(config_id, point_id, r)] / rate[("baseline", point_id, r)]
+                      for c, p, r in rate if (c, p) == (config_id, point_id) and ("baseline", p, r) in rate]
+            if len(ratios) >= 2:
+                sds.append(statistics.stdev(ratios))
+        if sds:
+            out[point_id] = statistics.mean(sds)
+    return out
 
 
 def _git(*args: str, cwd: Path = REPO) -> str:
@@ -218,14 +247,15 @@ def report(timings: Sequence[Timing]) -> str:
     for t in timings:
         t.matches = (t.table, t.static_k) == (reference.table, reference.static_k)
     lines = ["| design | repeat | wall min | setup | starts | sweep | propose | verify | other | requests | servers | "
-             "verify rounds | rounds per point | final table | answer | matches |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "verify rounds | rounds per point | round spread | final table | answer | matches |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for t in timings:
         lines.append(
             f"| {t.design} ({t.rev}) | {t.repeat} | {t.wall_s / 60:.1f} | {t.setup_s:.0f} s | {t.starts_s:.0f} s | "
             f"{t.sweep_s:.0f} s | {t.propose_s:.0f} s | {t.verify_s:.0f} s | {t.other_s:.0f} s | {t.requests} | "
             f"{t.servers_started} | "
-            f"{t.verify_rounds} | {', '.join(f'{p} {r}' for p, r in t.points.items())} | {t.table} | {t.answer} | "
+            f"{t.verify_rounds} | {', '.join(f'{p} {r}' for p, r in t.points.items())} | "
+            f"{', '.join(f'{p} {sd:.3f}' for p, sd in t.round_sd.items())} | {t.table} | {t.answer} | "
             f"{'yes' if t.matches else 'no'} |")
     by = {d: [t for t in timings if t.design == d] for d in ("before", "after", "read")}
     lines.append("")
@@ -234,6 +264,10 @@ def report(timings: Sequence[Timing]) -> str:
             lines.append(f"{d}: wall {spread([t.wall_s / 60 for t in ts], ' min')} (median [min, max] over "
                          f"{len(ts)}), requests {spread([float(t.requests) for t in ts])}, servers started "
                          f"{spread([float(t.servers_started) for t in ts])}")
+            at = dict.fromkeys(p for t in ts for p in t.round_sd)
+            if at:
+                lines.append(f"{d}: round spread per point (median over runs): " + ", ".join(
+                    f"{p} {statistics.median(t.round_sd[p] for t in ts if p in t.round_sd):.3f}" for p in at))
     if by["before"] and by["after"]:
         def ratio(key: str) -> float:
             return float(statistics.median(getattr(t, key) for t in by["after"])

@@ -122,3 +122,18 @@ def test_drift_burns_a_core_while_the_block_runs_and_stops_after(tta: ModuleType
     assert burner.poll() is not None
     with tta.drifting(None) as none:
         assert none is None
+
+
+def test_the_round_spread_is_how_much_a_speedup_moves_from_round_to_round(tta: ModuleType) -> None:
+    """Per point: the standard deviation across rounds of each configuration's throughput over the baseline's in the
+    same round, averaged over configurations; a point of one round has none."""
+    def summary(rates: dict[str, list[float]]) -> dict[str, object]:
+        return {"configs": [{"config_id": c, "points": [
+            {"point_id": p, "repeat": r, "latency": {"output_tokens": 100.0 * x, "wall_s": 100.0}}
+            for p in ("c1", "c16") for r, x in enumerate(xs if p == "c16" else xs[:1])]} for c, xs in rates.items()]}
+    steady = tta.round_spread(summary({"baseline": [1.0, 2.0, 1.0], "k2": [1.1, 2.2, 1.1]}))
+    assert steady == {"c16": pytest.approx(0.0)}  # drift that moves both alike is not spread
+    moving = tta.round_spread(summary({"baseline": [1.0, 1.0, 1.0], "k2": [1.0, 1.2, 1.1], "k4": [1.0, 1.0, 1.0]}))
+    assert moving["c16"] == pytest.approx(0.1 / 2)  # k2's 0.1, k4's 0, averaged
+    real = tta.read_run(RUN, design="before", rev="abc", repeat=1, wall_s=900.0, setup_s=0.0)
+    assert set(real.round_sd) <= set(real.points) and all(sd >= 0 for sd in real.round_sd.values())
