@@ -78,22 +78,33 @@ class Rounds:
         self._began: dict[str, float] = {}
         # (point, rounds) -> the configurations the look there rested for the next round; None: it stopped the point
         self._next: dict[tuple[str, int], frozenset[str] | None] = {}
+        self._nothing: dict[tuple[str, int], bool] = {}  # (point, rounds) -> see _decides_nothing
 
     def start(self, point: LoadPoint, round_: int, config_id: str) -> bool:
         """Whether the configuration runs round `round_` (0-based) of the point: always for a fixed design; for an
         adaptive one, not once the point has stopped, nor where the last look rested it, looking again from
-        min_rounds on."""
+        min_rounds on (from the first round on where the point decides nothing)."""
         self._began.setdefault(point.id, time.monotonic())
         if not self.adaptive:
             return True
         if self.stopped_before(point, round_):
             return False
-        if round_ < self.load.min_rounds:
+        if round_ < self.load.min_rounds and (round_ == 0 or not self._decides_nothing(point, round_)):
             return True
         if (point.id, round_) not in self._next:  # one look per round, not one per configuration
             self._next[(point.id, round_)] = self.look(point, round_)
         rested = self._next[(point.id, round_)]
         return rested is not None and config_id not in rested
+
+    def _decides_nothing(self, point: LoadPoint, rounds: int) -> bool:
+        """Whether the point reads no comparison at all (verify: the best static K is the table's own), so another
+        round, before min_rounds too, could change nothing: its first round shows what the engine drafted. Asked
+        once per round."""
+        key = (point.id, rounds)
+        if key not in self._nothing:
+            walks = point_walks(self.summary, self.records(), point.id, confidence_after(rounds, self.load))
+            self._nothing[key] = bool(walks) and not distinct(walks)
+        return self._nothing[key]
 
     def stopped_before(self, point: LoadPoint, round_: int) -> bool:
         """The point stopped (settled, futile or out of budget) with fewer rounds than this one: a resume skips it."""
@@ -113,7 +124,7 @@ class Rounds:
                     open=[h.summary() for h in decisions if h.outcome == "unsettled"])
         entry.looks = [*[lk for lk in entry.looks if lk.rounds != rounds], look]
         if walks and not decisions:  # a walk with nothing to compare (verify: the best static K is the table's own)
-            self._stop(entry, "settled", f"nothing to decide here: stopped after the first {rounds} rounds")
+            self._stop(entry, "settled", f"nothing to decide here: stopped after {rounds} round{'s' * (rounds > 1)}")
             return None
         if decisions and settled(decisions):
             ties = [h.summary() for h in decisions if h.outcome == "tie"]

@@ -74,7 +74,7 @@ class Turns:
 
     async def _acquire(self, seat: int) -> None:
         async with self._changed:
-            if not self._open(seat) and self._current != seat:
+            if self._current != seat:  # another seat's turn (its own full wave still running is no wait)
                 self.seats[seat].wait_begins()
             await self._changed.wait_for(lambda: self._open(seat))
             self._admitted += 1
