@@ -1,8 +1,8 @@
 """Where a round's noise comes from: two configurations at concurrency 1, compared round after round with each
 round's requests sent three ways, on the demo's own servers and prompts:
 
-- blocked: all of one configuration's requests, then all of the other's, as interleaved cells run above
-  concurrency 1 (and ran at 1 too before load/turns.py);
+- blocked: all of one configuration's requests, then all of the other's, as interleaved cells ran before
+  load/turns.py (and still do past a server's batch capacity);
 - alternated: the two request by request (the same prompt to each, one right after the other), which cancels
   drift (the machine a little slower for a minute) if drift is what moves the rounds; interleaved rounds at
   concurrency 1 now run so;
