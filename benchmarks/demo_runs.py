@@ -8,7 +8,9 @@ over runs) and the acceptance length; the rounds and requests each point took (s
 the verification loop did in each run (each table verified, whether it held, what a correction changed);
 how far the rounds of each sweep decision disagreed (the ratio per round: drift between rounds shows there);
 per point, the verified dynamic config against the baseline and against the best static config, and whether
-the engine followed it; and each run's wall time to its final answer (server starts included).
+the engine followed it; each run's wall time to its final answer (server starts included); and the handover cost
+at concurrency 1, where configurations take turns request by request: how much faster a request ran right after
+its own server's previous one than the same configuration's same prompt right after another server's.
 
 Run: for i in 1 2 3; do git clone -q . /tmp/demo$i && (cd /tmp/demo$i && scripts/demo.sh); done
      .venv/bin/python benchmarks/demo_runs.py /tmp/demo*/runs/*-demo
@@ -17,10 +19,15 @@ Run: for i in 1 2 3; do git clone -q . /tmp/demo$i && (cd /tmp/demo$i && scripts
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import statistics
+from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 from specmeter.rundir.store import load_summary
 from specmeter.schemas.recommend import Recommendation
@@ -64,6 +71,39 @@ def loop_lines(run_dir: Path) -> list[str]:
         out.append(f"final: round {rec.round}, {rec.verification}" + (f" ({'; '.join(rec.changes[:2])})"
                                                                        if rec.changes else ""))
     return out
+
+
+def executions(run_dir: Path) -> list[Path]:
+    """The run's own directory and every one under it that an execution wrote (propose/, verify/, verify-r2/ ...)."""
+    return [run_dir, *sorted(d for d in run_dir.iterdir() if (d / "requests.jsonl").exists())]
+
+
+def handover(run_dirs: Sequence[Path]) -> tuple[float, float, int] | None:
+    """(geometric mean, its standard error as a factor, pairs) of a request's rate right after its own server's
+    previous request over the same configuration's same prompt right after another server's, in rounds of
+    concurrency 1 that took turns (records are kept in the order they finish, which in turns is the order sent;
+    each round's first request, right after the warm-ups, is left out)."""
+    logs: list[float] = []
+    for d in (e for r in run_dirs for e in executions(r)):
+        turned = {(f.parent.name, f.stem) for f in (d / "captures").glob("*/c1-r*.json")
+                  if (a := json.loads(f.read_text(encoding="utf-8")).get("attempts")) and a[-1].get("turns_with")}
+        rounds: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        with (d / "requests.jsonl").open(encoding="utf-8") as f:
+            for line in f:
+                r = json.loads(line)
+                if (r["point_id"] == "c1" and not r["warmup"] and r["ok"] and r["e2e_s"]
+                        and (r["config_id"], f"c1-r{r['repeat']}") in turned):
+                    rounds[r["repeat"]].append(r)
+        rates: dict[tuple[str, str, int], dict[bool, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for sent in rounds.values():
+            for before, r in pairwise(sent):
+                key = (r["config_id"], r["conversation_id"], r["turn"])
+                rates[key][before["config_id"] == r["config_id"]].append(r["output_tokens"] / r["e2e_s"])
+        logs += [math.log(statistics.mean(by[True]) / statistics.mean(by[False]))
+                 for by in rates.values() if by[True] and by[False]]
+    if len(logs) < 2:
+        return None
+    return (math.exp(statistics.mean(logs)), math.exp(statistics.stdev(logs) / math.sqrt(len(logs))), len(logs))
 
 
 def main() -> None:
@@ -120,6 +160,10 @@ def main() -> None:
     print(f"\nwall time to the final answer (sweep, recommend, every verification round): "
           f"{statistics.median(walls):.1f} min "
               f"[{min(walls):.1f}, {max(walls):.1f}] (server starts included, setup not)")
+    cost = handover(args.runs)
+    if cost is not None:
+        print(f"\nat concurrency 1 in turns, a request right after its own server's previous one ran {cost[0]:.3f}x "
+              f"(x/÷ {cost[1]:.3f}) the rate of the same prompt right after another server's ({cost[2]} pairs)")
 
 
 if __name__ == "__main__":
