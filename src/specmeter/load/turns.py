@@ -1,5 +1,5 @@
 """Cells measured in turns: the configurations of one round at a closed-loop point, each on its own server, send
-their requests a wave at a time across the servers (A, B, C, then C, B, A, then A, B, C ...), instead of each
+their requests a wave at a time across the servers (A, B, C, A, B, C, ...), instead of each
 server's requests in a block of its own. A wave is as many requests as the point keeps in flight: at concurrency 1
 one request, at concurrency 16 sixteen, sent together, and the turn passes on once all of them have finished.
 
@@ -48,11 +48,16 @@ def wave(point: LoadPoint) -> int:
 
 
 class Turns:
-    """Whose turn it is among `n` seats, each turn a wave of up to `per_turn` requests: laps in serpentine order
-    (ascending, then descending, ...), so each seat follows each other about equally often and a linear drift
-    within a lap cancels over two. A turn passes on once its wave has all been admitted and has finished, or once
-    its seat has left (its requests all sent); a seat that has left is skipped; one that has not asked yet is
-    waited for."""
+    """Whose turn it is among `n` seats, each turn a wave of up to `per_turn` requests: laps in one order (0, 1, 2,
+    0, 1, 2, ...), so every turn follows another seat's. A request right after its own server's previous one ran
+    about 4% faster than the same prompt right after another server's (a handover cost: benchmarks/demo_runs.py
+    over 18 demo runs of 2026-11-29, 1.039x); laps that turned back (0, 1, 2, 2, 1, 0) let each seat's every other
+    request follow its own, and which prompts those were changed with the round's order, so the edge moved the
+    round's ratio by a few percent. A
+    linear drift within a lap favours the earlier seats by a turn's worth; the schedule reverses the order every
+    round (execution/schedule.py), so that cancels over two. A turn passes on once its wave has all been admitted
+    and has finished, or once its seat has left (its requests all sent); a seat that has left is skipped; one that
+    has not asked yet is waited for."""
 
     def __init__(self, n: int, per_turn: int = 1) -> None:
         if n < 1 or per_turn < 1:
@@ -60,14 +65,14 @@ class Turns:
         self.per_turn = per_turn
         self._active = set(range(n))
         self._current: int | None = 0
-        self._ascending = True
         self._admitted = 0  # requests the current turn has let in
         self._in_flight = 0  # of them, not finished yet
         self._changed = asyncio.Condition()
         self.seats = [Seat(self, i) for i in range(n)]
 
     def holds(self, seat: int) -> bool:
-        return self._current == seat
+        """Whether the seat's requests are running: its turn, with some of its wave in flight."""
+        return self._current == seat and self._in_flight > 0
 
     def _open(self, seat: int) -> bool:
         return self._current == seat and self._admitted < self.per_turn
@@ -95,18 +100,13 @@ class Turns:
             self._changed.notify_all()
 
     def _advance(self, after: int) -> None:
-        """The turn after `after`'s: the next active seat in this lap's direction, or the first of the next lap."""
+        """The turn after `after`'s: the next active seat in index order, wrapping round."""
         self._admitted = 0
         self.seats[after].turn_ends(waiting=after in self._active)
         if not self._active:
             self._current = None
             return
-        later = [s for s in self._active if (s > after if self._ascending else s < after)]
-        if later:
-            self._current = min(later) if self._ascending else max(later)
-        else:
-            self._ascending = not self._ascending
-            self._current = min(self._active) if self._ascending else max(self._active)
+        self._current = min((s for s in self._active if s > after), default=min(self._active))
         self.seats[self._current].turn_begins()
 
 
@@ -121,7 +121,7 @@ class Seat:
 
     @property
     def holding(self) -> bool:
-        """Whether this seat has the turn (its server runs its wave)."""
+        """Whether this seat's server runs its wave now (its turn, requests in flight)."""
         return self.turns.holds(self.index)
 
     def clock(self, t0: float) -> float:
