@@ -147,8 +147,8 @@ def test_changes_name_each_stretch_of_batch_sizes_whose_k_moved() -> None:
 def test_verification_waits_only_on_the_comparison_that_can_correct_the_table() -> None:
     """Where the best static K is the table's own, nothing measured there can correct the table: the point reads
     no comparison, so it has settled after its first round, min_rounds or not (the table's speedup over the
-    baseline is reported from it, not waited on). Where another static K is best, its challenge is the one comparison read, and whatever
-    that reads not rests: the baseline, while K = 4 against the table is open."""
+    baseline is reported from it, not waited on). Where another static K is best, its challenge is the one
+    comparison read, and whatever that reads not rests: the baseline, while K = 4 against the table is open."""
     same, same_records = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.50, static=1.52, static_id=K2)
     walks = point_walks(same, same_records, "c1", 0.95)
     assert walks == [[]] and settled(distinct(walks))
