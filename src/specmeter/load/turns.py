@@ -5,8 +5,8 @@ one request, at concurrency 16 sixteen, sent together, and the turn passes on on
 
 Drift (the machine a little slower for a minute) then lands on every configuration alike within the round, where
 blocks let it land on whichever ran then: on a 2-core machine two blocked rounds of the same pair at concurrency 1
-differed by about 4% in their ratio, two alternated ones by 0.2%; at concurrency 16 the four waves of a blocked
-round moved together, so a round's ratio was as noisy as one wave's (docs/demo.md, "Where the noise comes from").
+differed by about 4% in their ratio, two alternated ones by 0.2%; at concurrency 4 and 16 rounds in turns disagreed
+about a quarter as much as blocked ones (docs/demo.md, "Where the noise comes from").
 A server sees the load it would see in a block: its full batch each turn, and none of the others' requests. That
 holds where the server runs the whole wave at once (`runs_whole`): past its batch capacity a block keeps requests
 queued all along, where a turn's first ones would run unqueued, so such points run in blocks. Where outputs differ
@@ -51,13 +51,12 @@ class Turns:
     """Whose turn it is among `n` seats, each turn a wave of up to `per_turn` requests: laps in one order (0, 1, 2,
     0, 1, 2, ...), so every turn follows another seat's. A request right after its own server's previous one ran
     about 4% faster than the same prompt right after another server's (a handover cost: benchmarks/demo_runs.py
-    over 18 demo runs of 2026-11-29, 1.039x); laps that turned back (0, 1, 2, 2, 1, 0) let each seat's every other
-    request follow its own, and which prompts those were changed with the round's order, so the edge moved the
-    round's ratio by a few percent. A
-    linear drift within a lap favours the earlier seats by a turn's worth; the schedule reverses the order every
-    round (execution/schedule.py), so that cancels over two. A turn passes on once its wave has all been admitted
-    and has finished, or once its seat has left (its requests all sent); a seat that has left is skipped; one that
-    has not asked yet is waited for."""
+    over 18 demo runs of 2026-11-29, 1.039x); laps that turned back (0, 1, 2, 2, 1, 0) gave that edge to each
+    seat's every other request, to other prompts as the round's order changed. (Taking it out did not measurably
+    quiet the rounds at concurrency 1: docs/demo.md.) A linear drift within a lap favours the earlier seats by a
+    turn's worth; the schedule reverses the order every round (execution/schedule.py), so that cancels over two.
+    A turn passes on once its wave has all been admitted and has finished, or once its seat has left (its requests
+    all sent); a seat that has left is skipped; one that has not asked yet is waited for."""
 
     def __init__(self, n: int, per_turn: int = 1) -> None:
         if n < 1 or per_turn < 1:
