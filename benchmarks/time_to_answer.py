@@ -170,27 +170,15 @@ def read_run(run_dir: Path, *, design: str, rev: str, repeat: int, wall_s: float
 
 def round_spread(summary: dict[str, Any]) -> dict[str, float]:
     """Per point, how much a round's speedup moves from round to round: the standard deviation across rounds of each
-    configuration's output throughput over the baseline's in the same round (each cell's own tokens over its own
-    wall time, as decisions read them), averaged over the configurations with at least two rounds there. What
-    drift a round design lets through shows here; the sequential rounds stop sooner where it is small."""
-    rate: dict[tuple[str, str, int], float] = {}
-    for config in summary["configs"]:
-        for point in config.get("points") or []:
-            latency = point.get("latency") or {}
-            if latency.get("wall_s"):
-                rate[(config["config_id"], point["point_id"], int(point["repeat"]))] = (
-                    float(latency["output_tokens"]) / float(latency["wall_s"]))
-    out: dict[str, float] = {}
-    for point_id in dict.fromkeys(p for _, p, _ in rate):
-        sds = []
-        for config_id in dict.fromkeys(c for c, p, _ in rate if p == point_id and c != "baseline"):
-            ratios = [rate[(config_id, point_id, r)] / rate[("baseline", point_id, r)]
-                      for c, p, r in rate if (c, p) == (config_id, point_id) and ("baseline", p, r) in rate]
-            if len(ratios) >= 2:
-                sds.append(statistics.stdev(ratios))
-        if sds:
-            out[point_id] = statistics.mean(sds)
-    return out
+    configuration's output throughput over the baseline's in the same round (the per-round values of the sweep's own
+    speedups, which decisions read), averaged over the configurations with at least two rounds there. What drift a
+    round design lets through shows here; the sequential rounds stop sooner where it is small."""
+    sds: dict[str, list[float]] = {}
+    for speedup in (summary.get("analysis") or {}).get("speedups") or []:
+        rounds = [r for r in speedup["output_throughput"].get("repeat_values") or [] if r is not None]
+        if len(rounds) >= 2:
+            sds.setdefault(speedup["point_id"], []).append(statistics.stdev(rounds))
+    return {point_id: statistics.mean(values) for point_id, values in sds.items()}
 
 
 def _git(*args: str, cwd: Path = REPO) -> str:

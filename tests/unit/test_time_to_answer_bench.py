@@ -128,9 +128,12 @@ def test_the_round_spread_is_how_much_a_speedup_moves_from_round_to_round(tta: M
     """Per point: the standard deviation across rounds of each configuration's throughput over the baseline's in the
     same round, averaged over configurations; a point of one round has none."""
     def summary(rates: dict[str, list[float]]) -> dict[str, object]:
-        return {"configs": [{"config_id": c, "points": [
-            {"point_id": p, "repeat": r, "latency": {"output_tokens": 100.0 * x, "wall_s": 100.0}}
-            for p in ("c1", "c16") for r, x in enumerate(xs if p == "c16" else xs[:1])]} for c, xs in rates.items()]}
+        """The sweep's speedups over the baseline per round, from each configuration's throughput per round."""
+        base = rates["baseline"]
+        return {"analysis": {"speedups": [
+            {"config_id": c, "point_id": p, "output_throughput": {
+                "repeat_values": [x / b for x, b in zip(xs, base, strict=True)][: None if p == "c16" else 1]}}
+            for c, xs in rates.items() if c != "baseline" for p in ("c1", "c16")]}}
     steady = tta.round_spread(summary({"baseline": [1.0, 2.0, 1.0], "k2": [1.1, 2.2, 1.1]}))
     assert steady == {"c16": pytest.approx(0.0)}  # drift that moves both alike is not spread
     moving = tta.round_spread(summary({"baseline": [1.0, 1.0, 1.0], "k2": [1.0, 1.2, 1.1], "k4": [1.0, 1.0, 1.0]}))
