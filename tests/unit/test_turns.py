@@ -112,6 +112,12 @@ def test_a_concurrency_1_round_takes_turns_and_each_cell_reads_as_if_alone(tmp_p
         summary, error, reporter = run_plan(ex, tmp_path / "run")
         assert error is None, repr(error)
     assert "interleaved (in turns, a wave of requests at a time)" in plan_table(summary).title
+    unstated = summary.plan.model_copy(update={  # capacity unstated and no concurrency 1: every point in blocks
+        "load": summary.plan.load.model_copy(update={"points": [p for p in summary.plan.points if p.id != "c1"]}),
+        "configs": [c.model_copy(update={"engine": c.engine.model_copy(update={"max_num_seqs": None})})
+                    for c in summary.plan.configs]})
+    title = plan_table(summary.model_copy(update={"plan": unstated})).title
+    assert "; interleaved" in title and "in turns" not in title
     store = RunStore(tmp_path / "run")
     ids = [c.id for c in summary.plan.configs]
     measured = [r for r in reporter.records if not r.warmup and r.point_id == "c1"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from specmeter.load.turns import takes_turns
+from specmeter.load.turns import runs_whole
 from specmeter.report.decisions import (
     decision_table,
     head_to_head_table,
@@ -54,7 +54,7 @@ def plan_table(summary: RunSummary) -> Grid:
     points = ", ".join(p.label() for p in plan.points)
     if plan.load.search:
         points += " (" + ", ".join(f"{s.key} chosen by a load search" for s in plan.load.search) + ")"
-    turns = any(takes_turns(p) for p in plan.points)
+    turns = any(all(runs_whole(p, c.engine.max_num_seqs) for c in plan.configs) for p in plan.points)
     interleaved = "; interleaved" + (" (in turns, a wave of requests at a time)" if turns else "")
     extra = (f"; {plan.repeats} repeats" if plan.repeats > 1 else "") + (interleaved if plan.interleave else "")
     located = any(c.ran_on is not None for c in summary.configs)  # Slurm: name the node of every number
