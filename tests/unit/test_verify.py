@@ -12,7 +12,7 @@ from specmeter.common.errors import InputError
 from specmeter.config.load_search import LoadSearch
 from specmeter.config.models import ConcurrencyPoint, EngineSpec, SpecConfig, dynamic_k_at
 from specmeter.execution.runner import schedule
-from specmeter.plans.verify import VERIFY_ID, best_static, verify_plan
+from specmeter.plans.verify import VERIFY_ID, best_static, round_seconds, verify_plan, where_to_verify
 from specmeter.report.decisions import verification_table
 from specmeter.schemas.metrics import RunningBatch
 from specmeter.schemas.plan import PlannedConfig, Role
@@ -152,8 +152,10 @@ def test_a_point_whose_open_decision_stopped_for_futility_is_carried() -> None:
     futile = futile_points([stopped(c1="settled", c4="settled", c16="settled"), stopped(c4="futile")])
     assert futile == {"c4"}
     plan = verify_plan(summary, recommendation, "run", futile=futile)
-    assert "c4" in plan.carried and "futility" in plan.carried["c4"]
-    assert len(plan.points) == 1 and plan.points[0].id == "c1"  # settled everywhere: one point proves the table
+    assert plan.proof and len(plan.points) == 1  # c4 counts as settled: one point proves the table
+    assert recommendation.best is not None
+    _, carried, proof = where_to_verify(recommendation.best, ["c1", "c4", "c16"], futile=futile)
+    assert proof and "c4" in carried and "futility" in carried["c4"]
     assert futile_points([stopped(c4="futile"), stopped(c4="budget")]) == frozenset()
     assert futile_points([stopped(c4="settled")]) == frozenset()
 
@@ -168,7 +170,10 @@ def test_a_tie_settles_a_point_for_verification_too() -> None:
     c4 = next(s for s in recommendation.drafters[0].segments if s.point_ids == ["c4"])
     assert [h.outcome for h in c4.evidence if h.config_id == "draft_model-k4"] == ["tie"] and c4.k == 2
     plan = verify_plan(summary, recommendation, "run")
-    assert "c4" in plan.carried and "ties with" in plan.carried["c4"]
+    assert plan.proof and len(plan.points) == 1  # c4 counts as settled
+    assert recommendation.best is not None
+    _, carried, _ = where_to_verify(recommendation.best, ["c1", "c4", "c16"])
+    assert "c4" in carried and "ties with" in carried["c4"]
     assert plan.indifference == recommendation.indifference == summary.plan.indifference
 
 
@@ -180,7 +185,21 @@ def test_a_table_settled_everywhere_still_runs_once_where_it_drafts() -> None:
     assert len(plan.points) == 1 and set(plan.carried) == {"c1", "c4", "c16"} - {proof}
     assert plan.proof and plan.load.precision == "fixed" and plan.repeats == 1  # one round: it proves, not judges
     segment = next(s for s in recommendation.drafters[0].segments if s.point_ids == [proof])
-    assert segment.k > 0 and proof == "c1"  # the first point (in plan order) where the table drafts
+    assert segment.k > 0  # a point where the table drafts, and of those the one whose round the sweep ran quickest
+    drafting = [pid for s in recommendation.drafters[0].segments if s.basis == "measured" and s.k > 0
+                for pid in s.point_ids]
+    base, statics = "baseline", best_static(recommendation.drafters[0], "baseline")
+    seconds = {p: round_seconds(summary, p, [base, statics[p], statics[p]]) for p in drafting}
+    assert len(set(seconds.values())) == len(seconds) and proof == min(drafting, key=lambda p: seconds[p] or 0.0)
+
+
+def test_a_proof_runs_at_the_first_drafting_point_where_no_round_was_timed() -> None:
+    recommendation = recommend(*sweep(SETTLED, BATCHES))
+    assert recommendation.best is not None
+    run, carried, proof = where_to_verify(recommendation.best, ["c1", "c4", "c16"])
+    assert proof and run == ["c1"] and set(carried) == {"c4", "c16"}
+    run, _, _ = where_to_verify(recommendation.best, ["c1", "c4", "c16"], cost={"c1": 9.0, "c4": 3.0}.get)
+    assert run == ["c4"]
 
 
 def test_verify_refuses_a_recommendation_that_keeps_speculation_off() -> None:

@@ -8,12 +8,15 @@ confidence, so the sweep's paired evidence stands there (the plan names such poi
 where the open ones stopped for futility (no win was likely by the budget, so what the point keeps stands as
 firmly). A table settled everywhere still runs once, at its first point that drafts, so that the config is proven
 to start and to draft the K it names: one round there (the plan's `proof`), since adaptive rounds would only look
-again at decisions the sweep settled; `every_point` runs all of the sweep's points as before.
+again at decisions the sweep settled; `every_point` runs all of the sweep's points as before. Any point that drafts
+proves that, so it is the one whose round the sweep measured quickest: on the demo a round at concurrency 1 takes
+about 2.5 times as long as at 4, since each request there decodes alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import statistics
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 from specmeter.common.errors import InputError
@@ -40,11 +43,26 @@ def best_static(rec: DrafterRecommendation, baseline_id: str) -> dict[str, str]:
     return out
 
 
+def round_seconds(source: RunSummary, point_id: str, config_ids: Sequence[str]) -> float | None:
+    """Seconds one round of the point takes with these configurations (one may be named twice): the sum of each
+    one's median wall time over the source's rounds there; None where one was not measured there."""
+    total = 0.0
+    for cid in config_ids:
+        res = source.config(cid)
+        walls = [p.latency.wall_s for p in res.repeats(point_id)] if res is not None else []
+        if not walls:
+            return None
+        total += statistics.median(walls)
+    return total
+
+
 def where_to_verify(rec: DrafterRecommendation, point_ids: list[str], every_point: bool = False,
-                    futile: Collection[str] = ()) -> tuple[list[str], dict[str, str], bool]:
+                    futile: Collection[str] = (), cost: Callable[[str], float | None] = lambda _: None,
+                    ) -> tuple[list[str], dict[str, str], bool]:
     """The points to run (in plan order), the points carried from the sweep, each with why, and whether the one
     point run is only the proof that the config runs (every point carried); `futile`: the points whose runs
-    stopped for futility (sequential.futile_points)."""
+    stopped for futility (sequential.futile_points); `cost`: the seconds a round at a point would take (None:
+    unknown), so a proof runs where it is quickest."""
     spec = rec.spec
     table = spec.num_speculative_tokens_per_batch_size if spec is not None else None
 
@@ -68,7 +86,9 @@ def where_to_verify(rec: DrafterRecommendation, point_ids: list[str], every_poin
     proof = not run and bool(point_ids)
     if proof:  # settled everywhere: one point still proves the config runs what it names
         drafting = [pid for seg in rec.segments if seg.basis == "measured" and seg.k > 0 for pid in seg.point_ids]
-        run = [next((p for p in point_ids if p in drafting), point_ids[0])]
+        where = [p for p in point_ids if p in drafting] or point_ids[:1]
+        known = {p: c for p in where if (c := cost(p)) is not None}
+        run = [min(known, key=lambda p: known[p]) if known else where[0]]  # ties: the first in plan order
     return run, {p: carried[p] for p in point_ids if p not in run}, proof
 
 
@@ -96,9 +116,15 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
         raise InputError(f"{where}: the recommendation keeps speculation off at every batch size ({reason}); there "
                          "is no dynamic config to verify")
     measured = [p for p in plan.points if any(c.repeats(p.id) for c in source.configs)] or plan.points
-    run, carried, proof = where_to_verify(drafter, [p.id for p in measured], every_point, futile)
+    statics_at = best_static(drafter, base.id)
+
+    def cost(pid: str) -> float | None:  # a round runs the baseline, the best static K and the table (timed as it)
+        static = statics_at.get(pid)
+        return round_seconds(source, pid, [base.id, static, static]) if static is not None else None
+
+    run, carried, proof = where_to_verify(drafter, [p.id for p in measured], every_point, futile, cost)
     # Each static runs where it is judged against the table: a static best only at carried points never starts.
-    against = {p: c for p, c in best_static(drafter, base.id).items() if p in run}
+    against = {p: c for p, c in statics_at.items() if p in run}
     statics = [plan.config(cid) for cid in drafter.candidates if cid in set(against.values())]
     if endpoint is None and not base.engine.launch:
         raise InputError(f"{where}: the sweep attached to running servers, so specmeter cannot launch the dynamic "
