@@ -148,7 +148,8 @@ def test_verification_waits_only_on_the_comparison_that_can_correct_the_table() 
     """Where the best static K is the table's own, nothing measured there can correct the table: the point reads
     no comparison, so it has settled after its first round, min_rounds or not (the table's speedup over the
     baseline is reported from it, not waited on). Where another static K is best, its challenge is the one
-    comparison read, and whatever that reads not rests: the baseline, while K = 4 against the table is open."""
+    comparison read, and whatever that reads not rests: the baseline, while K = 4 against the table is open, and
+    before min_rounds too, after the first round that shows its speedups."""
     same, same_records = verification([(1, 16, 2), (17, 64, 0)], dynamic=1.50, static=1.52, static_id=K2)
     walks = point_walks(same, same_records, "c1", 0.95)
     assert walks == [[]] and settled(distinct(walks))
@@ -163,3 +164,8 @@ def test_verification_waits_only_on_the_comparison_that_can_correct_the_table() 
     assert [(h.config_id, h.against) for h in walk] == [(K4, VERIFY_ID)]
     walk[0] = walk[0].model_copy(update={"outcome": "unsettled"})
     assert resting(other, [walk], "c1") == {BASELINE}
+    other.plan.load = other.plan.load.model_copy(update={"precision": "adaptive"})
+    rounds = Rounds(other, lambda: other_records, lambda _: REQUESTS)
+    assert all(rounds.start(c1, 0, c) for c in (BASELINE, K4, VERIFY_ID))
+    assert not rounds.start(c1, 1, BASELINE) and rounds.start(c1, 1, K4) and rounds.start(c1, 1, VERIFY_ID)
+    assert other.sampled("c1") is None  # no look before min_rounds: nothing was decided at one round

@@ -78,33 +78,48 @@ class Rounds:
         self._began: dict[str, float] = {}
         # (point, rounds) -> the configurations the look there rested for the next round; None: it stopped the point
         self._next: dict[tuple[str, int], frozenset[str] | None] = {}
-        self._nothing: dict[tuple[str, int], bool] = {}  # (point, rounds) -> see _decides_nothing
+        # (point, rounds) -> see _unread
+        self._unread_at: dict[tuple[str, int], frozenset[str] | None] = {}
 
     def start(self, point: LoadPoint, round_: int, config_id: str) -> bool:
         """Whether the configuration runs round `round_` (0-based) of the point: always for a fixed design; for an
         adaptive one, not once the point has stopped, nor where the last look rested it, looking again from
-        min_rounds on (from the first round on where the point decides nothing)."""
+        min_rounds on (from the first round on where the point decides nothing). Before min_rounds a verification
+        also rests what no comparison reads (_unread)."""
         self._began.setdefault(point.id, time.monotonic())
         if not self.adaptive:
             return True
         if self.stopped_before(point, round_):
             return False
-        if round_ < self.load.min_rounds and (round_ == 0 or not self._decides_nothing(point, round_)):
-            return True
+        if round_ < self.load.min_rounds:
+            if round_ == 0:
+                return True
+            unread = self._unread(point, round_)
+            if unread is not None:
+                return config_id not in unread
         if (point.id, round_) not in self._next:  # one look per round, not one per configuration
             self._next[(point.id, round_)] = self.look(point, round_)
         rested = self._next[(point.id, round_)]
         return rested is not None and config_id not in rested
 
-    def _decides_nothing(self, point: LoadPoint, rounds: int) -> bool:
-        """Whether the point reads no comparison at all (verify: the best static K is the table's own), so another
-        round, before min_rounds too, could change nothing: its first round shows what the engine drafted. Asked
-        once per round."""
+    def _unread(self, point: LoadPoint, rounds: int) -> frozenset[str] | None:
+        """Before min_rounds, after `rounds` rounds: None where the point reads no comparison at all (verify: the
+        best static K is the table's own), so another round could change nothing and the look stops it (its first
+        round showed what the engine drafted); else what the next round leaves out. A sweep's or a proposal's
+        walk reads every configuration it decides on, so that is nothing. A verification's one comparison is the
+        table against the best static K: its baseline is reported, not waited on, so it runs the first round (the
+        speedups it shows) and rests from then on; min_rounds guards decisions, and it is in none. Asked once
+        per round."""
         key = (point.id, rounds)
-        if key not in self._nothing:
+        if key not in self._unread_at:
             walks = point_walks(self.summary, self.records(), point.id, confidence_after(rounds, self.load))
-            self._nothing[key] = bool(walks) and not distinct(walks)
-        return self._nothing[key]
+            read = {side for h in distinct(walks) for side in (h.config_id, h.against)}
+            plan = self.summary.plan
+            running = {c.id for c in plan.configs if plan.runs(c, point.id)}
+            self._unread_at[key] = (None if walks and not read
+                                    else frozenset(running - read) if plan.kind == "verify" and read
+                                    else frozenset())
+        return self._unread_at[key]
 
     def stopped_before(self, point: LoadPoint, round_: int) -> bool:
         """The point stopped (settled, futile or out of budget) with fewer rounds than this one: a resume skips it."""
