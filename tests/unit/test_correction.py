@@ -168,4 +168,5 @@ def test_verification_waits_only_on_the_comparison_that_can_correct_the_table() 
     rounds = Rounds(other, lambda: other_records, lambda _: REQUESTS)
     assert all(rounds.start(c1, 0, c) for c in (BASELINE, K4, VERIFY_ID))
     assert not rounds.start(c1, 1, BASELINE) and rounds.start(c1, 1, K4) and rounds.start(c1, 1, VERIFY_ID)
-    assert other.sampled("c1") is None  # no look before min_rounds: nothing was decided at one round
+    entry = other.sampled("c1")  # nothing stops before min_rounds, but the rest is on record
+    assert entry is not None and entry.stopped is None and entry.rested_from() == {BASELINE: 2}

@@ -18,6 +18,7 @@ from specmeter.analysis.correction import REPEAT_OFFSET, pooled
 from specmeter.analysis.proposed import judged
 from specmeter.config.models import SpecConfig
 from specmeter.data.workload import load_conversations
+from specmeter.execution.rounds import Rounds
 from specmeter.execution.runner import Execution, schedule
 from specmeter.execution.servers import ServerPool
 from specmeter.plans.propose import held_before, propose_plan
@@ -123,6 +124,27 @@ def test_each_other_drafters_pick_runs_beside_a_proposal_so_drafters_stay_compar
     assert ngram_at_c1 == "ngram-k3"
     plan = propose_plan(summary, rec, [proposal(3, "c1", rec, draft)], "run")
     assert plan.runs_at["ngram-k3"] == ["c1"] and {K2, K3, K4} <= set(plan.runs_at)
+
+
+def test_a_proposals_baseline_runs_one_round_where_the_walk_meets_the_proposed_k_past_it() -> None:
+    """Before min_rounds every configuration a decision reads runs; the proposal decides its walk from the proposed
+    K on. Past the baseline (K = 5 after K = 4, K = 3 after K = 2 at c1) the baseline only repeats what the sweep
+    settled, so after the round that shows its speedups it rests; where the proposed K meets the baseline itself
+    (K = 1 at c16, where the sweep kept speculation off) it runs on."""
+    summary, _, rec = the_sweep()
+    cases = [(5, "c1", {K4: (1.60, 1.55, 1.65), K5: (1.62, 1.57, 1.67)}, False),
+             (3, "c1", WINS, False),
+             (1, "c16", {"draft_model-k1": (0.97, 0.92, 1.02)}, True)]
+    for k, at, values, baseline_runs in cases:
+        run, records = proposal_run(values, (summary, rec, [proposal(k, at, rec)]), point=at)
+        assert run.plan.load.precision == "adaptive" and run.plan.load.min_rounds == 2
+        rounds, point = Rounds(run, lambda records=records: records, lambda _: 20), run.plan.points[0]
+        ran = [c.id for c in run.plan.configs if run.plan.runs(c, at)]
+        assert all(rounds.start(point, 0, cid) for cid in ran)
+        assert rounds.start(point, 1, BASELINE) is baseline_runs, k
+        assert all(rounds.start(point, 1, cid) for cid in ran if cid != BASELINE)
+        entry = run.sampled(at)
+        assert (entry.rested_from() if entry is not None else {}) == ({} if baseline_runs else {BASELINE: 2})
 
 
 # -- pooling and the decision -------------------------------------------------------------------------------------

@@ -161,6 +161,30 @@ def resting(summary: RunSummary, walks: Sequence[Sequence[HeadToHead]], point_id
     return (running & read) - needed
 
 
+def outside_decisions(summary: RunSummary, walks: Sequence[Sequence[HeadToHead]], point_id: str) -> set[str]:
+    """The configurations at the point that no decision the run is for reads, open or settled: min_rounds guards
+    decisions, so after the first round (which shows their speedups) these rest until the looks begin. A
+    verification is for its one comparison, the table against the best static K, so its baseline is reported, not
+    waited on. A proposal is for its walk from the first comparison with a proposed K on: each proposed K runs
+    beside the configuration the sweep's walk held when it reached that K, and the walk up to there repeats what
+    the sweep decided, so what only that part reads rests (the baseline below a proposed K = 5 at batch 1). A
+    sweep is for everything its walks read."""
+    plan = summary.plan
+    running = {c.id for c in plan.configs if plan.runs(c, point_id)}
+    if plan.kind == "verify":
+        return running - {side for h in distinct(walks) for side in (h.config_id, h.against)}
+    if plan.kind != "propose":
+        return set()
+    proposed = {p.config_id for p in plan.proposed}
+    behind: set[str] = set()
+    ahead: set[str] = set()
+    for walk in walks:
+        first = next((i for i, h in enumerate(walk) if {h.config_id, h.against} & proposed), len(walk))
+        behind |= {side for h in walk[:first] for side in (h.config_id, h.against)}
+        ahead |= {side for h in walk[first:] for side in (h.config_id, h.against)}
+    return (running & behind) - ahead
+
+
 def win_chance(h: HeadToHead, rounds: int, load: LoadSpec) -> float | None:
     """The predictive probability that the open comparison `h`, read after `rounds` rounds, ends as a win at the
     last look max_rounds allows: the ratio taken as normal around its estimate with the spread its lower bound

@@ -14,7 +14,16 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from specmeter.analysis.sequential import confidence_after, distinct, futile, point_arena, point_walks, resting, settled
+from specmeter.analysis.sequential import (
+    confidence_after,
+    distinct,
+    futile,
+    outside_decisions,
+    point_arena,
+    point_walks,
+    resting,
+    settled,
+)
 from specmeter.config.models import LoadPoint, LoadSpec
 from specmeter.load.stops import Stop, StopConditions
 from specmeter.schemas.records import RequestRecord
@@ -84,8 +93,8 @@ class Rounds:
     def start(self, point: LoadPoint, round_: int, config_id: str) -> bool:
         """Whether the configuration runs round `round_` (0-based) of the point: always for a fixed design; for an
         adaptive one, not once the point has stopped, nor where the last look rested it, looking again from
-        min_rounds on (from the first round on where the point decides nothing). Before min_rounds a verification
-        also rests what no comparison reads (_unread)."""
+        min_rounds on (from the first round on where the point decides nothing). Before min_rounds, what no decision
+        the run is for reads rests after the first round (_unread)."""
         self._began.setdefault(point.id, time.monotonic())
         if not self.adaptive:
             return True
@@ -105,20 +114,20 @@ class Rounds:
     def _unread(self, point: LoadPoint, rounds: int) -> frozenset[str] | None:
         """Before min_rounds, after `rounds` rounds: None where the point reads no comparison at all (verify: the
         best static K is the table's own), so another round could change nothing and the look stops it (its first
-        round showed what the engine drafted); else what the next round leaves out. A sweep's or a proposal's
-        walk reads every configuration it decides on, so that is nothing. A verification's one comparison is the
-        table against the best static K: its baseline is reported, not waited on, so it runs the first round (the
-        speedups it shows) and rests from then on; min_rounds guards decisions, and it is in none. Asked once
-        per round."""
+        round showed what the engine drafted); else what the next round leaves out: what no decision the run is
+        for reads (analysis.sequential.outside_decisions). Asked once per round."""
         key = (point.id, rounds)
         if key not in self._unread_at:
-            walks = point_walks(self.summary, self.records(), point.id, confidence_after(rounds, self.load))
-            read = {side for h in distinct(walks) for side in (h.config_id, h.against)}
-            plan = self.summary.plan
-            running = {c.id for c in plan.configs if plan.runs(c, point.id)}
-            self._unread_at[key] = (None if walks and not read
-                                    else frozenset(running - read) if plan.kind == "verify" and read
-                                    else frozenset())
+            confidence, records = confidence_after(rounds, self.load), self.records()
+            walks = point_walks(self.summary, records, point.id, confidence)
+            decisions = distinct(walks)
+            unread = None if walks and not decisions else frozenset(outside_decisions(self.summary, walks, point.id))
+            if unread:  # on record as a look that rested them, so the sampling table says from which round
+                entry = self._entry(point, rounds, confidence, records)
+                look = Look(rounds=rounds, confidence=confidence, rested=sorted(unread),
+                            open=[h.summary() for h in decisions if h.outcome == "unsettled"])
+                entry.looks = [*[lk for lk in entry.looks if lk.rounds != rounds], look]
+            self._unread_at[key] = unread
         return self._unread_at[key]
 
     def stopped_before(self, point: LoadPoint, round_: int) -> bool:

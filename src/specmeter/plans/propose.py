@@ -8,7 +8,9 @@ and, where it differs, the configuration the sweep's walk held when it reached t
 sweep and this run pooled, the walk then meets the proposed K with paired evidence on both of its sides, as if
 the sweep had run it. Each other drafter's pick there runs too, since drafters are chosen by their tables on the
 same requests (analysis.drafter_choice). Nothing else runs again: the sweep's other configurations are judged
-where they were.
+where they were. The proposal decides its walk from the proposed K on; the part before it repeats what the sweep
+settled, so what only that part reads (the baseline, where the walk meets the proposed K past it) runs the first
+round, for the speedups it shows, and rests after it (analysis.sequential.outside_decisions).
 """
 
 from __future__ import annotations

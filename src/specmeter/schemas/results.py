@@ -126,7 +126,8 @@ class Look(BaseModel):
     open: list[str] = Field(default_factory=list, description="The head-to-head comparisons still straddling "
                             "their threshold.")
     rested: list[str] = Field(default_factory=list, description="Configurations the next round left out: no "
-                              "comparison still open could read them.")
+                              "comparison still open could read them (before min_rounds, where nothing stops: no "
+                              "decision the run is for reads them).")
 
 
 class PointSampling(BaseModel):
