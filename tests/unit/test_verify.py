@@ -116,15 +116,16 @@ SETTLED = {"draft_model-k2": {**CLEAR["draft_model-k2"], "c16": (0.80, 0.75, 0.8
 
 
 def test_verify_runs_where_the_table_can_be_wrong_and_carries_the_sweeps_settled_evidence_elsewhere() -> None:
-    """K = 4 against K = 2 at c4 straddles the threshold: the table's K there rests on an open decision, so
-    verification runs c4 (with the static it is judged against there) and carries c1 and c16, which the sweep
-    settled; no static best only at a carried point is started."""
+    """K = 4 against K = 2 at c4 straddles the threshold, K = 4 measured a little faster: the table's K there (the
+    cheaper K = 2) rests on an open decision that K = 4 could still win, so verification runs c4 (with the static it
+    is judged against there) and carries c1 and c16, which the sweep settled; no static best only at a carried
+    point is started."""
     near = {"draft_model-k2": {**SETTLED["draft_model-k2"], "c4": (1.25, 1.20, 1.30)},
-            "draft_model-k4": {**SETTLED["draft_model-k4"], "c4": (1.24, 1.15, 1.33)}}
+            "draft_model-k4": {**SETTLED["draft_model-k4"], "c4": (1.27, 1.18, 1.36)}}
     summary, records = sweep(near, BATCHES)
     recommendation = recommend(summary, records)
     c4 = next(s for s in recommendation.drafters[0].segments if s.point_ids == ["c4"])
-    assert any(h.outcome == "unsettled" for h in c4.evidence)
+    assert any(h.outcome == "unsettled" for h in c4.evidence) and c4.k == 2
     plan = verify_plan(summary, recommendation, "run")
     assert [p.id for p in plan.points] == ["c4"] and set(plan.carried) == {"c1", "c16"}
     assert not plan.proof and plan.load.precision == "adaptive"
@@ -133,6 +134,20 @@ def test_verify_runs_where_the_table_can_be_wrong_and_carries_the_sweeps_settled
     assert {c.id for c in plan.configs} == {"baseline", plan.best_static["c4"], VERIFY_ID}
     everything = verify_plan(summary, recommendation, "run", every_point=True)
     assert everything.points == summary.plan.points and not everything.carried
+
+
+def test_a_point_where_the_table_runs_the_best_static_k_is_carried_though_a_decision_is_open() -> None:
+    """K = 4 a little slower than K = 2 at c4, the comparison open: the table keeps K = 2, the best static K there,
+    so the one comparison verification reads (the best static K against the table) does not exist at c4 and no
+    round there could correct the table; c4 is carried, and the table settled elsewhere runs once as a proof."""
+    near = {"draft_model-k2": {**SETTLED["draft_model-k2"], "c4": (1.25, 1.20, 1.30)},
+            "draft_model-k4": {**SETTLED["draft_model-k4"], "c4": (1.24, 1.15, 1.33)}}
+    recommendation = recommend(*sweep(near, BATCHES))
+    assert recommendation.best is not None
+    c4 = next(s for s in recommendation.best.segments if s.point_ids == ["c4"])
+    assert any(h.outcome == "unsettled" for h in c4.evidence) and c4.k == 2
+    run, carried, proof = where_to_verify(recommendation.best, "baseline", ["c1", "c4", "c16"])
+    assert proof and run == ["c1"] and "measured best of the static Ks" in carried["c4"]
 
 
 def test_a_point_whose_open_decision_stopped_for_futility_is_carried() -> None:
@@ -154,7 +169,7 @@ def test_a_point_whose_open_decision_stopped_for_futility_is_carried() -> None:
     plan = verify_plan(summary, recommendation, "run", futile=futile)
     assert plan.proof and len(plan.points) == 1  # c4 counts as settled: one point proves the table
     assert recommendation.best is not None
-    _, carried, proof = where_to_verify(recommendation.best, ["c1", "c4", "c16"], futile=futile)
+    _, carried, proof = where_to_verify(recommendation.best, "baseline", ["c1", "c4", "c16"], futile=futile)
     assert proof and "c4" in carried and "futility" in carried["c4"]
     assert futile_points([stopped(c4="futile"), stopped(c4="budget")]) == frozenset()
     assert futile_points([stopped(c4="settled")]) == frozenset()
@@ -172,7 +187,7 @@ def test_a_tie_settles_a_point_for_verification_too() -> None:
     plan = verify_plan(summary, recommendation, "run")
     assert plan.proof and len(plan.points) == 1  # c4 counts as settled
     assert recommendation.best is not None
-    _, carried, _ = where_to_verify(recommendation.best, ["c1", "c4", "c16"])
+    _, carried, _ = where_to_verify(recommendation.best, "baseline", ["c1", "c4", "c16"])
     assert "c4" in carried and "ties with" in carried["c4"]
     assert plan.indifference == recommendation.indifference == summary.plan.indifference
 
@@ -196,9 +211,9 @@ def test_a_table_settled_everywhere_still_runs_once_where_it_drafts() -> None:
 def test_a_proof_runs_at_the_first_drafting_point_where_no_round_was_timed() -> None:
     recommendation = recommend(*sweep(SETTLED, BATCHES))
     assert recommendation.best is not None
-    run, carried, proof = where_to_verify(recommendation.best, ["c1", "c4", "c16"])
+    run, carried, proof = where_to_verify(recommendation.best, "baseline", ["c1", "c4", "c16"])
     assert proof and run == ["c1"] and set(carried) == {"c4", "c16"}
-    run, _, _ = where_to_verify(recommendation.best, ["c1", "c4", "c16"], cost={"c1": 9.0, "c4": 3.0}.get)
+    run, _, _ = where_to_verify(recommendation.best, "baseline", ["c1", "c4", "c16"], cost={"c1": 9.0, "c4": 3.0}.get)
     assert run == ["c4"]
 
 

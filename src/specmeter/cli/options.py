@@ -30,7 +30,7 @@ Dtype = Annotated[str | None, typer.Option(help="Model dtype: float32, bfloat16 
 EngineEnv = Annotated[list[str] | None, typer.Option(help="Launch mode: server environment KEY=VALUE (repeatable).")]
 Concurrency = Annotated[str | None, typer.Option(help="Closed-loop load points: concurrency levels, e.g. 1,4,16 (sweep: or auto, a load search that places the points).")]
 RequestRate = Annotated[str | None, typer.Option(help="Open-loop load points: conversations per second, e.g. 0.5,2.")]
-Repeats = Annotated[int | None, typer.Option(min=1, help="Fixed rounds of every point per configuration (default: run 1; sweep, verify, demo: the file's, else adaptive until the point's decisions settle or none is likely to end as a win; verify's one proof point, where the sweep settled every point: one).")]
+Repeats = Annotated[int | None, typer.Option(min=1, help="Fixed rounds of every point per configuration (default: run 1; sweep, verify, demo: the file's, else adaptive until the point's decisions settle or none is likely to end as a win; verify's one proof point, where every point is carried from the sweep: one).")]
 Interleave = Annotated[bool | None, typer.Option(help="Keep every server up together and alternate them at each point, a wave of requests at a time at concurrency points (needs memory for all).")]
 StopAtSaturation = Annotated[bool | None, typer.Option("--stop-at-saturation/--no-stop-at-saturation", help="Stop going up the loads once every server saturated: throughput no longer rising while latency grows (default: on; load.stop_at_saturation).")]
 ApiKey = Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}); never written anywhere.")]

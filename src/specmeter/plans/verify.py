@@ -6,11 +6,13 @@ Verification runs where the table can be wrong: at the points whose decisions th
 every head-to-head comparison behind a point's K was settled, more rounds could not change that K at the stated
 confidence, so the sweep's paired evidence stands there (the plan names such points `carried`, with why); so too
 where the open ones stopped for futility (no win was likely by the budget, so what the point keeps stands as
-firmly). A table settled everywhere still runs once, at its first point that drafts, so that the config is proven
-to start and to draft the K it names: one round there (the plan's `proof`), since adaptive rounds would only look
-again at decisions the sweep settled; `every_point` runs all of the sweep's points as before. Any point that drafts
-proves that, so it is the one whose round the sweep measured quickest: on the demo a round at concurrency 1 takes
-about 2.5 times as long as at 4, since each request there decodes alone.
+firmly), and where the table's K measured best of the static Ks, open decisions or not: the one comparison
+verification reads there, the best static K against the table, sets a K against itself, so no round could correct
+the table. A table carried everywhere still runs once, so that the config is proven to start and to draft the K it
+names: one round (the plan's `proof`), since adaptive rounds would only look again at decisions already made;
+`every_point` runs all of the sweep's points as before. Any point that drafts proves that, so it is the one whose
+round the sweep measured quickest: on the demo a round at concurrency 1 takes about 2.5 times as long as at 4, since
+each request there decodes alone.
 """
 
 from __future__ import annotations
@@ -26,21 +28,22 @@ from specmeter.engines.registry import get_engine
 from specmeter.execution.runner import Execution
 from specmeter.schemas.analysis import indifference_for
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
-from specmeter.schemas.recommend import DrafterRecommendation, Recommendation
+from specmeter.schemas.recommend import DrafterRecommendation, Recommendation, Score, Segment
 from specmeter.schemas.results import RunSummary
 
 VERIFY_ID = "dynamic"
 
 
+def top_static(seg: Segment, baseline_id: str) -> Score | None:
+    """The static configuration with the highest objective at a measured stretch (baseline excluded)."""
+    statics = [s for s in seg.scores if s.config_id != baseline_id and s.value is not None]
+    return max(statics, key=lambda s: s.value or 0.0) if seg.basis == "measured" and statics else None
+
+
 def best_static(rec: DrafterRecommendation, baseline_id: str) -> dict[str, str]:
     """Per measured point, the static configuration with the highest objective there (baseline excluded)."""
-    out: dict[str, str] = {}
-    for seg in rec.segments:
-        statics = [s for s in seg.scores if s.config_id != baseline_id and s.value is not None]
-        if seg.basis == "measured" and statics:
-            top = max(statics, key=lambda s: s.value or 0.0)
-            out.update({pid: top.config_id for pid in seg.point_ids})
-    return out
+    return {pid: top.config_id for seg in rec.segments if (top := top_static(seg, baseline_id)) is not None
+            for pid in seg.point_ids}
 
 
 def round_seconds(source: RunSummary, point_id: str, config_ids: Sequence[str]) -> float | None:
@@ -56,7 +59,7 @@ def round_seconds(source: RunSummary, point_id: str, config_ids: Sequence[str]) 
     return total
 
 
-def where_to_verify(rec: DrafterRecommendation, point_ids: list[str], every_point: bool = False,
+def where_to_verify(rec: DrafterRecommendation, baseline_id: str, point_ids: list[str], every_point: bool = False,
                     futile: Collection[str] = (), cost: Callable[[str], float | None] = lambda _: None,
                     ) -> tuple[list[str], dict[str, str], bool]:
     """The points to run (in plan order), the points carried from the sweep, each with why, and whether the one
@@ -82,9 +85,12 @@ def where_to_verify(rec: DrafterRecommendation, point_ids: list[str], every_poin
         elif seg.point_ids[0] in futile:
             carried[seg.point_ids[0]] = (f"K = {seg.k} rests on decisions settled or stopped for futility (no win "
                                          f"was likely by the budget, so the cheaper stays): {why}")
+        elif seg.k > 0 and (top := top_static(seg, baseline_id)) is not None and top.k == seg.k:
+            carried[seg.point_ids[0]] = (f"K = {seg.k} measured best of the static Ks here, so none can correct "
+                                         f"the table here (its open decisions are what the table keeps): {why}")
     run = [p for p in point_ids if every_point or p not in carried]
     proof = not run and bool(point_ids)
-    if proof:  # settled everywhere: one point still proves the config runs what it names
+    if proof:  # carried everywhere: one point still proves the config runs what it names
         drafting = [pid for seg in rec.segments if seg.basis == "measured" and seg.k > 0 for pid in seg.point_ids]
         where = [p for p in point_ids if p in drafting] or point_ids[:1]
         known = {p: c for p in where if (c := cost(p)) is not None}
@@ -122,7 +128,7 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
         static = statics_at.get(pid)
         return round_seconds(source, pid, [base.id, static, static]) if static is not None else None
 
-    run, carried, proof = where_to_verify(drafter, [p.id for p in measured], every_point, futile, cost)
+    run, carried, proof = where_to_verify(drafter, base.id, [p.id for p in measured], every_point, futile, cost)
     # Each static runs where it is judged against the table: a static best only at carried points never starts.
     against = {p: c for p, c in statics_at.items() if p in run}
     statics = [plan.config(cid) for cid in drafter.candidates if cid in set(against.values())]
