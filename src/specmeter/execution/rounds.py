@@ -26,6 +26,7 @@ from specmeter.analysis.sequential import (
 )
 from specmeter.config.models import LoadPoint, LoadSpec
 from specmeter.load.stops import Stop, StopConditions
+from specmeter.schemas.analysis import HeadToHead
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import Look, PointSampling, RunSummary
 
@@ -123,10 +124,8 @@ class Rounds:
             decisions = distinct(walks)
             unread = None if walks and not decisions else frozenset(outside_decisions(self.summary, walks, point.id))
             if unread:  # on record as a look that rested them, so the sampling table says from which round
-                entry = self._entry(point, rounds, confidence, records)
-                look = Look(rounds=rounds, confidence=confidence, rested=sorted(unread),
-                            open=[h.summary() for h in decisions if h.outcome == "unsettled"])
-                entry.looks = [*[lk for lk in entry.looks if lk.rounds != rounds], look]
+                _, look = self._record(point, rounds, confidence, records, decisions)
+                look.rested = sorted(unread)
             self._unread_at[key] = unread
         return self._unread_at[key]
 
@@ -143,10 +142,7 @@ class Rounds:
         arena = point_arena(self.summary, records, point.id, confidence)
         walks = point_walks(self.summary, records, point.id, confidence, arena)
         decisions = distinct(walks)
-        entry = self._entry(point, rounds, confidence, records)
-        look = Look(rounds=rounds, confidence=confidence,
-                    open=[h.summary() for h in decisions if h.outcome == "unsettled"])
-        entry.looks = [*[lk for lk in entry.looks if lk.rounds != rounds], look]
+        entry, look = self._record(point, rounds, confidence, records, decisions)
         if walks and not decisions:  # a walk with nothing to compare (verify: the best static K is the table's own)
             self._stop(entry, "settled", f"nothing to decide here: stopped after {rounds} round{'s' * (rounds > 1)}")
             return None
@@ -193,6 +189,15 @@ class Rounds:
         counts = [len(res.repeats(point.id)) for c in plan.configs if plan.runs(c, point.id)
                   if (res := self.summary.config(c.id)) is not None and res.server_error is None]
         return max(counts, default=0)
+
+    def _record(self, point: LoadPoint, rounds: int, confidence: float, records: Sequence[RequestRecord],
+                decisions: Sequence[HeadToHead]) -> tuple[PointSampling, Look]:
+        """The point's entry, with the look after `rounds` rounds in it (in place of one taken there before)."""
+        entry = self._entry(point, rounds, confidence, records)
+        look = Look(rounds=rounds, confidence=confidence,
+                    open=[h.summary() for h in decisions if h.outcome == "unsettled"])
+        entry.looks = [*[lk for lk in entry.looks if lk.rounds != rounds], look]
+        return entry, look
 
     def _entry(self, point: LoadPoint, rounds: int, confidence: float,
                records: Sequence[RequestRecord]) -> PointSampling:
