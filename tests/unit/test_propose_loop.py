@@ -279,7 +279,7 @@ def test_the_tune_loops_proposal_step_measures_the_best_proposal_and_says_what_i
     best static K; one that won keeps it for verification."""
     rec = decide(run_dir, Criteria())
     found = [proposal(3, "c1", rec), proposal(1, "c16", rec)]
-    monkeypatch.setattr(workflow, "found_proposals", lambda *_: (found, ""))
+    monkeypatch.setattr(workflow, "found_proposals", lambda *_: (found, [], ""))
     ran: list[Execution] = []
 
     def measure(ex: Execution, target: Path, _term: Terminal, keep: Any, _pool: Any, *, show: bool) -> RunSummary:
@@ -315,7 +315,7 @@ def test_a_proposal_that_lost_but_is_a_points_best_static_k_keeps_its_server_for
     verification runs it there as the best static K against the table, so its server stays up."""
     k5 = "draft_model-k5"
     found = [proposal(5, "c1", decide(run_dir, Criteria()))]
-    monkeypatch.setattr(workflow, "found_proposals", lambda *_: (found, ""))
+    monkeypatch.setattr(workflow, "found_proposals", lambda *_: (found, [], ""))
 
     def measure(ex: Execution, target: Path, _term: Terminal, keep: Any, _pool: Any, *, show: bool) -> RunSummary:
         summary, records = proposal_run({K4: (1.60, 1.55, 1.65), k5: (1.605, 1.555, 1.655)})
@@ -341,7 +341,7 @@ def test_a_later_proposal_run_takes_the_next_free_directory_and_pools_with_the_e
     cal = cast(Calibration, Calibration.model_construct())
     for k, point, measured in ((3, "c1", WINS), (1, "c16", {"draft_model-k1": (1.20, 1.15, 1.25)})):
         found = [proposal(k, point, decide(run_dir, Criteria()))]
-        monkeypatch.setattr(workflow, "found_proposals", lambda *_, found=found: (found, ""))
+        monkeypatch.setattr(workflow, "found_proposals", lambda *_, found=found: (found, [], ""))
 
         def measure(ex: Execution, target: Path, _term: Terminal, keep: Any, _pool: Any, *, show: bool,
                     measured: dict[str, Interval] = measured, point: str = point) -> RunSummary:
@@ -356,6 +356,21 @@ def test_a_later_proposal_run_takes_the_next_free_directory_and_pools_with_the_e
     rec = decide(run_dir, Criteria())
     assert [(p.k, p.run) for p in rec.proposed] == [(3, "propose"), (1, "propose-2")]
     assert measured_k(rec, "c1") == 3 and measured_k(rec, "c16") == 1
+
+
+def test_proposals_that_could_at_best_tie_are_named_and_not_measured(
+        run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model's only proposal is a costlier K predicted inside the indifference zone: the terminal names it and
+    why, and nothing is measured (no propose/ directory, no server)."""
+    ties = [proposal(5, "c1", decide(run_dir, Criteria()))]
+    monkeypatch.setattr(workflow, "found_proposals", lambda *_: ([], ties, "no unmeasured K"))
+    monkeypatch.setattr(workflow, "measure_and_keep", lambda *_, **__: pytest.fail("nothing is measured"))
+    term, out = terminal()
+    workflow.propose(run_dir, cast(Calibration, Calibration.model_construct()), workflow.ProposeRequest(), term, None)
+    said = " ".join(out.getvalue().split())
+    assert "could at best tie, not measured: draft_model demo-draft K=5 at c1" in said
+    assert "a tie keeps the cheaper" in said and "proposals: none" not in said
+    assert not (run_dir / "propose").exists()
 
 
 def test_no_budget_or_no_calibration_measures_nothing(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

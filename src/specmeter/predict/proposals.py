@@ -10,6 +10,9 @@ that K's predicted speedup over what it measured against speculation off. Where 
 the incumbent's by more than the minimum gain it could win that stretch; proposals are ranked by their largest
 such edge.
 
+A K costlier than the incumbent whose predicted edge is inside the indifference zone is set aside (at_best_ties):
+as predicted it would tie at best, and a tie keeps the cheaper.
+
 A proposal is a reason to measure, never an answer: the tune loop runs it head to head with the incumbent, and
 only the walk on that evidence lets it into the table.
 """
@@ -17,7 +20,7 @@ only the walk on that evidence lets it into the table.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specmeter.predict.acceptance import AcceptanceProfile
 from specmeter.predict.predict import Predictor
@@ -94,6 +97,24 @@ def _anchor(seg: Segment, chosen: str, k: int) -> _Anchor | None:
         return None
     cid, near, value = min(drafted, key=lambda d: (abs(d[1] - k), d[1]))
     return _Anchor(cid, near, value / base)
+
+
+def at_best_ties(found: Iterable[Proposal], indifference: float | None) -> tuple[list[Proposal], list[Proposal]]:
+    """`found` split into what is worth measuring and what could at best tie. A K costlier than the incumbent (a
+    larger K, or any K where speculation off was chosen) enters the table only by beating it by more than the
+    minimum gain, and a tie (at most the indifference zone better) keeps the cheaper: where the model predicts it
+    ahead by no more than the zone, its measurement, as predicted, ends in a tie or a loss, and even a win would buy
+    at most what the zone calls hardly mattering. A cheaper K is measured from the minimum gain on, since a tie
+    would let it in. `indifference` None (decided before ties existed): everything is worth measuring."""
+    measure: list[Proposal] = []
+    ties: list[Proposal] = []
+    for p in found:
+        at_best = [indifference is not None and p.k > c.incumbent_k and c.edge <= 1.0 + indifference
+                   for c in p.contests]
+        for into, tie in ((measure, False), (ties, True)):
+            if contests := tuple(c for c, t in zip(p.contests, at_best, strict=True) if t == tie):
+                into.append(replace(p, contests=contests))
+    return measure, ties
 
 
 def ranked(found: Iterable[Proposal]) -> list[Proposal]:

@@ -20,11 +20,12 @@ from specmeter.predict.calibration import refit
 from specmeter.predict.observations import drafter_key, request_mix
 from specmeter.predict.predict import Predictor
 from specmeter.predict.profiles import drafter_profiles
-from specmeter.predict.proposals import Proposal, proposals, ranked
+from specmeter.predict.proposals import Proposal, at_best_ties, proposals, ranked
 from specmeter.report.recommendation import predicted_text, proposal_lines
 from specmeter.rundir.run_data import PROPOSE_DIR
 from specmeter.rundir.store import free_name
 from specmeter.schemas.planner import Calibration
+from specmeter.schemas.proposal import Contest
 from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
 from specmeter.workflows.evidence import answer_evidence
@@ -61,13 +62,14 @@ class ProposeRequest:
 
 
 def found_proposals(summary: RunSummary, run: str, cal: Calibration, rec: Recommendation,
-                    k_range: tuple[int, int] | None) -> tuple[list[Proposal], str]:
-    """Every proposal the model makes over `rec`'s drafters, ranked, and why there are none where so."""
+                    k_range: tuple[int, int] | None) -> tuple[list[Proposal], list[Proposal], str]:
+    """Every proposal the model makes over `rec`'s drafters: those worth measuring, ranked, those that could at
+    best tie (at_best_ties), and why there are none where so."""
     if summary.plan.workload.lengths:
-        return [], "an input-length axis has a table per length, and proposals are made for one table"
+        return [], [], "an input-length axis has a table per length, and proposals are made for one table"
     mix = request_mix(summary)
     if mix is None:
-        return [], "no completed request to read prompt and output lengths from"
+        return [], [], "no completed request to read prompt and output lengths from"
     predictor = Predictor(refit(cal), mix)
     profiles = drafter_profiles(summary, run)
     found: list[Proposal] = []
@@ -80,7 +82,20 @@ def found_proposals(summary: RunSummary, run: str, cal: Calibration, rec: Recomm
         if key in profiles and key in predictor.model.drafters:  # --propose-k over the sweep file's K range
             found += proposals(predictor, key, profiles[key], d, [c.k for c in family], min_gain=rec.min_gain,
                                k_range=k_range or next((c.k_range for c in family if c.k_range), None))
-    return ranked(found), "no unmeasured K is predicted to beat the K chosen at any measured point"
+    measure, ties = at_best_ties(found, rec.indifference)
+    return ranked(measure), ties, "no unmeasured K is predicted to beat the K chosen at any measured point"
+
+
+def tie_text(ties: list[Proposal], zone: float) -> str:
+    """The proposals set aside as at best ties, e.g. 'proposals that could at best tie, not measured: draft_model
+    demo-draft K=5 at c1 (+1.8% over K=4) (...)'."""
+    def over(c: Contest) -> str:
+        return f"at {'/'.join(c.point_ids)} ({c.edge - 1:+.1%} over " + (
+            f"K={c.incumbent_k})" if c.incumbent_k else "speculation off)")
+
+    where = "; ".join(f"{p.drafter} K={p.k} " + ", ".join(map(over, p.contests)) for p in ties)
+    return (f"proposals that could at best tie, not measured: {where} (a costlier K predicted within the {zone:.0%} "
+            "indifference zone; a tie keeps the cheaper)")
 
 
 def propose(run_dir: Path, cal: Calibration | None, req: ProposeRequest, term: Terminal, pool: ServerPool | None,
@@ -91,9 +106,12 @@ def propose(run_dir: Path, cal: Calibration | None, req: ProposeRequest, term: T
         return
     summary = answer_evidence(run_dir).summary  # the sweep, with any K measured before as one of its own
     rec = decide(run_dir, req.criteria)
-    found, why = found_proposals(summary, str(run_dir), cal, rec, req.k_range)
+    found, ties, why = found_proposals(summary, str(run_dir), cal, rec, req.k_range)
+    if ties:
+        term.human.print(f"[dim]{tie_text(ties, rec.indifference or 0.0)}[/]", highlight=False)
     if not found:
-        term.human.print(f"[dim]proposals: none; {why}[/]", highlight=False)
+        if not ties:
+            term.human.print(f"[dim]proposals: none; {why}[/]", highlight=False)
         return
     chosen = found[:req.budget]
     target = free_name(run_dir / PROPOSE_DIR)
