@@ -11,7 +11,7 @@ from estimate_fixtures import iid_al
 from specmeter.predict.acceptance import AcceptanceProfile
 from specmeter.predict.observations import Mix, prefill_per_step
 from specmeter.predict.predict import Predictor
-from specmeter.predict.proposals import Proposal, at_best_ties, k_span, proposals, ranked
+from specmeter.predict.proposals import Proposal, inside_zone, k_span, proposals, ranked
 from specmeter.predict.stepcost import features, fit
 from specmeter.schemas.planner import Observation
 from specmeter.schemas.proposal import Contest
@@ -157,19 +157,20 @@ def contest(point: str, incumbent_k: int, edge: float) -> Contest:
                    predicted=1.2 * edge, predicted_incumbent=1.2)
 
 
-def test_a_costlier_k_predicted_within_the_indifference_zone_could_at_best_tie_and_is_set_aside() -> None:
-    """K = 5 past K = 4 (or past speculation off) must win by the minimum gain and a tie keeps the cheaper, so where
-    its predicted edge is inside the zone it is set aside; the same edge for a cheaper K (K = 1 under K = 2), which a
-    tie lets in, is measured. A proposal keeps the stretches worth measuring, and ties name the rest."""
+def test_a_k_predicted_inside_the_indifference_zone_is_set_aside_and_named() -> None:
+    """Measured as predicted, a K at most the zone better than the K chosen settles as a tie: K = 5 past K = 4 (which a
+    tie could not let in) and K = 1 under K = 2 (which it would, for at most the zone) alike. A proposal keeps the
+    stretches outside the zone, and the rest are named."""
     zone = 0.03
     k5 = Proposal(drafter="d", k=5, contests=(contest("c1", 4, 1.02), contest("c4", 4, 1.05),
                                               contest("c64", 0, 1.03)))
-    k1 = Proposal(drafter="d", k=1, contests=(contest("c16", 2, 1.015),))
-    measure, ties = at_best_ties([k5, k1], zone)
-    assert [(p.k, [c.point_ids for c in p.contests]) for p in measure] == [(5, [["c4"]]), (1, [["c16"]])]
-    assert [(p.k, [c.point_ids for c in p.contests]) for p in ties] == [(5, [["c1"], ["c64"]])]
-    assert all(c.edge <= 1 + zone and c.incumbent_k < p.k for p in ties for c in p.contests)
-    measure, ties = at_best_ties([k5, k1], None)  # decided before ties existed: a win by the minimum gain is all
-    assert measure == [k5, k1] and ties == []
+    k1 = Proposal(drafter="d", k=1, contests=(contest("c16", 2, 1.015), contest("c32", 0, 1.08)))
+    measure, inside = inside_zone([k5, k1], zone)
+    assert [(p.k, [c.point_ids for c in p.contests]) for p in measure] == [(5, [["c4"]]), (1, [["c32"]])]
+    assert [(p.k, [c.point_ids for c in p.contests]) for p in inside] == [(5, [["c1"], ["c64"]]), (1, [["c16"]])]
+    assert all(c.edge <= 1 + zone for p in inside for c in p.contests)
+    assert all(c.edge > 1 + zone for p in measure for c in p.contests)
+    measure, inside = inside_zone([k5, k1], None)  # decided before ties existed: a win by the minimum gain is all
+    assert measure == [k5, k1] and inside == []
     only = Proposal(drafter="d", k=5, contests=(contest("c1", 4, 1.02),))
-    assert at_best_ties([only], zone) == ([], [only])  # nothing left to measure: no proposal runs
+    assert inside_zone([only], zone) == ([], [only])  # nothing left to measure: no proposal runs

@@ -358,18 +358,18 @@ def test_a_later_proposal_run_takes_the_next_free_directory_and_pools_with_the_e
     assert measured_k(rec, "c1") == 3 and measured_k(rec, "c16") == 1
 
 
-def test_proposals_that_could_at_best_tie_are_named_and_not_measured(
+def test_proposals_inside_the_indifference_zone_are_named_and_not_measured(
         run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The model's only proposal is a costlier K predicted inside the indifference zone: the terminal names it and
-    why, and nothing is measured (no propose/ directory, no server)."""
+    """The model's only proposal is predicted inside the indifference zone: the terminal names it and why, and
+    nothing is measured (no propose/ directory, no server)."""
     ties = [proposal(5, "c1", decide(run_dir, Criteria()))]
     monkeypatch.setattr(workflow, "found_proposals", lambda *_: ([], ties, "no unmeasured K"))
     monkeypatch.setattr(workflow, "measure_and_keep", lambda *_, **__: pytest.fail("nothing is measured"))
     term, out = terminal()
     workflow.propose(run_dir, cast(Calibration, Calibration.model_construct()), workflow.ProposeRequest(), term, None)
     said = " ".join(out.getvalue().split())
-    assert "could at best tie, not measured: draft_model demo-draft K=5 at c1" in said
-    assert "a tie keeps the cheaper" in said and "proposals: none" not in said
+    assert "inside the 3% indifference zone, not measured: draft_model demo-draft K=5 at c1" in said
+    assert "--indifference" in said and "proposals: none" not in said
     assert not (run_dir / "propose").exists()
 
 

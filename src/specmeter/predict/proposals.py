@@ -10,8 +10,8 @@ that K's predicted speedup over what it measured against speculation off. Where 
 the incumbent's by more than the minimum gain it could win that stretch; proposals are ranked by their largest
 such edge.
 
-A K costlier than the incumbent whose predicted edge is inside the indifference zone is set aside (at_best_ties):
-as predicted it would tie at best, and a tie keeps the cheaper.
+A K predicted inside the indifference zone is named and set aside (inside_zone): as predicted it would settle as a
+tie, where either is right.
 
 A proposal is a reason to measure, never an answer: the tune loop runs it head to head with the incumbent, and
 only the walk on that evidence lets it into the table.
@@ -99,22 +99,21 @@ def _anchor(seg: Segment, chosen: str, k: int) -> _Anchor | None:
     return _Anchor(cid, near, value / base)
 
 
-def at_best_ties(found: Iterable[Proposal], indifference: float | None) -> tuple[list[Proposal], list[Proposal]]:
-    """`found` split into what is worth measuring and what could at best tie. A K costlier than the incumbent (a
-    larger K, or any K where speculation off was chosen) enters the table only by beating it by more than the
-    minimum gain, and a tie (at most the indifference zone better) keeps the cheaper: where the model predicts it
-    ahead by no more than the zone, its measurement, as predicted, ends in a tie or a loss, and even a win would buy
-    at most what the zone calls hardly mattering. A cheaper K is measured from the minimum gain on, since a tie
-    would let it in. `indifference` None (decided before ties existed): everything is worth measuring."""
+def inside_zone(found: Iterable[Proposal], indifference: float | None) -> tuple[list[Proposal], list[Proposal]]:
+    """`found` split into the stretches worth measuring and those predicted inside the indifference zone (at most
+    `indifference` better than the K chosen there). Such a K, measured as predicted, settles as a tie against the
+    chosen one, where either is right: a costlier K could not even enter the table (a tie keeps the cheaper), and a
+    cheaper one would buy at most what the zone calls hardly mattering, for a server start and rounds. A proposal
+    keeps the stretches outside the zone. `indifference` None (decided before ties existed): the minimum gain, which
+    every proposal clears, is all."""
     measure: list[Proposal] = []
-    ties: list[Proposal] = []
+    inside: list[Proposal] = []
     for p in found:
-        at_best = [indifference is not None and p.k > c.incumbent_k and c.edge <= 1.0 + indifference
-                   for c in p.contests]
-        for into, tie in ((measure, False), (ties, True)):
-            if contests := tuple(c for c, t in zip(p.contests, at_best, strict=True) if t == tie):
+        tie = [indifference is not None and c.edge <= 1.0 + indifference for c in p.contests]
+        for into, tied in ((measure, False), (inside, True)):
+            if contests := tuple(c for c, t in zip(p.contests, tie, strict=True) if t == tied):
                 into.append(replace(p, contests=contests))
-    return measure, ties
+    return measure, inside
 
 
 def ranked(found: Iterable[Proposal]) -> list[Proposal]:

@@ -20,7 +20,7 @@ from specmeter.predict.calibration import refit
 from specmeter.predict.observations import drafter_key, request_mix
 from specmeter.predict.predict import Predictor
 from specmeter.predict.profiles import drafter_profiles
-from specmeter.predict.proposals import Proposal, at_best_ties, proposals, ranked
+from specmeter.predict.proposals import Proposal, inside_zone, proposals, ranked
 from specmeter.report.recommendation import predicted_text, proposal_lines
 from specmeter.rundir.run_data import PROPOSE_DIR
 from specmeter.rundir.store import free_name
@@ -63,8 +63,8 @@ class ProposeRequest:
 
 def found_proposals(summary: RunSummary, run: str, cal: Calibration, rec: Recommendation,
                     k_range: tuple[int, int] | None) -> tuple[list[Proposal], list[Proposal], str]:
-    """Every proposal the model makes over `rec`'s drafters: those worth measuring, ranked, those that could at
-    best tie (at_best_ties), and why there are none where so."""
+    """Every proposal the model makes over `rec`'s drafters: those worth measuring, ranked, those predicted inside
+    the indifference zone (inside_zone), and why there are none where so."""
     if summary.plan.workload.lengths:
         return [], [], "an input-length axis has a table per length, and proposals are made for one table"
     mix = request_mix(summary)
@@ -82,20 +82,20 @@ def found_proposals(summary: RunSummary, run: str, cal: Calibration, rec: Recomm
         if key in profiles and key in predictor.model.drafters:  # --propose-k over the sweep file's K range
             found += proposals(predictor, key, profiles[key], d, [c.k for c in family], min_gain=rec.min_gain,
                                k_range=k_range or next((c.k_range for c in family if c.k_range), None))
-    measure, ties = at_best_ties(found, rec.indifference)
+    measure, ties = inside_zone(found, rec.indifference)
     return ranked(measure), ties, "no unmeasured K is predicted to beat the K chosen at any measured point"
 
 
 def tie_text(ties: list[Proposal], zone: float) -> str:
-    """The proposals set aside as at best ties, e.g. 'proposals that could at best tie, not measured: draft_model
-    demo-draft K=5 at c1 (+1.8% over K=4) (...)'."""
+    """The proposals set aside inside the indifference zone, e.g. 'proposals inside the 3% indifference zone, not
+    measured: draft_model demo-draft K=5 at c1 (+1.8% over K=4) (...)'."""
     def over(c: Contest) -> str:
         return f"at {'/'.join(c.point_ids)} ({c.edge - 1:+.1%} over " + (
             f"K={c.incumbent_k})" if c.incumbent_k else "speculation off)")
 
     where = "; ".join(f"{p.drafter} K={p.k} " + ", ".join(map(over, p.contests)) for p in ties)
-    return (f"proposals that could at best tie, not measured: {where} (a costlier K predicted within the {zone:.0%} "
-            "indifference zone; a tie keeps the cheaper)")
+    return (f"proposals inside the {zone:.0%} indifference zone, not measured: {where} (as predicted, a tie: either "
+            "K is right; a narrower --indifference measures them)")
 
 
 def propose(run_dir: Path, cal: Calibration | None, req: ProposeRequest, term: Terminal, pool: ServerPool | None,
