@@ -29,7 +29,7 @@ from specmeter.common.errors import InputError
 from specmeter.config.models import LoadPoint
 from specmeter.load.kinds import kind_of
 from specmeter.schemas.analysis import PointChoice
-from specmeter.schemas.plan import PlannedConfig
+from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.recommend import (
     SLO,
     DrafterRecommendation,
@@ -96,6 +96,7 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
     if base is None or summary.config(base.id) is None:
         raise InputError(f"{source_run or 'this run'} has no speculation-off baseline: a recommendation compares "
                          "every K against it; run a sweep (it always includes the baseline)")
+    check_known_specs(summary, source_run)
     notes: list[str] = [DEAD_FLAG_NOTE]
     limit, limit_source = _max_num_seqs(summary, base, max_num_seqs)
     if limit_source.startswith("unknown"):
@@ -135,6 +136,26 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
     return Recommendation(source_run=source_run, objective=objective, slo=slo, min_gain=scorer.min_gain,
                           indifference=scorer.indifference, max_num_seqs=limit,
                           max_num_seqs_source=limit_source, drafters=drafters, drafter_choice=choice, notes=notes)
+
+
+def check_known_specs(summary: RunSummary, source_run: str) -> None:
+    """Refuse a run whose candidate is an attached server it was not told the config of (`run --endpoint`
+    without --spec): a table needs the drafter and its K, and the flags need the method. The refusal names
+    what the server's counters say it drafted, so the --spec to give is one copy away."""
+    for planned in summary.plan.configs:
+        if planned.role is not Role.candidate or planned.spec.enabled:
+            continue
+        res = summary.config(planned.id)
+        per_step = [pr.sd.headline.mean_draft_length for pr in (res.points if res else [])
+                    if pr.sd.headline is not None and pr.sd.headline.mean_draft_length is not None]
+        drafted = (f"its counters show {float(np.median(per_step)):.2g} tokens drafted per step" if per_step
+                   else "its counters show no drafting")
+        k = max(1, round(float(np.median(per_step)))) if per_step else "K"
+        raise InputError(
+            f"{source_run or 'this run'}: {planned.id} is a server attached without --spec, so the run does not "
+            f"know its drafter or K to put in a table ({drafted}); measure it again with `specmeter run --endpoint "
+            f"URL --baseline-endpoint URL2 --spec '{{\"method\": \"...\", \"num_speculative_tokens\": {k}}}'` "
+            "naming what the server runs (`specmeter report` shows what this run measured)")
 
 
 # -- inputs ------------------------------------------------------------------------------------------------
