@@ -5,19 +5,19 @@ whether speculation was lossless. Reports show these; they never recompute them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 from specmeter.analysis.capacity import capacity_gaps
 from specmeter.analysis.choice import choose, contenders
 from specmeter.analysis.crossover import find_crossover
 from specmeter.analysis.headline import decision_confidence, headline, headline_metric
 from specmeter.analysis.headtohead import Arena
+from specmeter.analysis.host import conditions
 from specmeter.analysis.lossless import lossless_check
 from specmeter.analysis.offload import offload_warnings
 from specmeter.analysis.speedup import compute_speedups
 from specmeter.analysis.verify import verification
 from specmeter.load.kinds import KINDS
-from specmeter.schemas.analysis import Crossover, PointChoice, Ratio, Speedup
+from specmeter.schemas.analysis import Crossover, PointChoice, Ratio, Speedup, Verdict
 from specmeter.schemas.plan import Role
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import Analysis, LosslessCheck, RunSummary
@@ -29,9 +29,11 @@ FORCED_LENGTH_NOTE = (
 )
 
 
-def verdict(ratio: Ratio) -> Literal["pays", "slows", "unclear"] | None:
+def verdict(ratio: Ratio) -> Verdict | None:
     if ratio.value is None:
         return None  # nothing to judge (e.g. the baseline delivered no tokens): no verdict, not "unclear"
+    if ratio.disturbed:
+        return "disturbed"  # every round it rests on shared the machine with other work: no clean verdict
     if ratio.ci95_low is not None and ratio.ci95_low > 1.0:
         return "pays"
     if ratio.ci95_high is not None and ratio.ci95_high < 1.0:
@@ -55,6 +57,7 @@ def analyze(summary: RunSummary, records: Sequence[RequestRecord]) -> Analysis:
         lossless_note=_lossless_note(summary),
         verification=verification(summary, records, speedups),
         offload=offload_warnings(summary),
+        host=conditions(summary),
     )
 
 

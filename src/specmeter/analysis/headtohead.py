@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from specmeter.analysis.host import disturbed
 from specmeter.analysis.paired import fill_repeats, paired_ratio_of_means, paired_ratio_of_sums
 from specmeter.schemas.analysis import HeadToHead, Metric, Outcome, Ratio
 from specmeter.schemas.records import RequestRecord
@@ -31,25 +32,32 @@ Good = Callable[[RequestRecord], bool]
 @dataclass(frozen=True)
 class Side:
     """One configuration at one point: its finished requests by key and, per repeat, the point's totals
-    (output tokens, wall seconds) that throughput is measured on."""
+    (output tokens, wall seconds) that throughput is measured on. Repeats that other work on the machine
+    disturbed (analysis.host) are set aside where the point has clean ones; where every one was disturbed they
+    are kept, and the side says so (`disturbed`), so nothing built on it reads as a clean verdict."""
 
     config_id: str
     requests: dict[RequestKey, RequestRecord]
     totals: dict[int, tuple[float, float]]
+    set_aside: tuple[int, ...] = ()
+    disturbed: bool = False
 
     @classmethod
-    def of(cls, result: ConfigResult, records: Sequence[RequestRecord], point_id: str,
-           repeat_offset: int = 0) -> Side:
-        """`repeat_offset` keeps the repeats of two runs apart when their evidence is pooled."""
-        reqs = {(r.repeat + repeat_offset, r.conversation_id, r.turn): r for r in records
-                if r.config_id == result.config_id and r.point_id == point_id and r.ok and not r.warmup}
-        totals = {p.repeat + repeat_offset: (float(p.latency.output_tokens), p.latency.wall_s)
-                  for p in result.repeats(point_id)}
-        return cls(result.config_id, reqs, totals)
+    def of(cls, result: ConfigResult, records: Sequence[RequestRecord], point_id: str) -> Side:
+        measured = result.repeats(point_id)
+        clean = [p for p in measured if not disturbed(p)]
+        kept = {p.repeat for p in (clean or measured)}
+        reqs = {(r.repeat, r.conversation_id, r.turn): r for r in records
+                if r.config_id == result.config_id and r.point_id == point_id and r.ok and not r.warmup
+                and r.repeat in kept}
+        totals = {p.repeat: (float(p.latency.output_tokens), p.latency.wall_s) for p in measured if p.repeat in kept}
+        return cls(result.config_id, reqs, totals, set_aside=tuple(sorted({p.repeat for p in measured} - kept)),
+                   disturbed=bool(measured) and not clean)
 
     def merged(self, other: Side) -> Side:
-        """This side and more of the same configuration (another run's repeats, already offset)."""
-        return Side(self.config_id, {**self.requests, **other.requests}, {**self.totals, **other.totals})
+        """This side and more of the same configuration (another run's repeats, numbered apart from these)."""
+        return Side(self.config_id, {**self.requests, **other.requests}, {**self.totals, **other.totals},
+                    tuple(sorted({*self.set_aside, *other.set_aside})), self.disturbed and other.disturbed)
 
 
 @dataclass(frozen=True)
@@ -78,12 +86,16 @@ def compare(a: Side, b: Side, metric: Metric | str, *, confidence: float = 0.95,
     b's mean / a's mean. goodput: requests meeting the SLO (`good`) per second of the point."""
     pairs = Paired.of(a, b)
     if metric == "output_throughput":
-        return _rate_ratio(a, b, pairs, lambda r: float(r.output_tokens or 0), confidence)
-    if metric == "goodput":
+        ratio = _rate_ratio(a, b, pairs, lambda r: float(r.output_tokens or 0), confidence)
+    elif metric == "goodput":
         if good is None:
             raise ValueError("a goodput comparison needs the SLO's test of a request")
-        return _rate_ratio(a, b, pairs, lambda r: 1.0 if good(r) else 0.0, confidence, counted=good)
-    return _mean_ratio(a, b, pairs, metric, confidence)
+        ratio = _rate_ratio(a, b, pairs, lambda r: 1.0 if good(r) else 0.0, confidence, counted=good)
+    else:
+        ratio = _mean_ratio(a, b, pairs, metric, confidence)
+    ratio.disturbed = a.disturbed or b.disturbed
+    ratio.set_aside = sorted({*a.set_aside, *b.set_aside})
+    return ratio
 
 
 def head_to_head(challenger: Side, incumbent: Side, point_id: str, metric: Metric, *,

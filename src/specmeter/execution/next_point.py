@@ -22,17 +22,18 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from specmeter.config.load_search import round_rate
+from specmeter.schemas.analysis import Verdict
 from specmeter.schemas.search import Bracket, CrossoverBracket
 
 CLAMP = 0.25  # a model's guess is kept between 1/4 and 3/4 of the bracket's width in log-load
-VERB = {"pays": "pays", "slows": "slows", "unclear": "is unclear"}
+VERB = {"pays": "pays", "slows": "slows", "unclear": "is unclear", "disturbed": "was disturbed"}
 
 
 @dataclass(frozen=True)
 class Reading:
     """One configuration against the baseline at one point: the verdict and the ratio it read."""
 
-    verdict: Literal["pays", "slows", "unclear"] | None
+    verdict: Verdict | None
     value: float | None = None
     low: float | None = None
     high: float | None = None

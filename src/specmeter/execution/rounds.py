@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from specmeter.analysis.host import disturbed_rounds
 from specmeter.analysis.sequential import (
     confidence_after,
     distinct,
@@ -146,7 +147,12 @@ class Rounds:
         if walks and not decisions:  # a walk with nothing to compare (verify: the best static K is the table's own)
             self._stop(entry, "settled", f"nothing to decide here: stopped after {rounds} round{'s' * (rounds > 1)}")
             return None
-        if decisions and settled(decisions):
+        noisy = disturbed_rounds(self.summary, point.id)
+        look.disturbed = [f"r{r + 1}: {why}" for r, why in sorted(noisy.items())]
+        # The evidence sets disturbed rounds aside (analysis.headtohead): no decision rests on fewer clean rounds
+        # than min_rounds, so such a point runs another round in their place while its budget lasts.
+        clean = rounds - len(noisy)
+        if decisions and settled(decisions) and clean >= self.load.min_rounds:
             ties = [h.summary() for h in decisions if h.outcome == "tie"]
             # A tie is why a near-even point stopped: say so, and how close the two are.
             tied = f"; {len(ties)} of {len(decisions)} as a tie: {'; '.join(ties)}" if ties else ""
@@ -157,14 +163,17 @@ class Rounds:
         if budget is not None:
             self._stop(entry, "budget", f"{budget.why}; still open: {'; '.join(look.open) or '-'}")
             return None
-        hopeless = futile(decisions, rounds, self.load)
+        hopeless = futile(decisions, rounds, self.load) if clean >= self.load.min_rounds else None
         if hopeless is not None:
             chances = "; ".join(f"{h.summary()}: {chance:.0%} chance of a win" for h, chance in hopeless)
             self._stop(entry, "futile", f"no open decision was likely to end as a win by max_rounds "
                        f"({self.load.max_rounds}; under {self.load.futility:.0%} each), so the cheaper stays, "
                        f"unsettled, after {rounds} rounds: {chances}")
             return None
-        look.rested = sorted(resting(self.summary, walks, point.id, arena.duel))
+        if clean < self.load.min_rounds:  # as before min_rounds: what the decisions read runs again in full
+            look.rested = sorted(outside_decisions(self.summary, walks, point.id))
+        else:
+            look.rested = sorted(resting(self.summary, walks, point.id, arena.duel))
         return frozenset(look.rested)
 
     def finish(self, point: LoadPoint) -> None:

@@ -58,11 +58,13 @@ from specmeter.rundir.provenance import environment_info, model_fingerprint
 from specmeter.rundir.run_data import run_records
 from specmeter.rundir.store import RunStore, latest_records
 from specmeter.schemas.capture import Attempt, PointCapture
+from specmeter.schemas.host import HostReading
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.progress import Reporter
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
 from specmeter.telemetry.gauge import wall_clock
+from specmeter.telemetry.host import HostProbe
 from specmeter.telemetry.point import PointTelemetry
 
 
@@ -232,6 +234,9 @@ class _Run:
         async with AsyncExitStack() as stack:
             legs = [await self._prepare(cell, server, stack, turns.seats[i] if turns is not None else None)
                     for i, (cell, server) in enumerate(group)]
+            # The host's other work through the round's traffic: one reading for every cell that takes turns in it.
+            host = HostProbe([url for _, server in group for url in server.urls])
+            host.start()
             for leg in legs:
                 await self._begin(leg, [other.cell.config.id for other in legs if other is not leg])
             tasks = [asyncio.ensure_future(self._send(leg)) for leg in legs]
@@ -242,7 +247,8 @@ class _Run:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
                 raise
-        return [self._finish(leg, traffic) for leg, traffic in zip(legs, traffics, strict=True)]
+            reading = host.stop()
+        return [self._finish(leg, traffic, reading) for leg, traffic in zip(legs, traffics, strict=True)]
 
     async def _prepare(self, cell: Cell, server: Server, stack: AsyncExitStack, seat: Seat | None) -> _Leg:
         """A cell's client, its warm-up, and its telemetry read before its traffic."""
@@ -303,9 +309,9 @@ class _Run:
         await leg.telemetry.scrape_after()
         return traffic
 
-    def _finish(self, leg: _Leg, traffic: PointTraffic) -> PointResult:
+    def _finish(self, leg: _Leg, traffic: PointTraffic, host: HostReading | None) -> PointResult:
         attempt, config = leg.attempt, leg.cell.config
-        attempt.wall_s = traffic.wall_s
+        attempt.wall_s, attempt.host = traffic.wall_s, host
         attempt.keep(leg.telemetry.reads)
         attempt.feed = leg.telemetry.feed_reads
         attempt.rebase(traffic.t0 - leg.t0)  # client processes start their clock once every one is ready

@@ -18,6 +18,7 @@ from specmeter.report.collapse import collapse
 from specmeter.report.decisions import crossover_lines
 from specmeter.report.drafters import drafter_table
 from specmeter.report.grid import Grid, Note
+from specmeter.report.host import host_line
 from specmeter.report.outputs import Output
 from specmeter.report.recommendation import Line, deploy_lines, evidence_table, heading, round_lines
 from specmeter.report.tables import notes, pays_table, sd_table, summary_tables
@@ -68,6 +69,9 @@ def render(summary: RunSummary, console: Console | None = None, *, verbosity: in
         if headline is not None:
             console.print(to_rich(headline))
         return
+    host = host_line(summary)
+    if host is not None and host[1]:  # a busy machine qualifies every number below: said before them
+        console.print(Text("• " + host[0], style="yellow"), soft_wrap=True)
     if pays is not None:
         console.print(to_rich(pays))
         for line in crossover_lines(summary):
@@ -78,7 +82,8 @@ def render(summary: RunSummary, console: Console | None = None, *, verbosity: in
         drafters = drafter_table(summary, calibration)
         if drafters is not None:
             console.print(to_rich(drafters))
-    print_notes(collapse(notes(summary)), console)
+    said = host[0] if host is not None and host[1] else None
+    print_notes(collapse([n for n in notes(summary) if n.text != said]), console)
 
 
 def render_recommendation(rec: Recommendation, console: Console, *, verbosity: int = DEFAULT,

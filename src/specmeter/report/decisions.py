@@ -99,6 +99,8 @@ def sampling_table(summary: RunSummary) -> Grid | None:
              left={"point", "stopped", "rested", "why"})
     for s in rows:
         rested = ", ".join(f"{cid} from round {r}" for cid, r in s.rested_from().items()) or "-"
+        aside = s.looks[-1].disturbed if s.looks else []
+        why = (s.why or "-") + (f" (set aside, other work disturbed them: {'; '.join(aside)})" if aside else "")
         t.add_row(point_label(summary, s.point_id), str(s.rounds), str(s.requests), f"{s.confidence:.2%}",
-                  s.stopped or "running", rested, s.why or "-")
+                  s.stopped or "running", rested, why)
     return t

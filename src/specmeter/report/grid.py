@@ -68,7 +68,8 @@ def grid(title: str, names: tuple[str, ...] | list[str], left: set[str] | None =
     return Grid(title, [Column(n, align(n), n not in (no_wrap or set())) for n in names])
 
 
-VERDICTS = {"pays": "SD pays", "slows": "SD slows serving", "unclear": "no clear difference"}
+VERDICTS = {"pays": "SD pays", "slows": "SD slows serving", "unclear": "no clear difference",
+            "disturbed": "disturbed: no clean verdict"}
 
 
 def fmt(value: float | None, fmt: str = "{:.2f}", scale: float = 1.0) -> str:

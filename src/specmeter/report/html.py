@@ -11,6 +11,7 @@ from typing import Any
 
 from specmeter import __version__
 from specmeter.report.grid import VERDICTS, Grid, Note
+from specmeter.report.host import host_line
 from specmeter.report.outputs import Output
 from specmeter.report.ramp import stop_line
 from specmeter.report.recommendation import deploy_lines, evidence_table, heading, round_lines
@@ -42,7 +43,7 @@ h3 { font-size: 15px; margin: 18px 0 6px; }
 .answer li { margin: 3px 0; }
 .pays { color: var(--good); font-weight: 600; }
 .slows { color: var(--bad); font-weight: 600; }
-.unclear { color: var(--warn); font-weight: 600; }
+.unclear, .disturbed { color: var(--warn); font-weight: 600; }
 pre.config { background: #0f1420; color: #e7ecf5; padding: 10px 12px; border-radius: 6px; white-space: pre-wrap;
              word-break: break-all; margin: 4px 0 10px; }
 table { border-collapse: collapse; margin: 4px 0 14px; font-size: 13px; }
@@ -117,6 +118,9 @@ def _answer(run: RunData) -> str:
     items += [f"<li>{'the sweep chose' if corrected else 'best'} at {_e(labels.get(c.point_id, c.point_id))}: "
               f"<b>{_e(c.best_config_id)}</b> (K={c.best_k}){after}</li>" for c in s.analysis.choices]
     parts = ['<div class="answer">']
+    host = host_line(s)
+    if host is not None:  # how quiet the machine was qualifies every number on the page: said first
+        parts.append(f'<p class="{"disturbed" if host[1] else "muted"}">{_e(host[0])}</p>')
     # The final answer first: the table that held (or where the loop stopped), then what the sweep measured.
     if rec is not None and rec.best is not None:
         parts.append(f"<h3>What to deploy</h3><p class=\"muted\">{_e(heading(rec))}</p>")

@@ -14,6 +14,7 @@ from specmeter.report.decisions import (
 )
 from specmeter.report.drafters import drafter_table
 from specmeter.report.grid import VERDICTS, Grid, Note, fmt, grid, ms, point_label, ratio_text
+from specmeter.report.host import host_line
 from specmeter.report.jobs import jobs_notes, jobs_table
 from specmeter.report.placement import placement_notes, placement_table
 from specmeter.report.pooled import pooled_sd as pooled_sd  # re-exported: the plots read it from here
@@ -314,6 +315,8 @@ def notes(summary: RunSummary) -> list[Note]:
         if config.server_error:
             out.append(Note(f"{config.config_id}: server failed to start: {config.server_error}", warn=True))
     out += [Note(line, warn=True) for line in summary.analysis.offload]
+    if (host := host_line(summary)) is not None:
+        out.append(Note(host[0], warn=host[1]))
     if any(c.workload == "random" for c in summary.plan.configs):
         out.append(Note("random-token workload: random prompts are the contrast, not the answer; acceptance on "
                         "them says little about real traffic", warn=True))

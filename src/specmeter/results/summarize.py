@@ -68,7 +68,7 @@ def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], poi
         if running is not None else None,
         sd=sd, categories=category_breakdown(final), resumed=resumed,
         goodput=summarize_goodput(final, wall, load.slo) if load is not None and load.slo is not None else None,
-        replicas=replica_shares(reads, final, steady) if len(reads) > 1 else None,
+        replicas=replica_shares(reads, final, steady) if len(reads) > 1 else None, host=last.host,
     )
 
 

@@ -9,6 +9,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+# disturbed: every round the verdict rests on shared the machine with other work (analysis.host): none is given.
+Verdict = Literal["pays", "slows", "unclear", "disturbed"]
+
 
 class Ratio(BaseModel):
     """A ratio (speedup) with its 95% interval and, with repeats, its spread across repeats."""
@@ -22,6 +25,10 @@ class Ratio(BaseModel):
                               "not scaled by 1.4826).")
     confidence: float = Field(default=0.95, description="Level of ci95_low/ci95_high: 0.95, or less alpha where a "
                               "sequential design spent it over several looks at the data.")
+    disturbed: bool = Field(default=False, description="Every round it rests on was disturbed by other work on "
+                            "the machine (analysis.host): a measurement, not a clean verdict.")
+    set_aside: list[int] = Field(default_factory=list, description="Repeats left out because other work disturbed "
+                                 "them while clean ones exist (0-based).")
 
 
 class Speedup(BaseModel):
@@ -41,8 +48,9 @@ class Speedup(BaseModel):
     decided_on: Literal["output_throughput", "tpot"] = Field(
         default="output_throughput", description="The ratio the verdict reads: throughput under closed-loop "
         "concurrency; TPOT at a request rate, where both sides deliver the offered rate.")
-    verdict: Literal["pays", "slows", "unclear"] | None = Field(
-        default=None, description="From the interval of `decided_on`, never from the point estimate alone.")
+    verdict: Verdict | None = Field(
+        default=None, description="From the interval of `decided_on`, never from the point estimate alone; "
+        "disturbed: every round it rests on shared the machine with other work (analysis.host), so none is given.")
 
 
 class Crossover(BaseModel):
@@ -108,8 +116,12 @@ class HeadToHead(BaseModel):
         needs = f"needs > {self.threshold:.2f}"
         if self.outcome == "tie":
             needs = f"{self.at_most()}, so {self.against}, the cheaper, stays"
+        aside = (f"; round{'s' * (len(self.ratio.set_aside) > 1)} {', '.join(str(r + 1) for r in self.ratio.set_aside)}"
+                 " set aside: other work disturbed them") if self.ratio.set_aside else ""
+        if self.ratio.disturbed:
+            aside = "; disturbed: every round shared the machine with other work, so this is no clean verdict"
         return (f"{self.config_id} {verb} {self.against}: {value} {bounds} on {self.paired_requests} paired "
-                f"requests ({needs})")
+                f"requests ({needs}{aside})")
 
     def at_most(self) -> str:
         """The tie's size: how much better the challenger can be at most, e.g. 'at most 3% better'."""

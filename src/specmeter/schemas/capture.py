@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from specmeter.schemas.host import HostReading
+
 
 class Scrape(BaseModel):
     """One GET of the engine's Prometheus text, as it came (or why it did not)."""
@@ -63,6 +65,8 @@ class Attempt(BaseModel):
     turns_with: list[str] = Field(default_factory=list, description="The configurations whose servers it took turns "
                                   "with, a wave at a time (load/turns.py): its times, wall time and gauge samples "
                                   "are then on its own busy clock, its waits for their requests taken out.")
+    host: HostReading | None = Field(default=None, description="How busy the machine was with other work through "
+                                     "the round this attempt ran in (None: not read, or a capture from before).")
 
     def keep(self, reads: list[ReplicaReads]) -> None:
         """One server's reads in before, after and running (as every capture before replicas has them); several

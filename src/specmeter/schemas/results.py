@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from specmeter.schemas.analysis import CapacityGap, Crossover, PointChoice, Speedup, VerifyPoint
+from specmeter.schemas.host import HostReading
 from specmeter.schemas.jobs import JobAttempt, RanOn
 from specmeter.schemas.metrics import (
     CategoryBreakdown,
@@ -44,6 +45,8 @@ class PointResult(BaseModel):
                           "throughput span two servers; SD comes from per-request stats.")
     replicas: list[ReplicaShare] | None = Field(default=None, description="Attached to several replicas: each "
                                                 "one's requests and batch (None: one server). SD sums their counters.")
+    host: HostReading | None = Field(default=None, description="How busy the machine was with other work through "
+                                     "the round that measured it (None: not read).")
 
 
 class ConfigResult(BaseModel):
@@ -101,6 +104,24 @@ class LosslessCheck(BaseModel):
     mismatches: list[Mismatch] = Field(default_factory=list, description="The first mismatches, at most 50.")
 
 
+class HostConditions(BaseModel):
+    """How quiet the machine was through the run's rounds (analysis.host judges each)."""
+
+    rounds: int = Field(description="Rounds (point, repeat) whose host was read.")
+    disturbed_share: float = Field(description="The share of the machine's CPU that foreign work must take for a "
+                                   "round to be disturbed.")
+    median_foreign_share: float = Field(description="Median over the rounds of the share foreign work took.")
+    max_foreign_share: float
+    niced_share: float = Field(default=0.0, description="The most lowered-priority foreign work took in a round "
+                               "(shown, not judged: it runs on what the run leaves idle).")
+    disturbed: list[str] = Field(default_factory=list, description="Each disturbed round and what disturbed it.")
+    disturbed_points: list[str] = Field(default_factory=list)
+
+    @property
+    def quiet(self) -> bool:
+        return not self.disturbed
+
+
 class Analysis(BaseModel):
     """Every decision analysis made from the measurements; reports show these and recompute nothing."""
 
@@ -116,6 +137,8 @@ class Analysis(BaseModel):
                                         "held KV caches more than 1% apart.")
     offload: list[str] = Field(default_factory=list, description="Servers with a GPU that kept layers on the CPU, "
                                "and configurations whose target was placed otherwise than their baseline's.")
+    host: HostConditions | None = Field(default=None, description="How busy the machine was with other work "
+                                        "through the rounds (None: not read).")
 
 
 class Look(BaseModel):
@@ -128,6 +151,8 @@ class Look(BaseModel):
     rested: list[str] = Field(default_factory=list, description="Configurations the next round left out: no "
                               "comparison still open could read them (before min_rounds, where nothing stops: no "
                               "decision the run is for reads them).")
+    disturbed: list[str] = Field(default_factory=list, description="The rounds it set aside because other work "
+                                 "disturbed them, and by what: the point ran on in their place.")
 
 
 class PointSampling(BaseModel):
