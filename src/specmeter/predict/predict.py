@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specmeter.analysis.student import t_quantile
 from specmeter.predict.acceptance import AcceptanceProfile, ALEstimate
 from specmeter.predict.observations import Mix, prefill_per_step
-from specmeter.predict.stepcost import Fit, features, t_quantile
+from specmeter.predict.stepcost import Fit, features
 from specmeter.schemas.analysis import Speedup
 from specmeter.schemas.planner import Cell, Check, Observation
 
