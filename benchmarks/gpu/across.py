@@ -7,7 +7,8 @@ its own box and day, every run on one kind of GPU (runs of two kinds are refused
 run has intervals over its requests; only runs side by side show the drift between boxes and days, so the README
 quotes the median and range printed here:
 
-- the throughput speedup per configuration and load: the median over the runs, their range, and each run's verdict;
+- the throughput speedup per configuration and load: the median over the runs, their range, each run's verdict, and
+  the runs pooled into one verdict by `specmeter compare --pool` (the product's own pooling, which this calls);
 - the synthetic acceptance measured back (AL), the KV capacity and the GPU memory each server took;
 - the planner blind at the left-out K: each run's median and worst error, linear and with the one more term its
   own calibration chose; then each run's term held fixed (its shape and threshold; the cost refitted) on every
@@ -29,6 +30,7 @@ from typing import Any
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 import findings
 
+from specmeter.analysis import pool
 from specmeter.schemas.results import RunSummary
 
 
@@ -56,25 +58,20 @@ def spread(values: Sequence[float]) -> dict[str, float] | None:
 
 
 def speedups(runs: Sequence[Run]) -> list[dict[str, Any]]:
-    """Per configuration and load: the throughput speedup's median and range over the runs, each run's verdict, and
-    whether the runs' 95% intervals share any value (where they do not, the drift between runs is larger than one
-    run's interval says)."""
-    cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for run in runs:
-        for cid, rows in run.doc["findings"]["speedup"]["curves"].items():
-            for r in rows:
-                if r["concurrency"] is not None and r["throughput"] is not None:
-                    cells.setdefault((cid, r["concurrency"]), []).append(r)
+    """Per configuration and load, from `specmeter compare --pool` (analysis/pool.py): each run's throughput speedup and
+    verdict, the pooled verdict with its interval (random effects over the runs), whether the runs' own 95%
+    intervals share any value, and each run's interval half-width."""
+    cells = pool.pooled_cells([(r.name, r.summary) for r in runs])
+    loads = {p.id: int(p.load) for r in runs for p in r.summary.plan.points}
     out = []
-    for (cid, c), rows in sorted(cells.items()):
-        bounded = [r for r in rows if r["throughput_low"] is not None and r["throughput_high"] is not None]
-        bounds = [(r["throughput_low"], r["throughput_high"]) for r in bounded]
-        out.append({"config": cid, "concurrency": c, "throughput": spread([r["throughput"] for r in rows]),
-                    "verdicts": [r["verdict"] for r in rows],
-                    "intervals_overlap": None if len(bounds) < 2 else max(lo for lo, _ in bounds) <= min(
-                        hi for _, hi in bounds),
-                    "half_width": spread([(r["throughput_high"] - r["throughput_low"]) / 2 / r["throughput"]
-                                          for r in bounded])})
+    for cell in cells:
+        values = [c.value for c in cell.runs if c.value is not None]
+        half = [(c.high - c.low) / 2 / c.value for c in cell.runs
+                if c.value and c.low is not None and c.high is not None]
+        out.append({"config": cell.config_id, "concurrency": loads[cell.point_id], "throughput": spread(values),
+                    "verdicts": [c.verdict for c in cell.runs], "intervals_overlap": cell.intervals_overlap,
+                    "half_width": spread(half), "pooled": {"value": cell.pooled.value, "low": cell.pooled.ci95_low,
+                                                           "high": cell.pooled.ci95_high, "verdict": cell.verdict}})
     return out
 
 
@@ -149,6 +146,13 @@ def _x(s: dict[str, float] | None, unit: str = "x", fmt: str = ".2f") -> str:
     return f"{s['median']:{fmt}}{unit} [{s['low']:{fmt}}, {s['high']:{fmt}}]"
 
 
+def _pooled(p: dict[str, Any]) -> str:
+    if p["value"] is None:
+        return "-"
+    bounds = f" [{p['low']:.2f}, {p['high']:.2f}]" if p["low"] is not None else ""
+    return f"{p['value']:.2f}x{bounds} {p['verdict'] or ''}".strip()
+
+
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.0%}"
 
@@ -169,6 +173,11 @@ def markdown(doc: dict[str, Any]) -> str:
         by.setdefault(c["config"], {})[c["concurrency"]] = c
     for cid, row in by.items():
         lines.append(f"| {cid} | " + " | ".join(_x(row[c]["throughput"]) if c in row else "-" for c in loads) + " |")
+    lines += ["", "The runs pooled into one verdict (`specmeter compare --pool`: random effects over the runs, 95%; "
+              "the interval holds every run's estimate):", "",
+              "| configuration | " + " | ".join(f"c{c}" for c in loads) + " |", "|---|" + "---|" * len(loads)]
+    for cid, row in by.items():
+        lines.append(f"| {cid} | " + " | ".join(_pooled(row[c]["pooled"]) if c in row else "-" for c in loads) + " |")
     judged = [c for c in doc["speedup"] if c["intervals_overlap"] is not None]
     apart = [c for c in judged if not c["intervals_overlap"]]
     flips = [c for c in doc["speedup"] if len(set(c["verdicts"])) > 1]

@@ -17,7 +17,7 @@ measures it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,13 +77,19 @@ class _Measured:
     scores: list[Score]
 
 
+MakeScorer = Callable[[PlannedConfig, float, float | None], Scorer]
+
+
 def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objective: Objective = "throughput",
               slo: SLO | None = None, max_num_seqs: int | None = None, source_run: str = "",
-              min_gain: float | None = None, indifference: float | None = None) -> Recommendation:
+              min_gain: float | None = None, indifference: float | None = None,
+              scorer: MakeScorer | None = None) -> Recommendation:
     """The K-per-batch table of every drafter the sweep measured, the best drafter first. `min_gain`: what a
     costlier configuration must win by head to head; `indifference`: within how much two configurations are a
     tie (defaults: the run's plan, the zone widened to `min_gain` where that is larger). The zone only names
-    ties (the cheaper is kept either way), so it changes the evidence, never the table."""
+    ties (the cheaper is kept either way), so it changes the evidence, never the table. `scorer`: where the
+    comparisons come from, given the baseline, the minimum gain and the zone (default: this run's requests;
+    analysis.pool: several runs' speedups)."""
     if objective == "goodput" and slo is None:
         slo = summary.plan.load.slo  # the SLO the sweep reported goodput against
     if objective == "goodput" and slo is None:
@@ -104,7 +110,8 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
     gain = plan.min_gain if min_gain is None else min_gain
     # Not given: the run's zone, widened to a larger minimum gain as the plan's default is.
     zone = max(plan.indifference, gain) if indifference is None else indifference
-    scorer = Scorer(summary, records, objective, slo, base, gain, zone)
+    make = scorer or (lambda own, gain_, zone_: Scorer(summary, records, objective, slo, own, gain_, zone_))
+    chooser = make(base, gain, zone)
     batches = _engine_batches(summary, notes)
     drafters = []
     groups = {c.node_group for c in plan.configs}
@@ -114,8 +121,7 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
                      "node's baseline, never head to head")
     for family in families(plan.configs, notes):
         own = plan.baseline_for(family[0]) or base  # a drafter's baseline on its own node
-        rec = _drafter(family, scorer if own.id == base.id else Scorer(summary, records, objective, slo, own,
-                                                                       scorer.min_gain, scorer.indifference),
+        rec = _drafter(family, chooser if own.id == base.id else make(own, chooser.min_gain, chooser.indifference),
                        batches, limit, notes)
         if rec is not None:
             drafters.append(rec)
@@ -126,15 +132,15 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
                          f"the baseline{only_synthetic}, so there is nothing to recommend; run a sweep first")
     drafters.sort(key=lambda d: -(d.score or 0.0))
     # Head to head only where every drafter ran beside the one baseline (one node); else ranked by score.
-    choice = choose_drafter(drafters, plan.configs, scorer) if len(groups) == 1 else None
+    choice = choose_drafter(drafters, plan.configs, chooser) if len(groups) == 1 else None
     if choice is not None:
         drafters.sort(key=lambda d: d.drafter != choice.chosen)  # stable: the others stay by score
     best = drafters[0]
     if best.spec is not None and any(r.k == 0 for r in best.ranges):
         notes.append(K0_COST_NOTE)
     notes.append(STATIC_NOTE)
-    return Recommendation(source_run=source_run, objective=objective, slo=slo, min_gain=scorer.min_gain,
-                          indifference=scorer.indifference, max_num_seqs=limit,
+    return Recommendation(source_run=source_run, objective=objective, slo=slo, min_gain=chooser.min_gain,
+                          indifference=chooser.indifference, max_num_seqs=limit,
                           max_num_seqs_source=limit_source, drafters=drafters, drafter_choice=choice, notes=notes)
 
 

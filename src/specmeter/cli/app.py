@@ -64,7 +64,8 @@ def specmeter(
     Start with `demo`: it measures, recommends and verifies on a tiny model pair.
     Measure: `run` one config, `sweep` many, `resume` an interrupted one.
     Decide: `recommend` a K per batch size from a sweep, `verify` it by running it.
-    Read stored runs: `report` one, `compare` several (`--check` fails CI on a regression).
+    Read stored runs: `report` one, `compare` several (`--check` fails CI on a regression, `--pool` makes reruns
+    of one plan one verdict).
     Predict: `plan` from measured runs, `estimate` before any run.
     Every command takes -q (the answer only), -v (everything) and --help."""
 

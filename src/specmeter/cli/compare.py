@@ -1,5 +1,6 @@
-"""`specmeter report` and `specmeter compare` (with `--check`: exit 5 where acceptance or speedup regressed), and
-the old form `check RUN --against REF`: stored runs, read again, no server. Thin: parse, call one workflow."""
+"""`specmeter report`, `specmeter compare` (with `--check`: exit 5 where acceptance or speedup regressed; with
+`--pool`: runs of one plan as one verdict), and the old form `check RUN --against REF`: stored runs, read again, no
+server. Thin: parse, call one workflow."""
 
 from __future__ import annotations
 
@@ -43,20 +44,44 @@ def _check(run_dir: Path, against: Path, max_al_drop: str | None, max_speedup_dr
 
 
 def compare(
-    run_dirs: Annotated[list[Path], typer.Argument(help="Two or more run directories on the same workload; the first is the reference.")],
+    run_dirs: Annotated[list[Path], typer.Argument(help="Two or more run directories on the same workload; the first is the reference. With --pool: runs of one plan (also results folders benchmarks/gpu/check.sh wrote).")],
     allow_different_workloads: Annotated[bool, typer.Option(help="Compare runs whose requests or sampling differ (their differences then mix engine and workload).")] = False,
     plots: o.Plots = None,
     check: Annotated[bool, typer.Option("--check", help="REF RUN: exit 5 where RUN's acceptance or speedup dropped below REF's by more than the bounds, with confidence (for CI).")] = False,
     max_al_drop: MaxAlDrop = None,
     max_speedup_drop: MaxSpeedupDrop = None,
+    pool: Annotated[bool, typer.Option("--pool", help="Runs of one plan (another day, box or server start) as one verdict per configuration and point and one answer, each range saying whether it held in every run.")] = False,
+    objective: o.Objective = None,
+    max_num_seqs: o.MaxNumSeqs = None,
+    min_gain: o.MinGain = None,
+    indifference: o.Indifference = None,
     json_out: o.Json = False,
 ) -> None:
-    """How do stored runs differ (engines, versions, machines)? With --check: did a run regress?
+    """How do stored runs differ (engines, versions, machines)? With --check: did a run regress? With --pool: does
+    the answer hold across reruns?
 
     Side by side at the load points they share: throughput, TPOT, acceptance and each run's own speedup, and
     every run against the first, paired by request across runs. With --check (REF RUN): AL and speedup per
     configuration and point with intervals; exits 5 naming each metric, configuration and point whose whole
-    interval lies below 1 - its bound, and refuses runs whose workloads differ (exit 2), saying what differs."""
+    interval lies below 1 - its bound, and refuses runs whose workloads differ (exit 2), saying what differs.
+    With --pool (runs of one plan): each run is one observation of the deployment; per configuration and point the
+    runs' speedups pooled by random effects over runs, with an interval that holds every run's estimate, and whether
+    their verdicts agree; then one K table decided head to head on the pooled evidence (--objective, --min-gain,
+    --indifference, --max-num-seqs as for recommend), each range saying whether every run chose its K, and where
+    two Ks tie on it, that either is right. Nothing is written."""
+    decide = [f for f, v in (("--objective", objective), ("--max-num-seqs", max_num_seqs), ("--min-gain", min_gain),
+                             ("--indifference", indifference)) if v is not None]
+    if pool:
+        if check or allow_different_workloads or plots is not None:
+            raise InputError("--pool takes runs of one plan, without --check, --allow-different-workloads or --plots")
+        from specmeter.workflows.pool import pool_runs
+        from specmeter.workflows.recommend import Criteria
+
+        pool_runs(run_dirs, Criteria.from_flags(objective, None, max_num_seqs, min_gain, indifference),
+                  terminal(json_out))
+        return
+    if decide:
+        raise InputError(f"{' and '.join(decide)} decide the pooled answer: add --pool (compare RUN RUN ... --pool)")
     if check:
         if len(run_dirs) != 2 or allow_different_workloads or plots is not None:
             raise InputError(f"--check with {' '.join(map(str, run_dirs))}: --check takes the reference and the run "
