@@ -145,3 +145,17 @@ def test_json_output_to_file_and_stdout(run: RunData, tmp_path: Path, capsys: py
     assert json.loads(dest.read_text()) == json.loads(run.summary.model_dump_json())
     assert JsonOutput().write(run) == []
     assert json.loads(capsys.readouterr().out)["plan"]["kind"] == "demo"
+
+
+@pytest.mark.parametrize("text", ['=HYPERLINK("http://evil")', "@SUM(A1:A9)", "+cmd|' /C calc'!A0", "-2+3",
+                                  "\tx", "\rx"])
+def test_a_cell_a_spreadsheet_would_run_as_a_formula_is_written_as_text(run: RunData, tmp_path: Path,
+                                                                         text: str) -> None:
+    """A dataset's category (or any text the run carries) that starts like a formula is quoted; numbers, also
+    negative ones, stay numbers."""
+    hostile = RunData(run.run_dir, run.summary)
+    hostile.__dict__["records"] = [r.model_copy(update={"category": text}) for r in run.records[:2]]  # its cache
+    CsvOutput(tmp_path).write(hostile)
+    _, rows = read(tmp_path / "requests.csv")
+    assert [row["category"] for row in rows] == ["'" + text] * 2
+    assert all(num(row["ttft_s"]) is not None for row in rows)  # numbers stay numbers

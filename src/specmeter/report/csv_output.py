@@ -60,13 +60,28 @@ SPEEDUP_COLUMNS: tuple[str, ...] = (
 RECOMMENDATION_COLUMNS: tuple[str, ...] = ("round", "answer", "verification", "drafter", "start", "end", "k", "bases")
 
 
+# A spreadsheet reads a cell that starts with one of these as a formula (OWASP's CSV injection guidance).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _cell(value: Cell) -> str | int | float:
-    """None -> empty cell, booleans as true/false, numbers as Python writes them (full precision)."""
+    """None -> empty cell, booleans as true/false, numbers as Python writes them (full precision), and text that
+    a spreadsheet would run as a formula (a dataset's category `=HYPERLINK(...)`) behind a quote, as text."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _number(value):
+        return "'" + value
     return value
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _joined(values: Iterable[float | int | str]) -> str:
@@ -75,7 +90,7 @@ def _joined(values: Iterable[float | int | str]) -> str:
 
 def _text(columns: Sequence[str], rows: Iterable[Sequence[Cell]]) -> str:
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = csv.writer(buf)  # RFC 4180: CRLF rows, so a CR inside a cell is quoted too
     writer.writerow(columns)
     for row in rows:
         assert len(row) == len(columns), (columns, row)
