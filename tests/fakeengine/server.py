@@ -14,7 +14,8 @@ Per-request faults: fakeengine.faults. Server-wide faults are attributes (also c
 every read of the Prometheus text is a scrape, specmeter's running-gauge polls during a point too), `hide_sd`
 / `hide_sd_from_scrape` (SD series missing), `foreign_per_request` (phantom requests counted: other clients),
 `lie_extra_accepted` (per-request stats claim more than the counters got), `per_request_stats` (False: none
-in responses), `garbage_metrics` (the Prometheus endpoint answers something else).
+in responses), `garbage_metrics` (the Prometheus endpoint answers something else), `echo_auth` (the caller's
+Authorization header repeated in every stream's closing usage chunk and in the Prometheus text).
 
 The server records every request it got (`log`), the true and the reported SD totals, and any internal
 problem (`problems`, which the fixtures check)."""
@@ -80,6 +81,7 @@ class FakeEngine(ThreadedServer):
         self.lie_extra_accepted: int = 0  # per-request stats claim this many more accepted tokens than counted
         self.per_request_stats: bool = True  # False: like vLLM without --per-request-spec-decode-metrics
         self.garbage_metrics: bool = False  # the Prometheus endpoint answers 200 with text that is not that
+        self.echo_auth: bool = False  # a debugging proxy: the Authorization header sent back in payloads and scrapes
         self.max_num_seqs: int | None = None  # requests streamed at once; the rest wait their turn (a full engine)
         for key, value in server_faults.items():  # any of the attributes above, e.g. foreign_per_request=1
             if not hasattr(self, key) or key.startswith("_"):
@@ -243,8 +245,10 @@ class FakeEngine(ThreadedServer):
             self.restart()
         if self.garbage_metrics:
             return web.Response(text="<html>oops</html>\n{not: prometheus}\n", content_type="text/html")
-        return web.Response(text=self.scrape(), content_type="text/plain", charset="utf-8",
-                            headers={"X-Scrape": str(scrape)})
+        text = self.scrape()
+        if self.echo_auth:
+            text = f"# request Authorization: {request.headers.get('Authorization', '')}\n" + text
+        return web.Response(text=text, content_type="text/plain", charset="utf-8", headers={"X-Scrape": str(scrape)})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         return await self._completion(request, chat=True)
@@ -379,6 +383,9 @@ class FakeEngine(ThreadedServer):
             final_usage: dict[str, Any] = chunks.usage(plan.prompt_tokens, plan.output_tokens)
             if fault == "bad_usage_type":
                 final_usage = {key: str(val) for key, val in final_usage.items()}
+            if self.echo_auth:
+                usage_extra = {**usage_extra, "request_headers": {"Authorization": s.request.headers.get(
+                    "Authorization", "")}}
             await s.write([], final_usage, **usage_extra)
         rec.outcome = "ok"
         if fault != "incomplete":

@@ -85,6 +85,23 @@ def test_a_server_that_echoes_the_key_in_its_errors_does_not_leak_it(tmp_path: P
     assert _text_leaks(out + err) == []
 
 
+def test_a_server_that_echoes_the_key_in_its_payloads_and_scrapes_does_not_put_it_on_disk(tmp_path: Path) -> None:
+    """A debugging proxy repeats the Authorization header in every stream's closing chunk and in /metrics: both are
+    written down (requests.jsonl's final payloads, captures/' scrapes), the key in neither, and the run's numbers
+    are as they would be."""
+    root = tmp_path / "run"
+    with FakeEngine(api_key=SECRET, echo_auth=True) as server:
+        convs = conversations(["Q one", "Q two", "Q three"])
+        summary, error, _ = run_plan(attach_plan(server.url, convs, api_key=SECRET, concurrency=[2]), root)
+    assert error is None, repr(error)
+    latency = only_config(summary).points[0].latency
+    assert latency.num_ok == latency.num_requests == point_requests(convs, 2)
+    assert only_config(summary).points[0].sd.available
+    written = (root / "requests.jsonl").read_text() + "".join(p.read_text() for p in root.rglob("captures/*/*.json"))
+    assert "request_headers" in written and "Bearer ***" in written  # what was echoed is kept, masked
+    assert _leaks(root) == []
+
+
 def _cli(server: FakeEngine, out_dir: Path, extra: list[str], env_key: str | None,
          json_out: bool) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("SPECMETER_API_KEY", "OPENAI_API_KEY")}

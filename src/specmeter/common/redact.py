@@ -1,6 +1,9 @@
-"""Secrets never reach results, logs or stdout: argv and environment as they may be written down."""
+"""Secrets never reach results, logs or stdout: argv and environment as they may be written down, and whatever a
+server sent back (a stream, a payload, a scrape) should it echo the key."""
 
 from __future__ import annotations
+
+from typing import Any
 
 SECRET_ENV_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
@@ -29,3 +32,17 @@ def redact_argv(argv: list[str], secret_flags: tuple[str, ...] = ("--api-key",))
                 arg = arg[: i + len(f) + 1] + "***"
         out.append(arg)
     return out
+
+
+def scrub(value: Any, secret: str | None) -> Any:
+    """`value` (text, or JSON-like dicts and lists of it) with every occurrence of `secret` replaced: a server that
+    echoes the Authorization header puts the key in what specmeter would write down."""
+    if not secret:
+        return value
+    if isinstance(value, str):
+        return value.replace(secret, "***") if secret in value else value
+    if isinstance(value, dict):
+        return {scrub(k, secret): scrub(v, secret) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub(v, secret) for v in value]
+    return value

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from specmeter.common.errors import StreamError
+from specmeter.common.redact import scrub
 from specmeter.load.http_stream import ConnectionPool
 from specmeter.load.sse import ERROR_BODY_CHARS, StreamResult, chunk_tokens, parse_sse_bytes, parse_sse_end
 from specmeter.schemas.records import RequestRecord
@@ -165,7 +166,7 @@ class OpenAIClient:
             f"{self.base_url}{path}", timeout=aiohttp.ClientTimeout(total=timeout_s)
         ) as resp:
             resp.raise_for_status()
-            return await resp.text()
+            return str(scrub(await resp.text(), self._secret))  # scrapes land in captures/
 
     async def get_json(self, path: str, timeout_s: float = 30.0) -> Any:
         return json.loads(await self.get_text(path, timeout_s))
@@ -255,6 +256,8 @@ class OpenAIClient:
         if record.error_kind is None and record.output_tokens is None:
             record.error_kind = "malformed"
             record.error = "no usage in the stream (the server ignored stream_options.include_usage)"
-        if record.error and self._secret:
-            record.error = record.error.replace(self._secret, "***")
+        if self._secret:  # what the server sent back lands in requests.jsonl: never the key it may echo
+            record.error = scrub(record.error, self._secret)
+            record.output_text = scrub(record.output_text, self._secret)
+            record.final_payload = scrub(record.final_payload, self._secret)
         record.ok = record.error_kind is None
