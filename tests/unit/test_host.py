@@ -108,6 +108,21 @@ def test_a_point_runs_again_in_place_of_a_disturbed_round_before_it_settles() ->
     assert entry.stopped == "settled" and entry.rounds == 3
 
 
+def test_a_machine_busy_through_most_rounds_is_not_waited_on_and_its_verdicts_say_so() -> None:
+    """Other work through every round: more rounds would be disturbed too, so the point stops where a quiet one
+    would, and what it measured carries no clean verdict."""
+    clear = {K2: {"c1": [(1.3, 1.28, 1.32)] * 4}, K4: {"c1": [(1.6, 1.58, 1.62)] * 4}}
+    summary, records = _hosted(clear, busy={0, 1, 2, 3})
+    summary.plan.load = summary.plan.load.model_copy(update={"precision": "adaptive"})
+    summary.plan.interleave = True
+    rounds = Rounds(summary, lambda: records, lambda p: 20)
+    assert rounds.start(C1, 0, BASELINE) and rounds.start(C1, 1, BASELINE)
+    assert not rounds.start(C1, 2, BASELINE)
+    entry = summary.sampled("c1")
+    assert entry is not None and entry.stopped == "settled" and len(entry.looks[-1].disturbed) == 4
+    assert {s.verdict for s in summary.analysis.speedups} == {"disturbed"}
+
+
 class _Scripted:
     """A host probe whose second round shared the machine with another busy core."""
 

@@ -150,9 +150,11 @@ class Rounds:
         noisy = disturbed_rounds(self.summary, point.id)
         look.disturbed = [f"r{r + 1}: {why}" for r, why in sorted(noisy.items())]
         # The evidence sets disturbed rounds aside (analysis.headtohead): no decision rests on fewer clean rounds
-        # than min_rounds, so such a point runs another round in their place while its budget lasts.
-        clean = rounds - len(noisy)
-        if decisions and settled(decisions) and clean >= self.load.min_rounds:
+        # than min_rounds, so a point runs another round in their place while its budget lasts. Where most of
+        # its rounds were disturbed the machine is busy, not briefly disturbed: more rounds would be too, so it
+        # decides on what it has, and its verdicts say "disturbed".
+        waiting = rounds - len(noisy) < self.load.min_rounds and len(noisy) <= rounds / 2
+        if decisions and settled(decisions) and not waiting:
             ties = [h.summary() for h in decisions if h.outcome == "tie"]
             # A tie is why a near-even point stopped: say so, and how close the two are.
             tied = f"; {len(ties)} of {len(decisions)} as a tie: {'; '.join(ties)}" if ties else ""
@@ -163,14 +165,14 @@ class Rounds:
         if budget is not None:
             self._stop(entry, "budget", f"{budget.why}; still open: {'; '.join(look.open) or '-'}")
             return None
-        hopeless = futile(decisions, rounds, self.load) if clean >= self.load.min_rounds else None
+        hopeless = None if waiting else futile(decisions, rounds, self.load)
         if hopeless is not None:
             chances = "; ".join(f"{h.summary()}: {chance:.0%} chance of a win" for h, chance in hopeless)
             self._stop(entry, "futile", f"no open decision was likely to end as a win by max_rounds "
                        f"({self.load.max_rounds}; under {self.load.futility:.0%} each), so the cheaper stays, "
                        f"unsettled, after {rounds} rounds: {chances}")
             return None
-        if clean < self.load.min_rounds:  # as before min_rounds: what the decisions read runs again in full
+        if waiting:  # as before min_rounds: what the decisions read runs again in full
             look.rested = sorted(outside_decisions(self.summary, walks, point.id))
         else:
             look.rested = sorted(resting(self.summary, walks, point.id, arena.duel))
