@@ -54,6 +54,7 @@ from specmeter.load.stops import PointProgress, ReplicaDown, ServerAlive, StopCo
 from specmeter.load.traffic import PointKey, PointTraffic
 from specmeter.load.turns import Seat, Turns, runs_whole, takes_turns, wave
 from specmeter.results.summarize import summarize_point
+from specmeter.rundir.lock import writing
 from specmeter.rundir.provenance import environment_info, model_fingerprint
 from specmeter.rundir.run_data import run_records
 from specmeter.rundir.store import RunStore, latest_records
@@ -432,6 +433,12 @@ def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None,
     measured. A server that fails to start is reported and skipped; the run then ends incomplete.
     With a `pool`, launched servers outlive this plan (the caller closes the pool) and a later plan
     with the same engine and speculative config reuses them instead of starting its own."""
+    # One writer per run directory; the lock names what holds it (a resume runs under the run's first command).
+    with writing(store.root, "specmeter resume" if ex.prior is not None else " ".join(ex.command[:2]) or "specmeter"):
+        return _execute(ex, store, reporter, pool)
+
+
+def _execute(ex: Execution, store: RunStore, reporter: Reporter | None, pool: ServerPool | None) -> RunSummary:
     if any(c.engine.kind is None for c in ex.plan.configs):
         ex = replace(ex, plan=resolve_endpoints(ex.plan, ex.api_key))
     run = _Run(ex, store, reporter or Reporter(), pool)

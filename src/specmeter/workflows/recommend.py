@@ -22,6 +22,7 @@ from specmeter.engines.deploy import render, sweep_engine
 from specmeter.report.console import QUIET, VERBOSE, render_recommendation, render_rounds
 from specmeter.report.recommendation import answer_document
 from specmeter.rundir.answer import Answer, Round, next_round, read_answer, write_round
+from specmeter.rundir.lock import writing
 from specmeter.rundir.store import load_summary
 from specmeter.schemas.recommend import SLO, Objective, Recommendation
 from specmeter.schemas.records import RequestRecord
@@ -168,6 +169,12 @@ def recommend(run_dir: Path, criteria: Criteria, term: Terminal, ask: Ask = Ask(
         refuse_other_criteria(run_dir, current, criteria, "recommend")
         show_answer(current, term)
         return current.recommendation
+    with writing(run_dir, "specmeter recommend"):
+        return _decide_round(run_dir, criteria, term, current)
+
+
+def _decide_round(run_dir: Path, criteria: Criteria, term: Terminal, current: Answer | None) -> Recommendation:
+    """A new round of the run's answer, decided, written and shown."""
     rec = decide(run_dir, criteria)
     number = next_round(run_dir)
     if current is not None:

@@ -7,6 +7,7 @@ point with no capture (measured by specmeter 0.1.0, or never finished) keeps the
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from specmeter.analysis.decide import analyze
 from specmeter.common.errors import InputError
 from specmeter.engines.registry import get_engine
 from specmeter.results.summarize import summarize_point
+from specmeter.rundir.lock import writing
 from specmeter.rundir.run_data import is_verification, run_records
 from specmeter.rundir.store import SUMMARY, RunStore, load_summary
 from specmeter.schemas.plan import Role
@@ -43,9 +45,12 @@ def recompute(run_dir: Path) -> list[Recomputed]:
     for d in dirs:
         load_summary(d)  # a damaged summary is named before the records are
         require_records(d, "report --recompute")
-    derived = [_recompute_one(d) for d in dirs]
-    for _, store, summary in derived:
-        store.write_summary(summary)
+    with ExitStack() as held:  # no other command writes these runs while they are derived and rewritten
+        for d in dirs:
+            held.enter_context(writing(d, "specmeter report --recompute"))
+        derived = [_recompute_one(d) for d in dirs]
+        for _, store, summary in derived:
+            store.write_summary(summary)
     return [done for done, _, _ in derived]
 
 

@@ -27,6 +27,7 @@ from specmeter.execution.servers import ServerPool
 from specmeter.plans.verify import verify_execution
 from specmeter.report.console import VERBOSE, render_recommendation
 from specmeter.rundir.answer import ANSWER_DIR, Answer, read_answer, write_round
+from specmeter.rundir.lock import writing
 from specmeter.rundir.run_data import run_records
 from specmeter.rundir.store import REQUESTS, RunStore, atomic_write_text, load_summary, new_run_id
 from specmeter.schemas.recommend import Recommendation
@@ -279,7 +280,7 @@ def _unverified(answer: Answer) -> Recommendation:
 def verify(run_dir: Path, req: VerifyRequest, term: Terminal) -> None:
     """The command: recommend -> verify -> correct on a finished sweep; under --json one document with the
     final recommendation and every verification's summary."""
-    with answering(DeployAnswer(), term) as answer, showing(run_dir, term):
+    with writing(run_dir, "specmeter verify"), answering(DeployAnswer(), term) as answer, showing(run_dir, term):
         recommend_and_verify(run_dir, req, term, None, answer)
 
 
