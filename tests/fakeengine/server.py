@@ -15,7 +15,8 @@ every read of the Prometheus text is a scrape, specmeter's running-gauge polls d
 / `hide_sd_from_scrape` (SD series missing), `foreign_per_request` (phantom requests counted: other clients),
 `lie_extra_accepted` (per-request stats claim more than the counters got), `per_request_stats` (False: none
 in responses), `garbage_metrics` (the Prometheus endpoint answers something else), `echo_auth` (the caller's
-Authorization header repeated in every stream's closing usage chunk and in the Prometheus text).
+Authorization header repeated in every stream's closing usage chunk and in the Prometheus text),
+`impossible_metrics` (accepted > drafted, +Inf counters or a NaN running gauge in the Prometheus text).
 
 The server records every request it got (`log`), the true and the reported SD totals, and any internal
 problem (`problems`, which the fixtures check)."""
@@ -30,7 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
-from fakeengine import chunks, faults
+from fakeengine import chunks, faults, vllm
 from fakeengine.counters import Counters
 from fakeengine.personality import Personality
 from fakeengine.steps import Plan, Tally, plan_request, sd_stats, token_ids
@@ -82,6 +83,9 @@ class FakeEngine(ThreadedServer):
         self.per_request_stats: bool = True  # False: like vLLM without --per-request-spec-decode-metrics
         self.garbage_metrics: bool = False  # the Prometheus endpoint answers 200 with text that is not that
         self.echo_auth: bool = False  # a debugging proxy: the Authorization header sent back in payloads and scrapes
+        # impossible numbers in the Prometheus text: "accepted_over_drafted" (more accepted tokens than drafted),
+        # "inf_counters" (the draft-token counter +Inf), "nan_gauge" (the running-requests gauge NaN)
+        self.impossible_metrics: str | None = None
         self.max_num_seqs: int | None = None  # requests streamed at once; the rest wait their turn (a full engine)
         for key, value in server_faults.items():  # any of the attributes above, e.g. foreign_per_request=1
             if not hasattr(self, key) or key.startswith("_"):
@@ -147,7 +151,23 @@ class FakeEngine(ThreadedServer):
         """The personality's Prometheus text for the counters right now (without counting a scrape)."""
         with self.lock:
             hide = self.hide_sd if self.scrapes >= self.hide_sd_from_scrape else None
-            return self.personality.render(self.counters, self._created, hide)
+            text = self.personality.render(self.counters, self._created, hide)
+        return self._impossible(text) if self.impossible_metrics else text
+
+    def _impossible(self, text: str) -> str:
+        """The text with one metric's values made impossible (impossible_metrics says which, and how; vLLM's names)."""
+        # every scrape claims 1,000 more accepted tokens: any delta holds more accepted than drafted
+        metric, how = {"accepted_over_drafted": (vllm.ACCEPTED, lambda v: f"{float(v) + 1000.0 * self.scrapes}"),
+                       "inf_counters": (vllm.DRAFT_TOKENS, lambda v: "+Inf"),
+                       "nan_gauge": (vllm.RUNNING, lambda v: "NaN")}[self.impossible_metrics or ""]
+        out = []
+        for line in text.splitlines():
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if not line.startswith("#") and name in (metric, metric + "_total"):
+                head, value = line.rsplit(" ", 1)
+                line = f"{head} {how(value)}"
+            out.append(line)
+        return "\n".join(out) + "\n"
 
     # ---- generation --------------------------------------------------------------------------------
     def _plan(self, prompt: str, max_tokens: int) -> Plan:

@@ -17,7 +17,7 @@ from specmeter.metrics.sd import sum_counts
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.sd import SDCounts, SDSummary
 from specmeter.telemetry.feed import IterationFeed
-from specmeter.telemetry.prometheus import Snapshot, counter_delta
+from specmeter.telemetry.prometheus import CounterDelta, Snapshot, counter_delta
 
 PER_REQUEST = "per-request sums"
 COUNTER_DELTAS = "the /metrics counter deltas"
@@ -82,6 +82,16 @@ def summarize_sd(
     return summary
 
 
+def _counted(adapter: EngineStats, delta: CounterDelta) -> tuple[SDCounts | None, str | None]:
+    """The counters' SD counts, or why they are impossible (more accepted than drafted: a server that lies): a data
+    fault of the point, never a crash; the per-request stats stand in where there are any."""
+    try:
+        return adapter.sd_from_counters(delta), None
+    except ValueError as exc:
+        detail = " ".join(str(exc).split(" for SDCounts")[0].split())
+        return None, f"the server's SD counters are impossible ({detail.splitlines()[0][:160]}); they are not used"
+
+
 def _join(*parts: str | None) -> str | None:
     return "; ".join(p for p in parts if p) or None
 
@@ -131,8 +141,9 @@ def _summarize(
         else:
             delta = counter_delta(before, after, adapter.sd_counter_names)
             invalid = delta.invalid_reason
-            restarted = invalid is not None
-            counters = adapter.sd_from_counters(delta) if invalid is None else None
+            restarted = invalid is not None and not delta.impossible
+            counters, impossible = _counted(adapter, delta) if invalid is None else (None, None)
+            invalid = invalid or impossible
             if counters is None and invalid is None:
                 invalid = ("SD counters missing from /metrics after the run: " + ", ".join(delta.missing)
                            if delta.missing else f"{adapter.name}'s counters give no run-level SD counts")

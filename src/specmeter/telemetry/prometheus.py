@@ -67,6 +67,8 @@ class CounterDelta(BaseModel):
     values: dict[str, dict[str, float]] = Field(default_factory=dict)
     missing: list[str] = Field(default_factory=list)
     invalid_reason: str | None = None
+    impossible: bool = Field(default=False, description="Invalid because a counter is not a finite number (a server "
+                             "that lies), not because the server restarted.")
 
     @property
     def valid(self) -> bool:
@@ -83,6 +85,7 @@ def counter_delta(before: Snapshot, after: Snapshot, names: list[str]) -> Counte
     """Difference named counters; series new in `after` count from zero (vLLM creates lazily)."""
     out = CounterDelta()
     decreased: list[str] = []
+    unreal: list[str] = []  # +Inf or -Inf: no count
     restarted = _restarted_series(before, after, names)
     for name in names:
         if not after.has(name):
@@ -91,6 +94,9 @@ def counter_delta(before: Snapshot, after: Snapshot, names: list[str]) -> Counte
         b = before.series(name)
         series: dict[str, float] = {}
         for key, value in after.series(name).items():
+            if not (math.isfinite(value) and math.isfinite(b.get(key, 0.0))):
+                unreal.append(f"{name}{{{key}}}" if key else name)
+                continue
             d = value - b.get(key, 0.0)
             if d < 0:
                 decreased.append(f"{name}{{{key}}}" if key else name)
@@ -99,7 +105,10 @@ def counter_delta(before: Snapshot, after: Snapshot, names: list[str]) -> Counte
             if key not in series:
                 decreased.append(f"{name}{{{key}}} (series vanished)")
         out.values[name] = series
-    if decreased:
+    if unreal:
+        out.invalid_reason = "counters are not finite numbers (the server reports Inf): " + ", ".join(unreal[:4])
+        out.impossible = True
+    elif decreased:
         out.invalid_reason = (
             "counters went down between snapshots (the server restarted during the run): "
             + ", ".join(decreased[:4])
@@ -136,9 +145,12 @@ def gauge_sum(text: str, name: str) -> float | None:
     for line in text.splitlines():
         if line.startswith(plain) or line.startswith(labelled):
             try:
-                total += float(line.rsplit(" ", 1)[1])
+                value = float(line.rsplit(" ", 1)[1])
             except (IndexError, ValueError):
                 continue
+            if not math.isfinite(value):  # NaN or Inf: no batch size (and no valid JSON in the capture)
+                continue
+            total += value
             found = True
     return total if found else None
 
