@@ -229,6 +229,7 @@ def pool(runs: Sequence[tuple[str, RunSummary]], *, objective: Objective = "thro
                         scorer=lambda base, gain, zone: PooledScorer(runs, objective, base, gain, zone))
     except InputError as exc:
         return Pooled(runs=names, cells=cells, no_answer=str(exc))
+    rec.runs = len(runs)
     return Pooled(runs=names, cells=cells, recommendation=rec, held=held_ranges(rec, runs))
 
 
