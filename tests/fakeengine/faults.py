@@ -47,6 +47,7 @@ REQUEST_FAULTS: dict[str, str | None] = {
     "bad_finish_reason": "malformed",  # finish_reason is a number, not a string
     "bad_usage_type": "malformed",  # the final usage chunk gives token counts as strings
     "no_usage": "malformed",  # ignores stream_options: no usage anywhere
+    "zero_usage": "malformed",  # text streams, but the final usage claims 0 completion tokens
     "incomplete": "incomplete_stream",  # everything but `data: [DONE]`
     "stream_error": "stream_error",  # vLLM's error event mid-stream
 }

@@ -403,6 +403,8 @@ class FakeEngine(ThreadedServer):
             final_usage: dict[str, Any] = chunks.usage(plan.prompt_tokens, plan.output_tokens)
             if fault == "bad_usage_type":
                 final_usage = {key: str(val) for key, val in final_usage.items()}
+            if fault == "zero_usage":
+                final_usage = chunks.usage(plan.prompt_tokens, 0)
             if self.echo_auth:
                 usage_extra = {**usage_extra, "request_headers": {"Authorization": s.request.headers.get(
                     "Authorization", "")}}

@@ -44,7 +44,7 @@ class Side:
 
     @classmethod
     def of(cls, result: ConfigResult, records: Sequence[RequestRecord], point_id: str) -> Side:
-        measured = result.repeats(point_id)
+        measured = [p for p in result.repeats(point_id) if p.measured]  # all failed: nothing to compare
         clean = [p for p in measured if not disturbed(p)]
         kept = {p.repeat for p in (clean or measured)}
         reqs = {(r.repeat, r.conversation_id, r.turn): r for r in records

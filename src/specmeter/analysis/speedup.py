@@ -26,7 +26,8 @@ def compute_speedups(summary: RunSummary, records: Sequence[RequestRecord]) -> l
         if config.role is Role.baseline or base is None or cand_res is None or base_res is None:
             continue
         for point in plan.points:
-            if cand_res.repeats(point.id) and base_res.repeats(point.id):
+            if any(p.measured for p in cand_res.repeats(point.id)) and any(
+                    p.measured for p in base_res.repeats(point.id)):  # a point that measured nothing has no speedup
                 out.append(point_speedup(config, base, cand_res, base_res, point.id, records))
     return out
 

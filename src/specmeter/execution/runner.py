@@ -150,8 +150,10 @@ class _Run:
         return found
 
     def done(self, cell: Cell) -> bool:
+        """Measured: a point whose requests all failed is not done, and a resume runs it again."""
         res = self.summary.config(cell.config.id)
-        return res is not None and res.point(cell.point.id, cell.repeat) is not None
+        found = res.point(cell.point.id, cell.repeat) if res is not None else None
+        return found is not None and found.measured
 
     def conversations(self, config: PlannedConfig, point: LoadPoint) -> list[Conversation]:
         if config.matched_random is None:
@@ -360,7 +362,7 @@ class _Run:
                     loop = self.plan.load_for(group[0][0].config).event_loop
                     measured = eventloop.run_cancellable(self.measure(group), loop)
                     for (cell, server), point_result in zip(group, measured, strict=True):
-                        self.result(cell.config, server.engine).points.append(point_result)
+                        self.result(cell.config, server.engine).keep(point_result)
                         self.reporter.point_done(cell.config, point_result)
                     self.save()
             for point in self.plan.points:
@@ -450,8 +452,13 @@ def _execute(ex: Execution, store: RunStore, reporter: Reporter | None, pool: Se
         run.run_all()
         summary.analysis = analyze(summary, run_records(store, summary.plan))
         failed = run.failed_servers()
+        empty = [f"{c.config_id} @ {p.point_id} r{p.repeat + 1}" for c in summary.configs for p in c.points
+                 if not p.measured]
         if failed:
             _mark_incomplete(summary, "server(s) failed to start: " + "; ".join(failed))
+        elif empty:
+            _mark_incomplete(summary, f"{len(empty)} point(s) measured nothing (every request failed, or the "
+                             f"usage said 0 tokens): {', '.join(empty[:4])}")
         else:
             summary.status = "complete"
     except (KeyboardInterrupt, asyncio.CancelledError) as exc:

@@ -256,6 +256,10 @@ class OpenAIClient:
         if record.error_kind is None and record.output_tokens is None:
             record.error_kind = "malformed"
             record.error = "no usage in the stream (the server ignored stream_options.include_usage)"
+        elif record.error_kind is None and record.output_tokens == 0 and record.output_text:
+            record.error_kind = "malformed"  # a server whose usage lies: its throughput would read 0.00x
+            record.error = (f"usage says 0 completion tokens while {len(record.output_text)} characters of text "
+                            "streamed")
         if self._secret:  # what the server sent back lands in requests.jsonl: never the key it may echo
             record.error = scrub(record.error, self._secret)
             record.output_text = scrub(record.output_text, self._secret)

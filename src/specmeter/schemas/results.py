@@ -48,6 +48,12 @@ class PointResult(BaseModel):
     host: HostReading | None = Field(default=None, description="How busy the machine was with other work through "
                                      "the round that measured it (None: not read).")
 
+    @property
+    def measured(self) -> bool:
+        """Some request finished with tokens: a point whose requests all failed (or whose usage said 0 tokens)
+        measured nothing, so it is not finished (resume runs it again) and no speedup rests on it."""
+        return self.latency.num_ok > 0 and self.latency.output_tokens > 0
+
 
 class ConfigResult(BaseModel):
     """What one plan configuration measured, and the server it ran on."""
@@ -77,6 +83,12 @@ class ConfigResult(BaseModel):
 
     def repeats(self, point_id: str) -> list[PointResult]:
         return [p for p in self.points if p.point_id == point_id]
+
+    def keep(self, result: PointResult) -> None:
+        """A point's result, in place of an earlier one of the same point and repeat (a rerun of one that measured
+        nothing), else added."""
+        self.points = [p for p in self.points if (p.point_id, p.repeat) != (result.point_id, result.repeat)]
+        self.points.append(result)
 
 
 class Mismatch(BaseModel):
