@@ -46,7 +46,7 @@ class FakeEngine(ThreadedServer):
         output_tokens: int = 24, alpha: float = 0.6, no_draft_prob: float | None = None, num_engines: int = 1,
         prior_requests: int = 0, api_key: str | None = None, seed: int = 0, stall_s: float = 4.0,
         slow_chunk_s: float = 0.02, step_s: float = 0.0, batch_step_s: float = 0.0, max_lifetime_s: float = 60.0,
-        tree_nodes: int | None = None, **server_faults: Any,
+        tree_nodes: int | None = None, speculative: bool = True, **server_faults: Any,
     ) -> None:
         """`k` drafts per step, each accepted with probability `alpha`; `output_tokens` per reply (or
         max_tokens, if fewer); `no_draft_prob`: share of decode steps that draft nothing (the personality's
@@ -55,7 +55,9 @@ class FakeEngine(ThreadedServer):
         of the timeout faults, `slow_chunk_s` the pause after each chunk under the "slow" fault, `step_s` after
         each step otherwise, plus `batch_step_s` for every request streaming at that moment (a step of a larger
         batch takes longer, as a real engine's does). `tree_nodes`: every step drafts a tree of that many nodes
-        and depth `k` and accepts one path of it (tree drafts: SGLang's EAGLE topk > 1, TensorRT-LLM's trees)."""
+        and depth `k` and accepts one path of it (tree drafts: SGLang's EAGLE topk > 1, TensorRT-LLM's trees).
+        `speculative=False`: a server started without a speculative config (a baseline), which shows no SD series
+        and no per-request SD stats; its steps' timing is as set."""
         super().__init__(max_lifetime_s)
         self.personality = personality or VLLM()
         if num_engines > 1 and self.personality.replica_label is None:
@@ -87,6 +89,8 @@ class FakeEngine(ThreadedServer):
         # "inf_counters" (the draft-token counter +Inf), "nan_gauge" (the running-requests gauge NaN)
         self.impossible_metrics: str | None = None
         self.max_num_seqs: int | None = None  # requests streamed at once; the rest wait their turn (a full engine)
+        if not speculative:  # a server without a speculative config, as vLLM shows one: no SD series, no stats
+            self.hide_sd, self.per_request_stats = "all", False
         for key, value in server_faults.items():  # any of the attributes above, e.g. foreign_per_request=1
             if not hasattr(self, key) or key.startswith("_"):
                 raise TypeError(f"FakeEngine has no setting {key!r}")

@@ -42,6 +42,12 @@ def fake_engine() -> Iterator[FakeEngine]:
 
 
 @pytest.fixture
+def fake_baseline() -> Iterator[FakeEngine]:
+    """A vLLM-shaped fake engine without a speculative config: the speculation-off twin of `fake_engine`."""
+    yield from _serve(FakeEngine(speculative=False))
+
+
+@pytest.fixture
 def fake_sglang() -> Iterator[FakeEngine]:
     """An SGLang-shaped fake engine, a few ms per step."""
     yield from _serve(FakeEngine(SGLang(), model="fake/sglang-target", step_s=0.002))

@@ -123,12 +123,14 @@ def test_the_reports_read_the_runs_calibration(tmp_path: Path, cal: Calibration)
 
 
 def test_a_plain_sweep_shows_its_drafters_once_its_step_cost_model_is_fitted(fake_engine: FakeEngine,
+                                                                              fake_baseline: FakeEngine,
                                                                               tmp_path: Path) -> None:
     """The sweep's own console (no --verify) comes after its calibration, so the drafters carry their cost."""
     url = fake_engine.url
     sweep_file = tmp_path / "sweep.yaml"
     sweep_file.write_text(json.dumps({
-        "workload": {"dataset": "sample", "num_prompts": 3}, "engine": {"endpoint": url}, "baseline_endpoint": url,
+        "workload": {"dataset": "sample", "num_prompts": 3}, "engine": {"endpoint": url},
+        "baseline_endpoint": fake_baseline.url,
         "candidates": [{"method": "ngram", "num_speculative_tokens": 3, "endpoint": url},
                        {"method": "draft_model", "model": "models/demo-draft", "num_speculative_tokens": 3,
                         "endpoint": url}],

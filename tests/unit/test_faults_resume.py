@@ -44,7 +44,7 @@ def test_resume_of_a_killed_plan_runs_only_what_is_missing(tmp_path: Path, inter
     load = LoadSpec(concurrency=[1, 2], warmup=0, max_tokens=16)
     convs, selection = load_conversations("jsonl", str(data), load)
 
-    with FakeEngine(seed=1) as sd, FakeEngine(seed=2) as base:
+    with FakeEngine(seed=1) as sd, FakeEngine(seed=2, speculative=False) as base:
         # -- a complete run, to get real records --------------------------------------------------------
         full = tmp_path / "full"
         ex = attach_pair(sd.url, base.url, convs, workload=selection, interleave=interleave,

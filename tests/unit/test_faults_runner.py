@@ -85,7 +85,7 @@ def test_warmup_requests_are_capped_at_warmup_max_tokens_and_measured_ones_are_n
 
 def test_sampled_runs_ask_for_no_token_ids_and_skip_the_lossless_check(tmp_path: Path) -> None:
     convs = conversations([f"Q{i}" for i in range(8)])
-    with FakeEngine() as sd, FakeEngine() as base:
+    with FakeEngine() as sd, FakeEngine(speculative=False) as base:
         ex = attach_pair(sd.url, base.url, convs, concurrency=[2], temperature=0.8)
         summary, error, _ = run_plan(ex, tmp_path / "run")
     assert error is None, repr(error)
@@ -101,8 +101,7 @@ def test_lossless_check_compares_token_ids_of_both_configurations(tmp_path: Path
     """Two servers with the same seed generate the same tokens for the same prompt (a lossless drafter);
     another seed stands for a drafter that changes the output."""
     convs = conversations([f"Q{i}" for i in range(6)] + [["First turn.", "Second turn."]])
-    with FakeEngine(seed=1) as sd, FakeEngine(seed=1 if same_model else 2, hide_sd="all",
-                                                    per_request_stats=False) as base:
+    with FakeEngine(seed=1) as sd, FakeEngine(seed=1 if same_model else 2, speculative=False) as base:
         summary, error, _ = run_plan(attach_pair(sd.url, base.url, convs, concurrency=[2]), tmp_path / "run")
     assert error is None, repr(error)
     assert summary.status == "complete"
@@ -136,7 +135,7 @@ def test_open_loop_offers_every_configuration_the_same_schedule(tmp_path: Path) 
     convs = conversations([f"Q{i}" for i in range(9)] + [["First turn.", "Second turn."]])
     runs = {"a": (3, False), "b": (3, True), "c": (4, False)}  # seed, interleave
     out = {}
-    with FakeEngine() as sd, FakeEngine() as base:
+    with FakeEngine() as sd, FakeEngine(speculative=False) as base:
         for name, (seed, interleave) in runs.items():
             ex = attach_pair(sd.url, base.url, convs, request_rate=[20.0], seed=seed, interleave=interleave)
             summary, error, _ = run_plan(ex, tmp_path / name)

@@ -143,7 +143,8 @@ def test_the_runner_records_the_host_per_round_and_runs_a_disturbed_one_again(
     monkeypatch.setattr("specmeter.execution.runner.HostProbe", _Scripted)
     convs = conversations([f"Question {i}: explain caching." for i in range(6)])
     with FakeEngine(output_tokens=12, slow_chunk_s=0.004, default_fault="slow") as sd, \
-            FakeEngine(output_tokens=12, slow_chunk_s=0.03, default_fault="slow", seed=1) as base:
+            FakeEngine(output_tokens=12, slow_chunk_s=0.03, default_fault="slow", seed=1,
+                       speculative=False) as base:
         ex = attach_pair(sd.url, base.url, convs, interleave=True, concurrency=[2], precision="adaptive",
                          max_rounds=4, max_num_seqs=64)  # room for both: each round's cells take turns, one reading
         summary, error, _ = run_plan(ex, tmp_path / "run")

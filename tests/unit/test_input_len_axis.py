@@ -136,7 +136,7 @@ def _length_sweep(where: Path, base: FakeEngine, sd: FakeEngine, *, k: int, conc
 
 
 def test_a_sweep_runs_every_length_at_every_load_and_decides_per_length(tmp_path: Path) -> None:
-    base = FakeEngine(output_tokens=16, alpha=0.0, step_s=0.005)
+    base = FakeEngine(output_tokens=16, alpha=0.0, step_s=0.005, speculative=False)
     sd = FakeEngine(output_tokens=16, alpha=0.8, step_s=0.005)
     with base, sd:
         file = _length_sweep(tmp_path, base, sd, k=2, concurrency=[1, 2], stop_at_saturation=False)
@@ -197,7 +197,7 @@ def test_a_sweep_runs_every_length_at_every_load_and_decides_per_length(tmp_path
 def test_the_load_ramp_climbs_each_input_length_on_its_own(tmp_path: Path) -> None:
     """Engines that run at most 4 requests at once saturate past 4 at every length: each length's ramp stops and
     skips only its own higher loads."""
-    base = FakeEngine(output_tokens=16, alpha=0.0, step_s=0.01, max_num_seqs=4)
+    base = FakeEngine(output_tokens=16, alpha=0.0, step_s=0.01, max_num_seqs=4, speculative=False)
     sd = FakeEngine(output_tokens=16, alpha=0.7, step_s=0.01, max_num_seqs=4)
     with base, sd:
         file = _length_sweep(tmp_path, base, sd, k=4, concurrency=[1, 2, 4, 8, 16, 32])

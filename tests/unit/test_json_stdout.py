@@ -70,7 +70,7 @@ def test_stored_run_commands_print_one_document(stored: Path, tmp_path: Path) ->
 
 
 def test_run_sweep_resume_and_compare_workloads_print_one_document(
-        fake_engine: FakeEngine, tmp_path: Path) -> None:
+        fake_engine: FakeEngine, fake_baseline: FakeEngine, tmp_path: Path) -> None:
     url = fake_engine.url
     run = one_document(specmeter("run", "--endpoint", url, "--no-baseline", *SMALL, "--json", "--out", tmp_path,
                                  "--name", "run"))
@@ -82,8 +82,9 @@ def test_run_sweep_resume_and_compare_workloads_print_one_document(
 
     sweep_file = tmp_path / "sweep.yaml"
     sweep_file.write_text(json.dumps({
-        "workload": {"dataset": "sample", "num_prompts": 3}, "engine": {"endpoint": url}, "baseline_endpoint": url,
-        "candidates": [{"method": "ngram", "num_speculative_tokens": 4, "endpoint": url}],
+        "workload": {"dataset": "sample", "num_prompts": 3}, "engine": {"endpoint": url},
+        "baseline_endpoint": fake_baseline.url, "candidates": [{"method": "ngram", "num_speculative_tokens": 4,
+                                                                "endpoint": url}],
         "load": {"concurrency": [1], "max_tokens": 8, "warmup": 0}}), encoding="utf-8")
     sweep = one_document(specmeter("sweep", sweep_file, "--json", "--out", tmp_path, "--name", "sweep"))
     assert sweep["plan"]["kind"] == "sweep" and sweep["status"] == "complete"

@@ -46,7 +46,7 @@ def terminal(reporter: RecordingReporter, out: StringIO | None = None) -> Termin
 def test_an_auto_sweep_brackets_the_crossover_and_a_resume_goes_on_searching(tmp_path: Path) -> None:
     # The baseline emits one token per step; speculation about 2.8 (K = 4, alpha 0.7) but each of its steps costs
     # five times as much per running request: it pays at concurrency 1 and slows at 32.
-    with FakeEngine(output_tokens=16, alpha=0.0, step_s=0.01, batch_step_s=0.0005) as base, \
+    with FakeEngine(output_tokens=16, alpha=0.0, step_s=0.01, batch_step_s=0.0005, speculative=False) as base, \
             FakeEngine(output_tokens=16, alpha=0.7, step_s=0.01, batch_step_s=0.0025) as sd:
         sweep_file = tmp_path / "sweep.yaml"
         sweep_file.write_text(json.dumps({

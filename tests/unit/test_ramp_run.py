@@ -34,7 +34,7 @@ def terminal(reporter: RecordingReporter) -> Terminal:
 
 def capped() -> tuple[FakeEngine, FakeEngine]:
     """A baseline and a speculative server, each streaming at most SLOTS requests at once, 10 ms a step."""
-    return (FakeEngine(output_tokens=16, alpha=0.0, step_s=0.01, max_num_seqs=SLOTS),
+    return (FakeEngine(output_tokens=16, alpha=0.0, step_s=0.01, max_num_seqs=SLOTS, speculative=False),
             FakeEngine(output_tokens=16, alpha=0.7, step_s=0.01, max_num_seqs=SLOTS))
 
 

@@ -397,7 +397,8 @@ def test_resting_keeps_the_wrong_choice_rate_at_most_five_percent_and_sends_less
 def _adaptive_pair(tmp_path: Path, sd_chunk_s: float, base_chunk_s: float, **load: object) -> RunSummary:
     convs = conversations([f"Question {i}: explain caching." for i in range(6)])
     with FakeEngine(output_tokens=12, slow_chunk_s=sd_chunk_s, default_fault="slow") as sd, \
-            FakeEngine(output_tokens=12, slow_chunk_s=base_chunk_s, default_fault="slow", seed=1) as base:
+            FakeEngine(output_tokens=12, slow_chunk_s=base_chunk_s, default_fault="slow", seed=1,
+                       speculative=False) as base:
         ex = attach_pair(sd.url, base.url, convs, interleave=True, concurrency=[2], precision="adaptive",
                          max_rounds=3, **load)
         summary, error, _ = run_plan(ex, tmp_path / "run")

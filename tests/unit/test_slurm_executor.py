@@ -158,7 +158,7 @@ def test_a_cancelled_job_is_resubmitted_and_one_attempt_merged(tmp_path: Path) -
     load = LoadSpec(concurrency=[1, 2], num_prompts=4, max_tokens=12, warmup=0)
     convs, selection = load_conversations("sample", None, load)
     slurm = FakeSlurm(term)
-    with FakeEngine(k=4) as spec_server, FakeEngine(alpha=0.0) as base_server:
+    with FakeEngine(k=4) as spec_server, FakeEngine(alpha=0.0, speculative=False) as base_server:
         ex = attach_pair(spec_server.url, base_server.url, convs, workload=selection, concurrency=[1, 2],
                          num_prompts=4, max_tokens=12)
         run_dir = tmp_path / "run"
@@ -192,7 +192,7 @@ def test_drafters_on_their_own_nodes_are_decided_each_against_its_own_baseline(t
     load = LoadSpec(concurrency=[1, 2], num_prompts=4, max_tokens=12, warmup=0)
     _, selection = load_conversations("sample", None, load)
     term = _terminal()
-    with FakeEngine(k=4) as ngram, FakeEngine(k=3) as suffix, FakeEngine(alpha=0.0) as base:
+    with FakeEngine(k=4) as ngram, FakeEngine(k=3) as suffix, FakeEngine(alpha=0.0, speculative=False) as base:
         sweep = SweepSpec.model_validate({
             "engine": {"model": "models/demo-target"}, "baseline_endpoint": base.url,
             "candidates": [{"method": "ngram", "k": 4, "endpoint": ngram.url},
@@ -237,7 +237,7 @@ def test_a_job_stopped_mid_way_names_the_slurm_run_to_resume(tmp_path: Path, mon
     term = _terminal()
     load = LoadSpec(concurrency=[1], num_prompts=2, max_tokens=8, warmup=0)
     convs, selection = load_conversations("sample", None, load)
-    with FakeEngine(k=4) as spec_server, FakeEngine(alpha=0.0) as base_server:
+    with FakeEngine(k=4) as spec_server, FakeEngine(alpha=0.0, speculative=False) as base_server:
         ex = attach_pair(spec_server.url, base_server.url, convs, workload=selection, concurrency=[1],
                          num_prompts=2, max_tokens=8)
         run_dir = tmp_path / "run"

@@ -107,7 +107,7 @@ def test_a_wave_is_only_taken_where_the_server_runs_it_whole() -> None:
 def test_a_concurrency_1_round_takes_turns_and_each_cell_reads_as_if_alone(tmp_path: Path) -> None:
     convs = conversations([f"Question {i}: explain caching." for i in range(6)])
     with FakeEngine(output_tokens=24, slow_chunk_s=0.03, default_fault="slow") as sd, \
-            FakeEngine(output_tokens=24, slow_chunk_s=0.03, default_fault="slow") as base:
+            FakeEngine(output_tokens=24, slow_chunk_s=0.03, default_fault="slow", speculative=False) as base:
         ex = attach_pair(sd.url, base.url, convs, interleave=True, concurrency=[1, 3, 4], max_num_seqs=3)
         summary, error, reporter = run_plan(ex, tmp_path / "run")
         assert error is None, repr(error)
@@ -154,7 +154,8 @@ def test_a_failing_server_ends_the_round_without_holding_up_the_other(tmp_path: 
     """Every request to the speculative server fails: the error-rate limit stops the run, and the baseline's turns,
     waiting on the failing seat, end with it instead of hanging."""
     convs = conversations([f"Question {i}: explain caching." for i in range(12)])
-    with FakeEngine(output_tokens=12, default_fault="http_500") as sd, FakeEngine(output_tokens=12) as base:
+    with FakeEngine(output_tokens=12, default_fault="http_500") as sd, \
+            FakeEngine(output_tokens=12, speculative=False) as base:
         ex = attach_pair(sd.url, base.url, convs, interleave=True, concurrency=[1], max_error_rate=0.2)
         summary, error, _ = run_plan(ex, tmp_path / "run")
     assert summary is None and error is not None and "error" in str(error).lower()

@@ -26,7 +26,7 @@ def test_a_point_that_measured_nothing_is_run_again_by_resume(tmp_path: Path, fa
                             for i in range(4)))
     load = LoadSpec(concurrency=[2], warmup=0, max_tokens=16, max_error_rate=1.0)
     convs, selection = load_conversations("jsonl", str(data), load)  # a workload resume can load again
-    with FakeEngine(seed=1) as sd, FakeEngine(seed=2, no_draft_prob=1.0) as base:
+    with FakeEngine(seed=1) as sd, FakeEngine(seed=2, speculative=False) as base:
         sd.default_fault = fault  # the candidate's server fails every request
         ex = attach_pair(sd.url, base.url, convs, workload=selection, concurrency=[2], warmup=0, max_tokens=16,
                          max_error_rate=1.0)

@@ -38,6 +38,13 @@ class ServerProbe:
     server_header: str | None  # the HTTP `Server` header of /v1/models
 
 
+def served_models(probe: ServerProbe) -> list[str]:
+    """The model ids /v1/models lists."""
+    data = (probe.models or {}).get("data")
+    return [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)] if isinstance(data, list) \
+        else []
+
+
 def owned_by(probe: ServerProbe) -> str | None:
     """The `owned_by` of the first model /v1/models lists (engines put their own name there)."""
     data = (probe.models or {}).get("data")
@@ -165,6 +172,11 @@ class EngineStats(ABC):
     def sd_enabled_in(self, snapshot: Snapshot) -> bool:
         """Whether the server's /metrics shows speculation is configured at all."""
         return any(snapshot.has(n) for n in self.sd_counter_names)
+
+    def speculates(self, snapshot: Snapshot) -> bool:
+        """Whether the server has drafted at all by this snapshot (any SD counter above zero). Engines that register
+        SD counters only with speculation configured (vLLM) say so from their presence alone."""
+        return any(v > 0 for n in self.sd_counter_names for v in snapshot.series(n).values())
 
 
 class EngineLauncher(ABC):

@@ -11,9 +11,9 @@ import urllib.request
 from typing import Any
 
 from specmeter.common.errors import InputError
-from specmeter.engines.base import ServerProbe
-from specmeter.engines.registry import detect_engine
-from specmeter.schemas.plan import Plan
+from specmeter.engines.base import ServerProbe, served_models
+from specmeter.engines.registry import detect_engine, get_engine
+from specmeter.schemas.plan import Plan, Role
 from specmeter.telemetry.prometheus import parse_exposition
 
 
@@ -69,4 +69,36 @@ def resolve_endpoints(plan: Plan, api_key: str | None) -> Plan:
                                  + "); list replicas of one server, or pass --engine")
             engine = engine.model_copy(update={"kind": kinds[found[0].url]})
         configs.append(config.model_copy(update={"engine": engine}))
-    return plan.model_copy(update={"configs": configs})
+    resolved = plan.model_copy(update={"configs": configs})
+    check_identity(resolved, probes)
+    return resolved
+
+
+def check_identity(plan: Plan, probes: dict[str, ServerProbe]) -> None:
+    """Attached servers are what the plan says they are, checked before anything is measured: the baseline is
+    another server than the candidates, it serves the same model, and it does not speculate."""
+    base = plan.main_baseline
+    if base is None or not base.engine.endpoints:
+        return
+    base_urls = set(base.engine.endpoints)
+    base_models = {m for url in base_urls for m in served_models(probes[url])}
+    for config in plan.configs:
+        if config.role is not Role.candidate or not config.engine.endpoints:
+            continue
+        same = base_urls & set(config.engine.endpoints)
+        if same:
+            raise InputError(f"{config.id} and the baseline are the same server ({', '.join(sorted(same))}): the "
+                             "baseline is a twin with speculation off; start one and give it as --baseline-endpoint")
+        models = {m for url in config.engine.endpoints for m in served_models(probes[url])}
+        if base_models and models and not base_models & models:
+            raise InputError(f"the baseline at {', '.join(sorted(base_urls))} serves {', '.join(sorted(base_models))} "
+                             f"but {config.id} at {', '.join(config.engine.endpoints)} serves "
+                             f"{', '.join(sorted(models))}: a speedup compares one model with and without "
+                             "speculation; point both at the same model")
+    if base.engine.kind is not None:
+        stats = get_engine(base.engine.kind).stats
+        drafting = [url for url in sorted(base_urls) if (m := probes[url].metrics) is not None and stats.speculates(m)]
+        if drafting:
+            raise InputError(f"the baseline at {', '.join(drafting)} runs speculative decoding (its "
+                             f"{stats.metrics_path} shows drafts): the speedup is over speculation off; start the "
+                             "baseline without a speculative config")

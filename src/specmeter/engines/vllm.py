@@ -31,7 +31,7 @@ from specmeter.engines.base import (
 from specmeter.engines.flags import Each, Flag, Row, argv, fixed, rows, settings
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
-from specmeter.telemetry.prometheus import CounterDelta
+from specmeter.telemetry.prometheus import CounterDelta, Snapshot
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -313,6 +313,10 @@ class VLLMStats(EngineStats):
     @property
     def sd_counter_names(self) -> list[str]:
         return [DRAFTS, DRAFT_TOKENS, ACCEPTED, ACCEPTED_PER_POS, DRAFT_TOKENS_PER_POS]
+
+    def speculates(self, snapshot: Snapshot) -> bool:
+        """vLLM registers its spec_decode counters only with a speculative config: present means speculating."""
+        return self.sd_enabled_in(snapshot)
 
     @property
     def traffic_counter_names(self) -> dict[str, str]:
