@@ -153,7 +153,7 @@ def pooled_cells(runs: Sequence[tuple[str, RunSummary]]) -> list[PooledCell]:
             out.append(PooledCell(config_id=config.id, point_id=point.id, metric=metric, runs=cells, pooled=ratio,
                                   verdict=verdict(ratio) if len(used) > 1 else used[0][1].verdict,
                                   verdicts_agree=len({c.verdict for c in cells}) == 1, intervals_overlap=overlap,
-                                  left_out=[name for name, _ in measured if (name, _) not in used]))
+                                  left_out=[name for name, _ in measured if name not in dict(used)]))
     return out
 
 
