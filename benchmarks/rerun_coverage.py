@@ -6,8 +6,9 @@ A verdict users deploy on must survive a rerun. Each run here is `specmeter demo
 time to the verified answer against it), one after another on the same machine. Then, from the runs' own
 summaries:
 - coverage: for each run and cell (configuration, point), whether every other run's estimate of the cell's speedup
-  lies inside this run's interval: its 95% interval, and the wider bounds its decisions read (the rounds' spread
-  in them); the share over all (run, cell, other run) is the figure;
+  lies inside this run's interval: its 95% interval over requests, the wider bounds its decisions read (the rounds'
+  and instances' spread), and its rerun interval (where it says the next run's estimate lands: analysis.noise)
+  the share over all (run, cell, other run) is the figure;
 - leave one out: each run's estimate against the others pooled (`specmeter compare --pool`): what pooling buys;
 - how quiet the machine was in each run (its analysis.host), so a figure is quoted from quiet runs only;
 - the final tables (the answer's latest round) and whether they agree, and the pooled answer over all the runs,
@@ -61,17 +62,19 @@ def coverage(runs: Sequence[Run]) -> dict[str, Any]:
     """Per run and cell, how many of the other runs' estimates its intervals hold; the shares over everything."""
     cells = [_headline(r.summary) for r in runs]
     rows = []
-    held = {"ci95": 0, "decision": 0, "pooled_others": 0}
-    judged = {"ci95": 0, "decision": 0, "pooled_others": 0}
+    held = {"ci95": 0, "decision": 0, "rerun": 0, "pooled_others": 0}
+    judged = {"ci95": 0, "decision": 0, "rerun": 0, "pooled_others": 0}
     for i, run in enumerate(runs):
         others = [(runs[j].name, cells[j]) for j in range(len(runs)) if j != i]
         pooled = pool([(o.name, o.summary) for j, o in enumerate(runs) if j != i]) if len(runs) > 2 else None
         pooled_at = {(c.config_id, c.point_id): c.pooled for c in pooled.cells} if pooled else {}
         for key, ratio in cells[i].items():
             values = [c[key].value for _, c in others if key in c and c[key].value is not None]
-            bounds = {"ci95": (ratio.ci95_low, ratio.ci95_high), "decision": decision_bounds(ratio)}
+            bounds = {"ci95": (ratio.ci95_low, ratio.ci95_high), "decision": decision_bounds(ratio),
+                      "rerun": (ratio.rerun_low, ratio.rerun_high)}
             row: dict[str, Any] = {"run": run.name, "config": key[0], "point": key[1], "value": ratio.value,
-                                   "others": values}
+                                   "others": values, "rerun_interval": None if ratio.rerun_low is None
+                                   or ratio.rerun_high is None else (ratio.rerun_low, ratio.rerun_high)}
             for what, (low, high) in bounds.items():
                 if low is None or high is None:
                     continue
@@ -122,16 +125,19 @@ def report(runs: Sequence[Run], befores: Sequence[tta.Timing]) -> str:
         value = share[key]
         return "-" if value is None else f"{value:.0%} of {cov['counted'][key]}"
 
-    lines += ["", f"coverage of the other runs' estimates by each run's 95% interval: {pct('ci95')}; by the bounds "
-              f"its decisions read: {pct('decision')}; each run's estimate inside the others pooled: "
-              f"{pct('pooled_others')}", "",
-              "| run | configuration | point | value | others | in 95% | in decision bounds | in the others pooled |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += ["", f"coverage of the other runs' estimates by each run's 95% interval over requests: {pct('ci95')}; "
+              f"by the bounds its decisions read: {pct('decision')}; by its rerun interval: {pct('rerun')}; each "
+              f"run's estimate inside the others pooled: {pct('pooled_others')}", "",
+              "| run | configuration | point | value | rerun interval | others | in 95% | in decision bounds "
+              "| in rerun | in the others pooled |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for row in cov["rows"]:
         others = ", ".join(f"{v:.2f}" for v in row["others"])
         value = "-" if row["value"] is None else f"{row['value']:.2f}"
-        lines.append(f"| {row['run']} | {row['config']} | {row['point']} | {value} | {others} | "
-                     f"{row.get('ci95', '-')} | {row.get('decision', '-')} | {row.get('pooled_others', '-')} |")
+        rerun = "-" if row["rerun_interval"] is None else "[{:.2f}, {:.2f}]".format(*row["rerun_interval"])
+        lines.append(f"| {row['run']} | {row['config']} | {row['point']} | {value} | {rerun} | {others} | "
+                     f"{row.get('ci95', '-')} | {row.get('decision', '-')} | {row.get('rerun', '-')} | "
+                     f"{row.get('pooled_others', '-')} |")
     lines += ["", f"final tables {'agree' if tab['agree'] else 'differ'}: "
               + "; ".join(str(t) for t in tab["tables"]),
               f"pooled over {len(runs)} runs: {tab.get('pooled_table')}", *[f"- {h}" for h in tab.get("held", [])]]

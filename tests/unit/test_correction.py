@@ -124,7 +124,10 @@ def test_pooled_evidence_counts_the_dynamic_server_as_the_k_it_drafted() -> None
 
 
 def test_the_correction_decides_again_on_the_pooled_evidence_and_says_what_changed() -> None:
-    sweep_run = sweep(UNSURE, {"c1": 1.0})
+    # A second point whose rounds agree tells how little a round moves on this machine (analysis.noise): the
+    # verification's round against the sweep's two is then evidence, not noise.
+    steady = {K2: {**UNSURE[K2], "c4": [(1.20, 1.18, 1.22)] * 4}, K4: {**UNSURE[K4], "c4": [(1.10, 1.08, 1.12)] * 4}}
+    sweep_run = sweep(steady, {"c1": 1.0, "c4": 4.0})
     first = recommend(*sweep_run)
     assert first.best is not None and first.best.ranges[0].k == 2  # the sweep alone cannot tell
     verify_run = verification([r.entry for r in first.best.ranges], dynamic=1.50, static=1.62)  # type: ignore[misc]

@@ -10,7 +10,7 @@ from specmeter.analysis.capacity import capacity_gaps
 from specmeter.analysis.choice import choose, contenders
 from specmeter.analysis.crossover import find_crossover
 from specmeter.analysis.headline import decision_confidence, headline, headline_metric
-from specmeter.analysis.headtohead import Arena
+from specmeter.analysis.headtohead import Arena, decision_bounds
 from specmeter.analysis.host import conditions
 from specmeter.analysis.lossless import lossless_check
 from specmeter.analysis.offload import offload_warnings
@@ -30,13 +30,17 @@ FORCED_LENGTH_NOTE = (
 
 
 def verdict(ratio: Ratio) -> Verdict | None:
+    """pays / slows where the decision bounds (the requests' interval and the rounds' and instances',
+    headtohead.decision_bounds) lie wholly above / below 1, so a verdict holds on the next run, not only over these
+    requests; else unclear."""
     if ratio.value is None:
         return None  # nothing to judge (e.g. the baseline delivered no tokens): no verdict, not "unclear"
     if ratio.disturbed:
         return "disturbed"  # every round it rests on shared the machine with other work: no clean verdict
-    if ratio.ci95_low is not None and ratio.ci95_low > 1.0:
+    low, high = decision_bounds(ratio)
+    if low is not None and low > 1.0:
         return "pays"
-    if ratio.ci95_high is not None and ratio.ci95_high < 1.0:
+    if high is not None and high < 1.0:
         return "slows"
     return "unclear"
 

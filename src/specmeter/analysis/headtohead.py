@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
 from specmeter.analysis.host import disturbed
+from specmeter.analysis.noise import RoundNoise, with_spread
 from specmeter.analysis.paired import fill_repeats, paired_ratio_of_means, paired_ratio_of_sums
 from specmeter.schemas.analysis import HeadToHead, Metric, Outcome, Ratio
 from specmeter.schemas.records import RequestRecord
@@ -41,6 +42,8 @@ class Side:
     totals: dict[int, tuple[float, float]]
     set_aside: tuple[int, ...] = ()
     disturbed: bool = False
+    point_id: str = ""
+    instance_of: dict[int, int] = field(default_factory=dict)  # repeat -> the server instance that ran it
 
     @classmethod
     def of(cls, result: ConfigResult, records: Sequence[RequestRecord], point_id: str) -> Side:
@@ -52,12 +55,14 @@ class Side:
                 and r.repeat in kept}
         totals = {p.repeat: (float(p.latency.output_tokens), p.latency.wall_s) for p in measured if p.repeat in kept}
         return cls(result.config_id, reqs, totals, set_aside=tuple(sorted({p.repeat for p in measured} - kept)),
-                   disturbed=bool(measured) and not clean)
+                   disturbed=bool(measured) and not clean, point_id=point_id,
+                   instance_of={p.repeat: p.instance for p in measured if p.repeat in kept})
 
     def merged(self, other: Side) -> Side:
         """This side and more of the same configuration (another run's repeats, numbered apart from these)."""
         return Side(self.config_id, {**self.requests, **other.requests}, {**self.totals, **other.totals},
-                    tuple(sorted({*self.set_aside, *other.set_aside})), self.disturbed and other.disturbed)
+                    tuple(sorted({*self.set_aside, *other.set_aside})), self.disturbed and other.disturbed,
+                    self.point_id, {**self.instance_of, **other.instance_of})
 
 
 @dataclass(frozen=True)
@@ -78,21 +83,27 @@ class Paired:
         return cls(keys, sorted(repeats), len(only_one))
 
 
-def compare(a: Side, b: Side, metric: Metric | str, *, confidence: float = 0.95, good: Good | None = None) -> Ratio:
-    """`a` over `b` on `metric` (> 1: `a` is better), paired by request, with per-repeat values.
+def compare(a: Side, b: Side, metric: Metric | str, *, confidence: float = 0.95, good: Good | None = None,
+            noise: RoundNoise | None = None) -> Ratio:
+    """`a` over `b` on `metric` (> 1: `a` is better), paired by request, with per-repeat values and, given the
+    run's round noise, the intervals over rounds and instances and for a rerun (analysis.noise).
 
     output_throughput: point tokens / wall, pooled over the repeats both ran; the interval's relative width comes
     from the paired per-request stream rates (tokens / E2E), which track it in a closed loop. tpot, ttft, e2e:
     b's mean / a's mean. goodput: requests meeting the SLO (`good`) per second of the point."""
     pairs = Paired.of(a, b)
     if metric == "output_throughput":
-        ratio = _rate_ratio(a, b, pairs, lambda r: float(r.output_tokens or 0), confidence)
+        ratio, per_repeat = _rate_ratio(a, b, pairs, lambda r: float(r.output_tokens or 0), confidence)
     elif metric == "goodput":
         if good is None:
             raise ValueError("a goodput comparison needs the SLO's test of a request")
-        ratio = _rate_ratio(a, b, pairs, lambda r: 1.0 if good(r) else 0.0, confidence, counted=good)
+        ratio, per_repeat = _rate_ratio(a, b, pairs, lambda r: 1.0 if good(r) else 0.0, confidence, counted=good)
     else:
-        ratio = _mean_ratio(a, b, pairs, metric, confidence)
+        ratio, per_repeat = _mean_ratio(a, b, pairs, metric, confidence)
+    ratio = fill_repeats(ratio, list(per_repeat.values()))
+    if noise is not None:
+        ratio = with_spread(ratio, per_repeat, a.instance_of, noise, [(a.config_id, a.point_id),
+                                                                       (b.config_id, b.point_id)])
     ratio.disturbed = a.disturbed or b.disturbed
     ratio.set_aside = sorted({*a.set_aside, *b.set_aside})
     return ratio
@@ -100,10 +111,10 @@ def compare(a: Side, b: Side, metric: Metric | str, *, confidence: float = 0.95,
 
 def head_to_head(challenger: Side, incumbent: Side, point_id: str, metric: Metric, *,
                  min_gain: float = DEFAULT_MIN_GAIN, indifference: float | None = None, confidence: float = 0.95,
-                 good: Good | None = None) -> HeadToHead:
+                 good: Good | None = None, noise: RoundNoise | None = None) -> HeadToHead:
     """Does the costlier `challenger` beat the cheaper `incumbent` by more than `min_gain`, or are the two
     within `indifference` of each other (None: no ties)?"""
-    ratio = compare(challenger, incumbent, metric, confidence=confidence, good=good)
+    ratio = compare(challenger, incumbent, metric, confidence=confidence, good=good, noise=noise)
     low, high = decision_bounds(ratio)
     threshold = 1.0 + min_gain
     return HeadToHead(point_id=point_id, config_id=challenger.config_id, against=incumbent.config_id, metric=metric,
@@ -116,23 +127,26 @@ class Arena:
     """The configurations measured at one point, each side built once, and the duels between them."""
 
     def __init__(self, sides: dict[str, Side], point_id: str, metric: Metric, *, min_gain: float = DEFAULT_MIN_GAIN,
-                 indifference: float | None = None, confidence: float = 0.95, good: Good | None = None) -> None:
+                 indifference: float | None = None, confidence: float = 0.95, good: Good | None = None,
+                 noise: RoundNoise | None = None) -> None:
         self.sides, self.point_id, self.metric = sides, point_id, metric
         self.min_gain, self.indifference, self.confidence, self.good = min_gain, indifference, confidence, good
+        self.noise = noise
         self._seen: dict[tuple[str, str], HeadToHead] = {}
 
     @classmethod
     def of(cls, results: Sequence[ConfigResult], records: Sequence[RequestRecord], point_id: str, metric: Metric,
            **kw: Any) -> Arena:
+        """The point's sides, and the run's round noise (from every cell of `results`) their duels read."""
         sides = {r.config_id: Side.of(r, records, point_id) for r in results if r.repeats(point_id)}
-        return cls(sides, point_id, metric, **kw)
+        return cls(sides, point_id, metric, noise=RoundNoise.of(results), **kw)
 
     def duel(self, challenger: str, incumbent: str) -> HeadToHead:
         key = (challenger, incumbent)
         if key not in self._seen:
             self._seen[key] = head_to_head(self.sides[challenger], self.sides[incumbent], self.point_id, self.metric,
                                            min_gain=self.min_gain, indifference=self.indifference,
-                                           confidence=self.confidence, good=self.good)
+                                           confidence=self.confidence, good=self.good, noise=self.noise)
         return self._seen[key]
 
 
@@ -157,11 +171,16 @@ def outcome_of(low: float | None, high: float | None, threshold: float,
 
 
 def decision_bounds(ratio: Ratio) -> tuple[float | None, float | None]:
-    """The paired interval, widened to cover where the repeats' centre lies: drift between repeats (which one
-    run's interval over requests does not see) counts as doubt. The repeats' spread enters as the standard error
-    of their median (1.4826 x MAD / sqrt(repeats), at the interval's confidence), so more rounds narrow it, as
-    sequential sampling needs, while two rounds that disagree keep the interval wide."""
+    """The paired interval, widened to cover where the mean over rounds lies: drift between rounds and what a
+    server restart changes (which one run's interval over requests does not see) count as doubt. Compared within
+    a run's arena, that is the interval over rounds and instances (analysis.noise: this cell's spread moderated by
+    the run's other cells'), so more rounds narrow it, as sequential sampling needs, while two rounds that agree
+    by chance do not make it narrower than the run's rounds are. A ratio built outside one (no run's noise to
+    read) takes the standard error of its rounds' median (1.4826 x MAD / sqrt(repeats))."""
     low, high = ratio.ci95_low, ratio.ci95_high
+    if ratio.rounds_low is not None and ratio.rounds_high is not None:
+        r_low, r_high = ratio.rounds_low, ratio.rounds_high
+        return (r_low if low is None else min(low, r_low)), (r_high if high is None else max(high, r_high))
     n = len(ratio.repeat_values)
     if ratio.median is None or ratio.mad is None or n < 2:
         return low, high
@@ -172,7 +191,7 @@ def decision_bounds(ratio: Ratio) -> tuple[float | None, float | None]:
 
 
 def _rate_ratio(a: Side, b: Side, pairs: Paired, amount: Callable[[RequestRecord], float], confidence: float,
-                counted: Good | None = None) -> Ratio:
+                counted: Good | None = None) -> tuple[Ratio, dict[int, float | None]]:
     """(Σ amount / wall of a) / (the same of b): throughput (amount = tokens) or goodput (amount = 1 per request
     meeting the SLO). Point totals of the repeats both ran give the value (pooled runs: never one run's against
     another's); the paired per-request rates give the interval's width."""
@@ -196,18 +215,18 @@ def _rate_ratio(a: Side, b: Side, pairs: Paired, amount: Callable[[RequestRecord
     out = Ratio(value=value, confidence=confidence)
     if value is not None and est and ci and np.isfinite(ci[0]) and np.isfinite(ci[1]):
         out.ci95_low, out.ci95_high = value * ci[0] / est, value * ci[1] / est
-    return fill_repeats(out, [ratio_at(r) for r in pairs.repeats])
+    return out, {r: ratio_at(r) for r in pairs.repeats}
 
 
-def _mean_ratio(a: Side, b: Side, pairs: Paired, field: str, confidence: float) -> Ratio:
+def _mean_ratio(a: Side, b: Side, pairs: Paired, field: str,
+                confidence: float) -> tuple[Ratio, dict[int, float | None]]:
     """b's mean / a's mean of a latency (> 1: a is faster), paired, with the same ratio per repeat."""
     va = [getattr(a.requests[k], f"{field}_s") for k in pairs.keys]
     vb = [getattr(b.requests[k], f"{field}_s") for k in pairs.keys]
     value, ci = paired_ratio_of_means(vb, va, confidence=confidence)
     out = Ratio(value=value, ci95_low=ci[0] if ci else None, ci95_high=ci[1] if ci else None, confidence=confidence)
-    per_repeat = [_sum_ratio([(y, x) for k, x, y in zip(pairs.keys, va, vb) if k[0] == rep])
-                  for rep in pairs.repeats]
-    return fill_repeats(out, per_repeat)
+    return out, {rep: _sum_ratio([(y, x) for k, x, y in zip(pairs.keys, va, vb) if k[0] == rep])
+                 for rep in pairs.repeats}
 
 
 def _sum_ratio(pairs: Sequence[tuple[float | None, float | None]]) -> float | None:

@@ -24,7 +24,7 @@ from pathlib import PurePath
 from statistics import NormalDist
 
 from specmeter.analysis.decide import verdict
-from specmeter.analysis.headtohead import Arena, Side, outcome_of
+from specmeter.analysis.headtohead import Arena, Side, decision_bounds, outcome_of
 from specmeter.analysis.objective import Scorer
 from specmeter.analysis.recommend import recommend
 from specmeter.analysis.student import t_quantile
@@ -48,11 +48,13 @@ class Estimate:
 
 
 def log_se(ratio: Ratio) -> float | None:
-    """The standard error of log(ratio) its interval implies."""
-    if ratio.ci95_low is None or ratio.ci95_high is None or ratio.ci95_low <= 0 or ratio.ci95_high <= 0:
+    """The standard error of log(ratio) its decision bounds imply (the requests' interval, or the rounds' and
+    instances' where wider: headtohead.decision_bounds)."""
+    low, high = decision_bounds(ratio)
+    if low is None or high is None or low <= 0 or high <= 0:
         return None
     z = NormalDist().inv_cdf(0.5 + ratio.confidence / 2)
-    return (math.log(ratio.ci95_high) - math.log(ratio.ci95_low)) / (2 * z)
+    return (math.log(high) - math.log(low)) / (2 * z)
 
 
 def random_effects(estimates: Sequence[Estimate], confidence: float = 0.95) -> tuple[float, float | None, float | None]:

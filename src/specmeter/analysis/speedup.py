@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specmeter.analysis.headtohead import Paired, Side, compare
+from specmeter.analysis.noise import RoundNoise
 from specmeter.schemas.analysis import Speedup
 from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.records import RequestRecord
@@ -20,6 +21,7 @@ def compute_speedups(summary: RunSummary, records: Sequence[RequestRecord]) -> l
     """One Speedup per (non-baseline configuration, point) that both it and its baseline measured."""
     plan = summary.plan
     out: list[Speedup] = []
+    noise = RoundNoise.of(summary.configs)
     for config in plan.configs:
         base = plan.baseline_for(config)
         cand_res, base_res = summary.config(config.id), summary.config(base.id) if base else None
@@ -28,19 +30,21 @@ def compute_speedups(summary: RunSummary, records: Sequence[RequestRecord]) -> l
         for point in plan.points:
             if any(p.measured for p in cand_res.repeats(point.id)) and any(
                     p.measured for p in base_res.repeats(point.id)):  # a point that measured nothing has no speedup
-                out.append(point_speedup(config, base, cand_res, base_res, point.id, records))
+                out.append(point_speedup(config, base, cand_res, base_res, point.id, records, noise))
     return out
 
 
 def point_speedup(config: PlannedConfig, base: PlannedConfig, cand_res: ConfigResult, base_res: ConfigResult,
-                  point_id: str, records: Sequence[RequestRecord]) -> Speedup:
-    """`config` over `base` at one point on every metric, paired by request (see analysis.headtohead)."""
+                  point_id: str, records: Sequence[RequestRecord], noise: RoundNoise | None = None) -> Speedup:
+    """`config` over `base` at one point on every metric, paired by request (see analysis.headtohead), with the
+    run's round noise where given (analysis.noise)."""
     cand, bl = Side.of(cand_res, records, point_id), Side.of(base_res, records, point_id)
     pairs = Paired.of(cand, bl)
     return Speedup(
         config_id=config.id, baseline_id=base.id, point_id=point_id,
-        output_throughput=compare(cand, bl, "output_throughput"), tpot=compare(cand, bl, "tpot"),
-        ttft=compare(cand, bl, "ttft"), e2e=compare(cand, bl, "e2e"),
+        output_throughput=compare(cand, bl, "output_throughput", noise=noise),
+        tpot=compare(cand, bl, "tpot", noise=noise), ttft=compare(cand, bl, "ttft", noise=noise),
+        e2e=compare(cand, bl, "e2e", noise=noise),
         paired_requests=len(pairs.keys), same_work=pairs.unmatched == 0,
         note=None if pairs.unmatched == 0 else f"the two sides completed different requests ({pairs.unmatched} "
         "differ): ratios compare unequal work; intervals use only the requests both completed",

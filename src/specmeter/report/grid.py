@@ -91,6 +91,8 @@ def ratio_text(r: Ratio) -> str:
     text = f"{r.value:.2f}x"
     if r.ci95_low is not None and r.ci95_high is not None:
         text += f" [{r.ci95_low:.2f}, {r.ci95_high:.2f}]"
-    if r.median is not None and r.mad is not None:
+    if r.rerun_low is not None and r.rerun_high is not None:  # where the next run lands: the rounds' spread
+        text += f" rerun {r.rerun_low:.2f}-{r.rerun_high:.2f}"
+    elif r.median is not None and r.mad is not None:
         text += f" med {r.median:.2f} ±{r.mad:.2f}"
     return text

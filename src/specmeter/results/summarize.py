@@ -62,7 +62,7 @@ def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], poi
     reads = last.reads()
     running = pooled_samples(reads)  # one replica's batch, pooled over several (metrics/replicas.py)
     return PointResult(
-        point_id=capture.point_id, repeat=capture.repeat, started_s=last.started_s,
+        point_id=capture.point_id, repeat=capture.repeat, instance=last.instance, started_s=last.started_s,
         latency=summarize_latency(final, wall), steady=steady,
         running_batch=summarize_running(running.name, running.samples, running.interval_s, steady)
         if running is not None else None,

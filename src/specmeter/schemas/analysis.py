@@ -29,6 +29,17 @@ class Ratio(BaseModel):
                             "the machine (analysis.host): a measurement, not a clean verdict.")
     set_aside: list[int] = Field(default_factory=list, description="Repeats left out because other work disturbed "
                                  "them while clean ones exist (0-based).")
+    rounds_low: float | None = Field(default=None, description="Where the mean over rounds (and server instances) "
+                                     "lies, at `confidence`: the round spread, moderated by the run's other cells "
+                                     "(analysis.noise). Decisions read it beside the interval over requests.")
+    rounds_high: float | None = None
+    rerun_low: float | None = Field(default=None, description="Where the next run's estimate lands (95%): its own "
+                                    "rounds and instances again. Restarts are in it only where instances > 1.")
+    rerun_high: float | None = None
+    instances: int = Field(default=1, description="Server instances the rounds ran on (a restart's effect is "
+                           "measured only from 2).")
+    noise_df: int | None = Field(default=None, description="Degrees of freedom of the round spread the intervals "
+                                 "read: this cell's rounds and the run's other cells'.")
 
 
 class Speedup(BaseModel):

@@ -67,6 +67,8 @@ class Attempt(BaseModel):
                                   "are then on its own busy clock, its waits for their requests taken out.")
     host: HostReading | None = Field(default=None, description="How busy the machine was with other work through "
                                      "the round this attempt ran in (None: not read, or a capture from before).")
+    instance: int = Field(default=0, description="Which of the configuration's server instances it ran on "
+                          "(0-based; plan load.instances).")
 
     def keep(self, reads: list[ReplicaReads]) -> None:
         """One server's reads in before, after and running (as every capture before replicas has them); several

@@ -31,6 +31,9 @@ class PointResult(BaseModel):
 
     point_id: str
     repeat: int = 0
+    instance: int = Field(default=0, description="Which of the configuration's server instances measured it "
+                          "(0-based; plan load.instances): rounds alternate between them, so a restart's effect is "
+                          "measured.")
     started_s: float | None = Field(default=None, description="Seconds since the run started: shows drift "
                                     "between configurations measured at different times.")
     latency: LatencySummary

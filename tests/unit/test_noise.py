@@ -1,0 +1,94 @@
+"""The run's own round and instance noise (analysis/noise.py): a cell's rounds read against the run's other cells,
+so two rounds that agree by chance do not make an interval the next run falls outside of, and a restart's effect,
+where rounds ran on two instances, widens what the verdict reads."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from test_recommend import sweep
+
+from specmeter.analysis.decide import analyze
+from specmeter.analysis.headtohead import decision_bounds
+from specmeter.analysis.noise import RoundNoise
+from specmeter.schemas.analysis import Ratio
+from specmeter.schemas.results import RunSummary
+
+K2, K4 = "draft_model-k2", "draft_model-k4"
+
+
+def _ratio(summary: RunSummary, config: str, point: str) -> Ratio:
+    return next(s.output_throughput for s in summary.analysis.speedups if s.config_id == config and s.point_id == point)
+
+
+def _noisy_run(agreeing: float = 1.40) -> RunSummary:
+    """K = 2 at c1 whose two rounds agree exactly, beside five cells whose rounds lie 5-8% apart."""
+    summary, _ = sweep({K2: {"c1": [(agreeing,) * 3, (agreeing,) * 3], "c4": [(1.10,) * 3, (1.04,) * 3],
+                             "c16": [(0.96,) * 3, (0.90,) * 3]},
+                        K4: {"c1": [(1.38,) * 3, (1.30,) * 3], "c4": [(0.95,) * 3, (0.89,) * 3],
+                             "c16": [(0.85,) * 3, (0.79,) * 3]}}, {"c1": 1.0, "c4": 4.0, "c16": 16.0})
+    return summary
+
+
+def test_a_cell_whose_rounds_agree_by_chance_reads_the_run_s_round_spread() -> None:
+    summary = _noisy_run()
+    agreeing = _ratio(summary, K2, "c1")
+    assert agreeing.repeat_values[0] == pytest.approx(agreeing.repeat_values[1])
+    assert agreeing.rounds_low is not None and agreeing.rounds_high is not None
+    # The run's other cells moved 5-8% between rounds: this one's doubt is of that order, not zero.
+    assert agreeing.rounds_high / agreeing.rounds_low > 1.05
+    low, high = decision_bounds(agreeing)
+    assert low is not None and high is not None and low <= agreeing.rounds_low and high >= agreeing.rounds_high
+    assert agreeing.noise_df is not None and agreeing.noise_df >= 5  # its own round and the five others'
+
+
+def test_the_rerun_interval_is_the_rounds_interval_for_two_runs_and_centred_on_the_estimate() -> None:
+    ratio = _ratio(_noisy_run(), K4, "c4")
+    assert ratio.value is not None and ratio.rerun_low is not None and ratio.rerun_high is not None
+    assert ratio.rounds_low is not None and ratio.rounds_high is not None
+    assert ratio.rerun_low < ratio.rounds_low < ratio.value < ratio.rounds_high < ratio.rerun_high
+    assert math.log(ratio.rerun_high / ratio.value) == pytest.approx(math.log(ratio.value / ratio.rerun_low))
+    # Two estimates of the same truth differ by sqrt(2) times one's error.
+    assert math.log(ratio.rerun_high / ratio.value) / math.log(ratio.rounds_high / ratio.value) == pytest.approx(
+        math.sqrt(2), rel=0.02)
+
+
+def test_a_gain_inside_the_round_noise_is_no_verdict() -> None:
+    """1.03x with a tight interval over requests, in a run whose rounds move 5-8%: not "pays"."""
+    summary = _noisy_run(agreeing=1.03)
+    speedup = next(s for s in summary.analysis.speedups if s.config_id == K2 and s.point_id == "c1")
+    assert speedup.output_throughput.ci95_low is not None and speedup.output_throughput.ci95_low > 1.0
+    assert speedup.verdict == "unclear"
+
+
+def _instances_run(shift: float) -> RunSummary:
+    """Four rounds per cell alternating two instances; every instance-2 round is `shift` faster."""
+    base = {K2: {"c1": 1.40, "c4": 1.10}, K4: {"c1": 1.35, "c4": 0.92}}
+    wobble = [1.0, 1.0, 1.01, 1.01]  # rounds on the same instance differ by 1%
+    speedups = {cid: {p: [(v * w * (shift if r % 2 else 1.0),) * 3 for r, w in enumerate(wobble)]
+                      for p, v in per.items()} for cid, per in base.items()}
+    summary, records = sweep(speedups, {"c1": 1.0, "c4": 4.0})  # type: ignore[arg-type]
+    for config in summary.configs:
+        for p in config.points:
+            p.instance = p.repeat % 2
+    summary.analysis = analyze(summary, records)
+    return summary
+
+
+def test_instances_that_differ_beyond_their_rounds_widen_the_interval() -> None:
+    same, apart = _instances_run(1.0), _instances_run(1.06)
+    assert RoundNoise.of(apart.configs).pooled()[2] > 0
+    assert RoundNoise.of(same.configs).pooled()[2] == pytest.approx(0.0, abs=1e-9)
+    for summary in (same, apart):
+        assert _ratio(summary, K2, "c1").instances == 2
+    tight, wide = _ratio(same, K2, "c1"), _ratio(apart, K2, "c1")
+    assert tight.rounds_low and tight.rounds_high and wide.rounds_low and wide.rounds_high
+    assert math.log(wide.rounds_high / wide.rounds_low) > 3 * math.log(tight.rounds_high / tight.rounds_low)
+
+
+def test_one_round_everywhere_adds_nothing_a_round_cannot_show() -> None:
+    summary, _ = sweep({K2: {"c1": (1.4, 1.3, 1.5)}}, {"c1": 1.0})
+    ratio = _ratio(summary, K2, "c1")
+    assert ratio.rounds_low is None and ratio.rerun_low is None
+    assert decision_bounds(ratio) == (ratio.ci95_low, ratio.ci95_high)
