@@ -43,6 +43,13 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert check.compared == speedup.paired_requests
     for server in ("draft_model-k2", "baseline"):
         assert (run_dir / f"server-{server}.log").exists()
+        assert (run_dir / f"server-{server}.2.log").exists()  # its second instance (--instances 2, the default)
+    for config in summary.configs:  # rounds alternate between the two instances, each a server of its own
+        assert [i.instance for i in config.instance_servers] == [1]
+        assert config.instance_servers[0].server_pid not in (None, config.server_pid)
+        assert all(p.instance == p.repeat % 2 for p in config.points)
+    if len(summary.configs[1].points) > 1:  # both instances measured: a restart's effect is in the intervals
+        assert speedup.output_throughput.instances == 2 and speedup.output_throughput.rerun_low is not None
     assert (run_dir / "requests.jsonl").exists()
     assert summary.models["target"]["sha256"]
 

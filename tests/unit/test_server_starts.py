@@ -17,7 +17,7 @@ from test_server_log import ScriptLauncher
 from specmeter.config.models import EngineSpec, SpecConfig
 from specmeter.engines.launcher import LaunchedServer, wait_served
 from specmeter.engines.vllm import VLLMLauncher
-from specmeter.execution.servers import Server, start_all, start_waves
+from specmeter.execution.servers import Server, ServerPool, start_all, start_waves
 from specmeter.schemas.plan import PlannedConfig, Role
 
 pytestmark = pytest.mark.timeout(60)
@@ -179,3 +179,35 @@ def _running(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+class _Proc:
+    """Stands in for a LaunchedServer in the pool: ready at once, alive until stopped."""
+
+    def __init__(self) -> None:
+        self.up = True
+
+    def wait_ready(self) -> None:
+        pass
+
+    def alive(self) -> bool:
+        return self.up
+
+    def stop(self) -> None:
+        self.up = False
+
+
+def test_a_configurations_instances_are_servers_of_their_own(cpu: None) -> None:
+    """load.instances: each instance is named apart (its log and notes), starts with the others on a CPU build, and
+    the pool keeps and stops them apart from one another, all of them where the configuration is done."""
+    first = _server("k2")
+    second = Server(first.configs, 1)
+    assert (first.name, second.name) == ("k2", "k2.2")
+    assert _waves([first, second, _server("base")]) == [["k2", "k2", "base"]]
+    pool, config = ServerPool(), first.head
+    procs = [_Proc(), _Proc()]
+    for i, proc in enumerate(procs):
+        pool.ready(config, proc, i)  # type: ignore[arg-type]
+    assert pool.running(config, 0) is procs[0] and pool.running(config, 1) is procs[1]
+    pool.stop(config)
+    assert not any(p.up for p in procs) and pool.running(config, 1) is None

@@ -107,7 +107,7 @@ def test_the_runner_watches_a_launched_server_only(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("starting\nKilled\n")
     proc = SimpleNamespace(alive=lambda wait_s=0.0: False, ended=lambda: "died", log_path=log)
-    server = SimpleNamespace(process=proc, engine=SimpleNamespace(kind="vllm"), head=SimpleNamespace(server="s0"))
+    server = SimpleNamespace(process=proc, engine=SimpleNamespace(kind="vllm"), name="s0")
     (alive,) = _Run._stops(server)  # type: ignore[arg-type]
     stop = alive.check(progress([False]))
     assert stop is not None and isinstance(stop.error, EngineDied)

@@ -21,6 +21,7 @@ def demo(
     max_tokens: o.MaxTokens = 96,
     repeats: o.Repeats = None,
     max_rounds: Annotated[int, typer.Option(min=2, help="Adaptive: the most rounds of a point.")] = 4,
+    instances: Annotated[int, typer.Option(min=1, max=4, help="Servers started per configuration, its rounds alternating between them, so what a restart changes is in the intervals (1: one server each, restarts unmeasured).")] = 2,
     rounds: o.Rounds = 2,
     min_gain: o.MinGain = 0.01,
     indifference: o.Indifference = None,
@@ -46,7 +47,7 @@ def demo(
     workflow.demo(workflow.DemoRequest(
         out=out, concurrency=parse.no_auto(concurrency or "1,4,16", "demo"), ks=parse.ks(k or "2,4"),
         num_prompts=12 if num_prompts is None else num_prompts, max_tokens=96 if max_tokens is None else max_tokens,
-        repeats=repeats, max_rounds=max_rounds, rounds=rounds, min_gain=0.01 if min_gain is None else min_gain,
+        repeats=repeats, max_rounds=max_rounds, instances=instances, rounds=rounds, min_gain=0.01 if min_gain is None else min_gain,
         propose=DEFAULT_BUDGET if propose is None else propose,
         propose_k=parse.k_range(propose_k) if propose_k else None, indifference=indifference,
         command=command_line()), terminal())

@@ -274,6 +274,10 @@ class LoadSpec(StrictModel):
                             "order, so no decision rests on one lucky round or on who ran first).")
     max_rounds: int = Field(default=4, ge=1, description="adaptive: the most rounds a point runs; the "
                             "confidence is spent over the looks this allows.")
+    instances: int = Field(default=1, ge=1, le=4, description="Server instances started per launched "
+                           "configuration; its rounds alternate between them (round r on instance r mod instances), "
+                           "so what a restart changes (where memory lands, which cores a server gets) is measured "
+                           "and in the intervals (analysis.noise). Attached servers are one instance.")
     futility: float = Field(default=0.05, ge=0.0, lt=1.0, description="adaptive: a point also stops once no "
                             "open comparison has more than this chance (predictive probability) of ending as a "
                             "win by max_rounds: an open comparison keeps the cheaper, as a loss or a tie would, so "

@@ -63,7 +63,7 @@ from specmeter.schemas.host import HostReading
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.progress import Reporter
 from specmeter.schemas.records import RequestRecord
-from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
+from specmeter.schemas.results import ConfigResult, InstanceServer, PointResult, RunSummary
 from specmeter.telemetry.gauge import wall_clock
 from specmeter.telemetry.host import HostProbe
 from specmeter.telemetry.point import PointTelemetry
@@ -174,25 +174,26 @@ class _Run:
         """Spawn the server's process (None: it needs none: failed before, attached, or running in the pool)."""
         results = [self.result(c, server.engine) for c in server.configs]
         head = server.head
-        if self._started.get(head.server) is not None:  # failed earlier in this run (a search's earlier look)
-            server.error = self._started[head.server]
+        if self._started.get(server.name) is not None:  # failed earlier in this run (a search's earlier look)
+            server.error = self._started[server.name]
             return None
         for r in results:
             r.server_error = None
         if not head.engine.launch:
             return None
-        running = pool.running(head)
+        running = pool.running(head, server.instance)
         if running is not None:
-            self._bind(server, running, reused=head.server not in self._started)
-            if head.server not in self._started:  # started by an earlier plan
-                self.reporter.note(f"server {head.server}: reusing the {server.engine.kind} server running it")
+            self._bind(server, running, reused=server.name not in self._started)
+            if server.name not in self._started:  # started by an earlier plan
+                self.reporter.note(f"server {server.name}: reusing the {server.engine.kind} server running it")
             return None
-        proc = LaunchedServer(server.engine.launcher, head.engine, head.spec, self.store.server_log(head.server),
+        proc = LaunchedServer(server.engine.launcher, head.engine, head.spec, self.store.server_log(server.name),
                               api_key=self.ex.api_key)
-        for r in results:
-            r.server_command, r.server_log = redact_argv(proc.command), proc.log_path.name
+        if server.instance == 0:
+            for r in results:
+                r.server_command, r.server_log = redact_argv(proc.command), proc.log_path.name
         self.save()
-        self.reporter.note(f"starting {server.engine.kind} server {head.server}: speculation {head.label}")
+        self.reporter.note(f"starting {server.engine.kind} server {server.name}: speculation {head.label}")
         pool.spawn(proc)
         return proc
 
@@ -201,22 +202,25 @@ class _Run:
         without its configurations."""
         head = server.head
         try:
-            pool.ready(head, proc)
+            pool.ready(head, proc, server.instance)
         except EngineError as exc:
-            server.error = self._started[head.server] = str(exc)
+            server.error = self._started[server.name] = str(exc)
             for r in (self.result(c, server.engine) for c in server.configs):
                 r.server_error = server.error
             self.save()
-            self.reporter.note(f"[red]server {head.server} failed to start; its configurations are skipped[/]"
+            self.reporter.note(f"[red]server {server.name} failed to start; its configurations are skipped[/]"
                                f"\n{exc}")
             return
         self._bind(server, proc, reused=False)
-        self._started[head.server] = None
+        self._started[server.name] = None
         self.save()  # the pid on disk lets a user (or a test) find the server
-        self.reporter.server_ready(head.server, proc.startup_seconds or 0.0)
+        self.reporter.server_ready(server.name, proc.startup_seconds or 0.0)
 
     def _bind(self, server: Server, proc: LaunchedServer, *, reused: bool) -> None:
         server.process, server.urls = proc, [proc.base_url]
+        if server.instance > 0:
+            self._bind_instance(server, proc, reused=reused)
+            return
         kv_tokens = kv_capacity_from_log(server.engine.kind, proc.log_path)
         for r in (self.result(c, server.engine) for c in server.configs):
             r.server_pid = proc.proc.pid if proc.proc else None
@@ -226,6 +230,14 @@ class _Run:
                 r.server_command, r.server_log, r.startup_s = redact_argv(proc.command), str(proc.log_path), 0.0
             else:
                 r.startup_s = proc.startup_seconds
+
+    def _bind_instance(self, server: Server, proc: LaunchedServer, *, reused: bool) -> None:
+        """A further instance of the configurations' server, on record beside the first."""
+        entry = InstanceServer(instance=server.instance, server_pid=proc.proc.pid if proc.proc else None,
+                               server_log=str(proc.log_path) if reused else proc.log_path.name,
+                               startup_s=0.0 if reused else proc.startup_seconds)
+        for r in (self.result(c, server.engine) for c in server.configs):
+            r.instance_servers = [*(i for i in r.instance_servers if i.instance != server.instance), entry]
 
     # -- cells ---------------------------------------------------------------------------------------------
     async def measure(self, group: Sequence[tuple[Cell, Server]]) -> list[PointResult]:
@@ -299,7 +311,7 @@ class _Run:
         assert config.engine.kind is not None
         leg.attempt = Attempt(index=leg.key.attempt, engine=config.engine.kind,
                               metrics_path=leg.server.engine.stats.metrics_path, started_s=leg.t0 - self.t0,
-                              turns_with=turns_with)
+                              turns_with=turns_with, instance=leg.server.instance)
         leg.attempt.keep(leg.telemetry.reads)
         leg.capture.attempts.append(leg.attempt)
         self.store.write_capture(leg.capture)  # a killed run still leaves the attempt's clock and first scrape
@@ -338,7 +350,7 @@ class _Run:
         proc = server.process
         if proc is None:
             return [ReplicaDown(accepts_connections)] if len(server.urls) > 1 else []
-        return [ServerAlive(proc.alive, lambda: f"the {server.engine.kind} server {server.head.server} {proc.ended()} "
+        return [ServerAlive(proc.alive, lambda: f"the {server.engine.kind} server {server.name} {proc.ended()} "
                             f"during the run: {failure_reason(proc.log_path)} (whole log: {proc.log_path})")]
 
     # -- the whole plan ----------------------------------------------------------------------------------
@@ -348,15 +360,17 @@ class _Run:
                    and not self.ramp.skips(c.point)]
         if not pending:
             return  # finished before a resume: no server needed
-        needed = {c.config.server for c in pending}
+        needed = {(c.config.server, self._instance(c)) for c in pending}
         with ExitStack() as stack:
             # Without a pool from the caller, the block's servers stop when the block ends.
             pool = self.pool if self.pool is not None else stack.enter_context(ServerPool())
-            servers = {group[0].server: Server(group) for group in block.servers if group[0].server in needed}
+            servers = {(group[0].server, i): Server(group, i) for group in block.servers
+                       for i in range(self._instances(group[0])) if (group[0].server, i) in needed}
             self.start(list(servers.values()), pool)
             for _, same in itertools.groupby(pending, key=lambda c: (c.point.id, c.repeat)):
                 # Whether each cell of this round of the point runs is asked once its earlier rounds are measured.
-                runnable = [(cell, server) for cell in same if (server := servers[cell.config.server]).error is None
+                runnable = [(cell, server) for cell in same
+                            if (server := servers[(cell.config.server, self._instance(cell))]).error is None
                             and self.ramp.start(cell.point) and rounds.start(cell.point, cell.repeat, cell.config.id)]
                 for group in self._in_turns(runnable):
                     loop = self.plan.load_for(group[0][0].config).event_loop
@@ -370,6 +384,14 @@ class _Run:
             for axis, length in dict.fromkeys((p.axis, p.input_len) for p in self.plan.points):
                 self.ramp.look(axis, input_len=length)  # the top step too: where a load search must stay below
             self.save()
+
+    def _instances(self, config: PlannedConfig) -> int:
+        """Server instances of the configuration: load.instances where specmeter launches it, else one."""
+        return self.plan.load_for(config).instances if config.engine.launch else 1
+
+    def _instance(self, cell: Cell) -> int:
+        """The instance a cell's round runs on: rounds alternate between them."""
+        return cell.repeat % self._instances(cell.config)
 
     def _in_turns(self, cells: list[tuple[Cell, Server]]) -> list[list[tuple[Cell, Server]]]:
         """How one round of a point runs: with `interleave` at a closed-loop point, its cells on servers of their own

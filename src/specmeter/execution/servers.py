@@ -18,11 +18,14 @@ from specmeter.schemas.plan import PlannedConfig
 
 
 class Server:
-    """One server of a block: launched, attached, or failed to start."""
+    """One server of a block: launched, attached, or failed to start; `instance` of its configurations' servers
+    (load.instances: each a server of its own, started once, its rounds alternating with the others')."""
 
-    def __init__(self, configs: list[PlannedConfig]) -> None:
-        self.configs = configs
+    def __init__(self, configs: list[PlannedConfig], instance: int = 0) -> None:
+        self.configs, self.instance = configs, instance
         self.head = configs[0]
+        # The first instance is named as its configuration's server; more are numbered from 2 (logs, notes).
+        self.name = self.head.server if instance == 0 else f"{self.head.server}.{instance + 1}"
         kind = self.head.engine.kind
         if kind is None:  # execute() resolves attached servers' kinds before any _Server exists
             raise InputError(f"server {self.head.server}: engine kind unknown; pass --engine")
@@ -38,7 +41,7 @@ class ServerPool:
 
     def __init__(self) -> None:
         self._stack = ExitStack()
-        self._up: dict[str, LaunchedServer] = {}
+        self._up: dict[tuple[str, int], LaunchedServer] = {}
 
     def __enter__(self) -> ServerPool:
         return self
@@ -48,29 +51,28 @@ class ServerPool:
         self._stack.close()
 
     @staticmethod
-    def _key(config: PlannedConfig) -> str:
+    def _key(config: PlannedConfig, instance: int) -> tuple[str, int]:
         return json.dumps([config.engine.model_dump(mode="json"), config.spec.model_dump(mode="json")],
-                          sort_keys=True)
+                          sort_keys=True), instance
 
-    def running(self, config: PlannedConfig) -> LaunchedServer | None:
-        found = self._up.get(self._key(config))
+    def running(self, config: PlannedConfig, instance: int = 0) -> LaunchedServer | None:
+        found = self._up.get(self._key(config, instance))
         return found if found is not None and found.alive() else None
 
     def stop(self, config: PlannedConfig) -> None:
-        """Stop the server running `config` now (one no later plan needs, to free its memory)."""
-        found = self._up.pop(self._key(config), None)
-        if found is not None:
-            found.stop()
+        """Stop every instance of the server running `config` now (one no later plan needs, to free its memory)."""
+        for key in [k for k in self._up if k[0] == self._key(config, 0)[0]]:
+            self._up.pop(key).stop()
 
     def spawn(self, proc: LaunchedServer) -> None:
         """Spawn `proc`, stopped when the pool closes, even if it never gets ready."""
         self._stack.callback(proc.stop)
         proc.spawn()
 
-    def ready(self, config: PlannedConfig, proc: LaunchedServer) -> None:
+    def ready(self, config: PlannedConfig, proc: LaunchedServer, instance: int = 0) -> None:
         """Wait until the spawned `proc` serves (EngineError where it does not), then keep it for reuse."""
         proc.wait_ready()
-        self._up[self._key(config)] = proc
+        self._up[self._key(config, instance)] = proc
 
 
 def start_waves(servers: Sequence[Server]) -> list[list[Server]]:

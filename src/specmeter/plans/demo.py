@@ -48,14 +48,15 @@ def demo_engine(model: Path | None = None) -> EngineSpec:
 
 
 def demo_plan(levels: list[int], num_prompts: int, ks: list[int], max_tokens: int, repeats: int, *,
-              precision: Precision = "adaptive", max_rounds: int = 4, min_gain: float = 0.01,
-              indifference: float | None = None) -> Execution:
+              precision: Precision = "adaptive", max_rounds: int = 4, instances: int = 1,
+              min_gain: float = 0.01, indifference: float | None = None) -> Execution:
     """A small sweep: the baseline and the draft model at each K, every server up together and alternating
     at each point, so drift between them is seconds, not minutes. `specmeter demo` then recommends a K per
     batch size from it and verifies that config on the same servers."""
     engine = demo_engine()
     load = LoadSpec(points=[ConcurrencyPoint(concurrency=c) for c in levels], num_prompts=num_prompts,
-                    max_tokens=max_tokens, temperature=0.0, warmup=2, precision=precision, max_rounds=max_rounds)
+                    max_tokens=max_tokens, temperature=0.0, warmup=2, precision=precision, max_rounds=max_rounds,
+                    instances=instances)
     draft = CandidateSpec.model_validate({"method": SpecMethod.draft_model, "num_speculative_tokens": ks,
                                           "draft_model": str(models_dir() / DRAFT)})
     sweep = SweepSpec(engine=engine, load=load, repeats=repeats, interleave=True, min_gain=min_gain,

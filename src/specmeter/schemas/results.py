@@ -58,6 +58,15 @@ class PointResult(BaseModel):
         return self.latency.num_ok > 0 and self.latency.output_tokens > 0
 
 
+class InstanceServer(BaseModel):
+    """A configuration's second (third, ...) server instance (load.instances): its process and its log."""
+
+    instance: int = Field(ge=1, description="0-based; instance 0 is the configuration's own server_* fields.")
+    server_pid: int | None = None
+    server_log: str | None = None
+    startup_s: float | None = None
+
+
 class ConfigResult(BaseModel):
     """What one plan configuration measured, and the server it ran on."""
 
@@ -79,6 +88,8 @@ class ConfigResult(BaseModel):
                                      "line of its log, and the log's path); the rest of the plan went on without it.")
     ran_on: RanOn | None = Field(default=None, description="Slurm: the node, job group and attempt its numbers "
                                  "came from (None: run locally).")
+    instance_servers: list[InstanceServer] = Field(default_factory=list, description="Its server's further "
+                                                   "instances, where load.instances > 1.")
     points: list[PointResult] = Field(default_factory=list)
 
     def point(self, point_id: str, repeat: int = 0) -> PointResult | None:

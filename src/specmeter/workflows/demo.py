@@ -31,6 +31,7 @@ class DemoRequest:
     max_tokens: int
     repeats: int | None = None
     max_rounds: int = 4
+    instances: int = 2  # servers per configuration, rounds alternating between them
     rounds: int = 2  # the most verification rounds
     min_gain: float = 0.01
     indifference: float | None = None  # None: the sweep's default
@@ -53,6 +54,7 @@ def demo(req: DemoRequest, term: Terminal) -> None:
     proposals = ProposeRequest(budget=req.propose, k_range=req.propose_k, repeats=req.repeats, command=req.command)
     ex = demo_plan(req.concurrency, req.num_prompts, req.ks, req.max_tokens, req.repeats or 1,
                    precision="fixed" if req.repeats else "adaptive", max_rounds=req.max_rounds,
+                   instances=req.instances,
                    min_gain=check_min_gain(req.min_gain) or 0.0,
                    indifference=check_indifference(req.indifference, req.min_gain))
     ex.command = req.command
