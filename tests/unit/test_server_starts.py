@@ -199,7 +199,8 @@ class _Proc:
 
 def test_a_configurations_instances_are_servers_of_their_own(cpu: None) -> None:
     """load.instances: each instance is named apart (its log and notes), starts with the others on a CPU build, and
-    the pool keeps and stops them apart from one another, all of them where the configuration is done."""
+    the pool keeps and stops them apart from one another: the further ones where a later plan runs fewer, all of
+    them where the configuration is done."""
     first = _server("k2")
     second = Server(first.configs, 1)
     assert (first.name, second.name) == ("k2", "k2.2")
@@ -209,5 +210,7 @@ def test_a_configurations_instances_are_servers_of_their_own(cpu: None) -> None:
     for i, proc in enumerate(procs):
         pool.ready(config, proc, i)  # type: ignore[arg-type]
     assert pool.running(config, 0) is procs[0] and pool.running(config, 1) is procs[1]
+    pool.keep_instances(1)  # a later plan on one instance (propose, verify) frees the second's memory
+    assert procs[0].up and not procs[1].up and pool.running(config, 1) is None
     pool.stop(config)
-    assert not any(p.up for p in procs) and pool.running(config, 1) is None
+    assert not procs[0].up and pool.running(config, 0) is None

@@ -415,6 +415,8 @@ class _Run:
         search = Search(self.summary, lambda: run_records(self.store, self.plan))
         with ServerPool() if search.active and self.pool is None else contextlib.nullcontext(self.pool) as pool:
             self.pool = pool
+            if pool is not None:  # instances an earlier plan started that this one does not run
+                pool.keep_instances(max(self._instances(c) for c in self.plan.configs))
             while True:
                 for block in schedule(self.plan):
                     self.run_block(block)

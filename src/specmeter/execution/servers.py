@@ -64,6 +64,12 @@ class ServerPool:
         for key in [k for k in self._up if k[0] == self._key(config, 0)[0]]:
             self._up.pop(key).stop()
 
+    def keep_instances(self, count: int) -> None:
+        """Stop the instances from `count` on (a plan that runs fewer than an earlier plan started frees their
+        memory before its own servers start)."""
+        for key in [k for k in self._up if k[1] >= count]:
+            self._up.pop(key).stop()
+
     def spawn(self, proc: LaunchedServer) -> None:
         """Spawn `proc`, stopped when the pool closes, even if it never gets ready."""
         self._stack.callback(proc.stop)
