@@ -39,6 +39,7 @@ from specmeter.engines.kv_capacity import kv_capacity_from_log
 from specmeter.engines.launcher import LaunchedServer
 from specmeter.engines.probe import resolve_endpoints
 from specmeter.engines.server_log import failure_reason
+from specmeter.execution.leftovers import start_ticks, stop_leftovers
 from specmeter.execution.load_search import Search
 from specmeter.execution.ramp import Ramp
 from specmeter.execution.rounds import Rounds
@@ -224,6 +225,7 @@ class _Run:
         kv_tokens = kv_capacity_from_log(server.engine.kind, proc.log_path)
         for r in (self.result(c, server.engine) for c in server.configs):
             r.server_pid = proc.proc.pid if proc.proc else None
+            r.server_started = start_ticks(proc.proc.pid) if proc.proc else None
             r.kv_capacity_tokens = kv_tokens
             r.gpu_offload = proc.gpu_offload
             if reused:  # started by an earlier plan: its log lives in that run's directory
@@ -234,6 +236,7 @@ class _Run:
     def _bind_instance(self, server: Server, proc: LaunchedServer, *, reused: bool) -> None:
         """A further instance of the configurations' server, on record beside the first."""
         entry = InstanceServer(instance=server.instance, server_pid=proc.proc.pid if proc.proc else None,
+                               server_started=start_ticks(proc.proc.pid) if proc.proc else None,
                                server_log=str(proc.log_path) if reused else proc.log_path.name,
                                startup_s=0.0 if reused else proc.startup_seconds)
         for r in (self.result(c, server.engine) for c in server.configs):
@@ -469,6 +472,8 @@ def _execute(ex: Execution, store: RunStore, reporter: Reporter | None, pool: Se
         ex = replace(ex, plan=resolve_endpoints(ex.plan, ex.api_key))
     run = _Run(ex, store, reporter or Reporter(), pool)
     summary = run.summary
+    if ex.prior is not None:  # a server the killed run left would share this run's cores and memory
+        stop_leftovers(ex.prior, run.reporter.note)
     summary.status, summary.incomplete_reason = "running", None
     run.save()
     try:

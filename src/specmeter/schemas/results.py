@@ -63,6 +63,8 @@ class InstanceServer(BaseModel):
 
     instance: int = Field(ge=1, description="0-based; instance 0 is the configuration's own server_* fields.")
     server_pid: int | None = None
+    server_started: int | None = Field(default=None, description="When the kernel started it (clock ticks since "
+                                       "boot): with the pid, what `resume` knows a server a killed run left by.")
     server_log: str | None = None
     startup_s: float | None = None
 
@@ -78,6 +80,8 @@ class ConfigResult(BaseModel):
     server_command: list[str] | None = None
     server_log: str | None = None
     server_pid: int | None = Field(default=None, description="Process (group) id of the launched server.")
+    server_started: int | None = Field(default=None, description="When the kernel started it (clock ticks since "
+                                       "boot): with the pid, what `resume` knows a server a killed run left by.")
     startup_s: float | None = None
     kv_capacity_tokens: int | None = Field(default=None, description="Tokens its server's KV cache holds, as the "
                                            "engine logged it at start (None: attached, or not logged).")
