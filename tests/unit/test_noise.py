@@ -12,7 +12,10 @@ from test_recommend import sweep
 from specmeter.analysis.decide import analyze
 from specmeter.analysis.headtohead import decision_bounds
 from specmeter.analysis.noise import RoundNoise
+from specmeter.analysis.recommend import recommend
+from specmeter.report.recommendation import deploy_lines
 from specmeter.schemas.analysis import Ratio
+from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 
 K2, K4 = "draft_model-k2", "draft_model-k4"
@@ -62,7 +65,7 @@ def test_a_gain_inside_the_round_noise_is_no_verdict() -> None:
     assert speedup.verdict == "unclear"
 
 
-def _instances_run(shift: float) -> RunSummary:
+def _instances_run(shift: float) -> tuple[RunSummary, list[RequestRecord]]:
     """Four rounds per cell alternating two instances; every instance-2 round is `shift` faster."""
     base = {K2: {"c1": 1.40, "c4": 1.10}, K4: {"c1": 1.35, "c4": 0.92}}
     wobble = [1.0, 1.0, 1.01, 1.01]  # rounds on the same instance differ by 1%
@@ -73,11 +76,11 @@ def _instances_run(shift: float) -> RunSummary:
         for p in config.points:
             p.instance = p.repeat % 2
     summary.analysis = analyze(summary, records)
-    return summary
+    return summary, records
 
 
 def test_instances_that_differ_beyond_their_rounds_widen_the_interval() -> None:
-    same, apart = _instances_run(1.0), _instances_run(1.06)
+    (same, _), (apart, _) = _instances_run(1.0), _instances_run(1.06)
     assert RoundNoise.of(apart.configs).pooled()[2] > 0
     assert RoundNoise.of(same.configs).pooled()[2] == pytest.approx(0.0, abs=1e-9)
     for summary in (same, apart):
@@ -92,3 +95,11 @@ def test_one_round_everywhere_adds_nothing_a_round_cannot_show() -> None:
     ratio = _ratio(summary, K2, "c1")
     assert ratio.rounds_low is None and ratio.rerun_low is None
     assert decision_bounds(ratio) == (ratio.ci95_low, ratio.ci95_high)
+
+
+def test_a_one_run_answer_says_whether_its_intervals_hold_a_restart() -> None:
+    two = recommend(*_instances_run(1.0))
+    one = recommend(*sweep({K2: {"c1": [(1.4,) * 3, (1.38,) * 3]}}, {"c1": 1.0}))
+    assert (two.instances, one.instances) == (2, 1)
+    said = {rec.instances: " ".join(line.text for line in deploy_lines(rec)) for rec in (one, two)}
+    assert "2 server starts per configuration" in said[2] and "not what a rerun's server starts" in said[1]

@@ -141,7 +141,14 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
     notes.append(STATIC_NOTE)
     return Recommendation(source_run=source_run, objective=objective, slo=slo, min_gain=chooser.min_gain,
                           indifference=chooser.indifference, max_num_seqs=limit,
-                          max_num_seqs_source=limit_source, drafters=drafters, drafter_choice=choice, notes=notes)
+                          max_num_seqs_source=limit_source, drafters=drafters, drafter_choice=choice, notes=notes,
+                          instances=instances_run(summary))
+
+
+def instances_run(summary: RunSummary) -> int:
+    """The fewest server instances any candidate's rounds ran on (1 where a server was attached, or one round)."""
+    counts = [len({p.instance for p in c.points}) for c in summary.configs if c.role is Role.candidate and c.points]
+    return min(counts, default=1)
 
 
 def check_known_specs(summary: RunSummary, source_run: str) -> None:

@@ -210,9 +210,11 @@ def deploy_lines(rec: Recommendation, *, full: bool = True) -> list[Line]:
     best = rec.best
     out: list[Line] = [Line(status(rec), emphasis=True)]
     if rec.runs == 1:  # what the answer's intervals hold, and what they do not
-        out.append(Line(f"one run: its intervals hold its requests and rounds, not what a rerun's server starts and "
-                        f"machine state change; `specmeter compare {rec.source_run or 'RUN'} RUN2 RUN3 --pool` says "
-                        "whether the table holds across reruns", dim=True))
+        held = (f"its requests, rounds and {rec.instances} server starts per configuration, not another machine "
+                "state or day" if rec.instances > 1 else
+                "its requests and rounds, not what a rerun's server starts and machine state change")
+        out.append(Line(f"one run: its intervals hold {held}; `specmeter compare {rec.source_run or 'RUN'} RUN2 RUN3 "
+                        "--pool` says whether the table holds across reruns", dim=True))
     if rec.drafter_choice is not None:  # one drafter per server: which, head to head
         out.append(Line(f"drafter: {rec.drafter_choice.reason}"))
     for d in rec.drafters if full else rec.drafters[:1]:

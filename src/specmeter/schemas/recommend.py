@@ -139,6 +139,8 @@ class Recommendation(BaseModel):
     source_run: str
     runs: int = Field(default=1, ge=1, description="How many runs of the plan it rests on (`compare --pool` pools "
                       "several; one run's intervals hold no rerun's server starts or machine state).")
+    instances: int = Field(default=1, ge=1, description="Server instances per configuration its rounds ran on "
+                           "(load.instances): from 2, one run's intervals hold what a restart changes.")
     objective: Objective
     slo: SLO | None = None
     min_gain: float = Field(default=0.01, description="What a costlier configuration had to win by, head to head.")
