@@ -26,7 +26,7 @@ from specmeter.analysis.drafter_choice import choose_drafter
 from specmeter.analysis.families import deploy_specs, drafter_label, families
 from specmeter.analysis.objective import Scorer
 from specmeter.common.errors import InputError
-from specmeter.config.models import LoadPoint
+from specmeter.config.models import NEEDS_DRAFT_MODEL, LoadPoint, SpecMethod
 from specmeter.load.kinds import kind_of
 from specmeter.schemas.analysis import PointChoice
 from specmeter.schemas.plan import PlannedConfig, Role
@@ -156,11 +156,14 @@ def check_known_specs(summary: RunSummary, source_run: str) -> None:
     without --spec): a table needs the drafter and its K, and the flags need the method. The refusal names
     what the server's counters say it drafted, so the --spec to give is one copy away."""
     for planned in summary.plan.configs:
-        if planned.role is not Role.candidate or planned.spec.enabled:
+        if planned.role is not Role.candidate:
             continue
         res = summary.config(planned.id)
         per_step = [pr.sd.headline.mean_draft_length for pr in (res.points if res else [])
                     if pr.sd.headline is not None and pr.sd.headline.mean_draft_length is not None]
+        if planned.spec.enabled:
+            _check_drafted_k(planned, per_step, source_run)
+            continue
         drafted = (f"its counters show {float(np.median(per_step)):.2g} tokens drafted per step" if per_step
                    else "its counters show no drafting")
         k = max(1, round(float(np.median(per_step)))) if per_step else "K"
@@ -169,6 +172,25 @@ def check_known_specs(summary: RunSummary, source_run: str) -> None:
             f"know its drafter or K to put in a table ({drafted}); measure it again with `specmeter run --endpoint "
             f"URL --baseline-endpoint URL2 --spec '{{\"method\": \"...\", \"num_speculative_tokens\": {k}}}'` "
             "naming what the server runs (`specmeter report` shows what this run measured)")
+
+
+def _check_drafted_k(planned: PlannedConfig, per_step: Sequence[float], source_run: str) -> None:
+    """An attached server given with --spec drafts what the spec says: never more than K tokens a step, and K
+    exactly for a drafter that always drafts its K (a draft model, an EAGLE head, MTP; n-gram and suffix draft
+    fewer where nothing matches). A tree drafts many nodes a step and a per-batch-size K moves: neither is read."""
+    spec = planned.spec
+    if not planned.engine.endpoints or not per_step or spec.tree is not None \
+            or spec.num_speculative_tokens_per_batch_size or spec.synthetic:
+        return
+    drafted = float(np.median(per_step))
+    fixed = spec.method in (*NEEDS_DRAFT_MODEL, SpecMethod.mtp)
+    if drafted > spec.k + 0.25 or (fixed and abs(drafted - spec.k) > 0.25):
+        raise InputError(
+            f"{source_run or 'this run'}: {planned.id} was given as {spec.method.value} K = {spec.k} (--spec), but "
+            f"its server's counters show {drafted:.2g} tokens drafted per step: the table would name a K the "
+            f"server does not run; measure it again with --spec '{{\"method\": \"{spec.method.value}\", "
+            f"\"num_speculative_tokens\": {max(1, round(drafted))}}}', or point --endpoint at the server that "
+            "runs the K given")
 
 
 # -- inputs ------------------------------------------------------------------------------------------------
