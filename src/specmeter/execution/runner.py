@@ -287,6 +287,7 @@ class _Run:
             for url in server.urls]))
         if server.model is None:
             server.model = await served_model(client.first, config.engine)
+        self._same_model(config, server)
         model, stops = server.model, self._stops(server)
         if load.warmup:
             cap = min(load.warmup_max_tokens, load.max_tokens)
@@ -303,6 +304,16 @@ class _Run:
         await telemetry.scrape_before()
         return _Leg(cell, server, client, model, convs, prior, capture, key, completed_conversations(prior, convs),
                     stops, telemetry, seat)
+
+    def _same_model(self, config: PlannedConfig, server: Server) -> None:
+        """The model the server serves is the one the run measured there (a server restarted for `resume` may
+        serve another); the first time, it is recorded."""
+        res = self.result(config, server.engine)
+        if res.served_model is not None and res.served_model != server.model:
+            raise InputError(f"{config.id}: the server at {server.urls[0]} serves {server.model}, but this run "
+                             f"measured {res.served_model} there; resume against a server serving {res.served_model}, "
+                             "or start a new run for the other model")
+        res.served_model = server.model
 
     async def _begin(self, leg: _Leg, turns_with: list[str]) -> None:
         """The attempt's clock starts; its first scrape is on disk before any request is sent."""
@@ -468,7 +479,10 @@ def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None,
 
 
 def _execute(ex: Execution, store: RunStore, reporter: Reporter | None, pool: ServerPool | None) -> RunSummary:
-    if any(c.engine.kind is None for c in ex.plan.configs):
+    # Attached servers answer and are what the plan says (engines/probe.check_identity), at a resume too: the
+    # servers it reaches may have been restarted, or swapped, since the run began.
+    if any(c.engine.kind is None for c in ex.plan.configs) or (
+            ex.prior is not None and any(c.engine.endpoints for c in ex.plan.configs)):
         ex = replace(ex, plan=resolve_endpoints(ex.plan, ex.api_key))
     run = _Run(ex, store, reporter or Reporter(), pool)
     summary = run.summary

@@ -79,6 +79,8 @@ class ConfigResult(BaseModel):
     engine_version: str | None = None
     server_command: list[str] | None = None
     server_log: str | None = None
+    served_model: str | None = Field(default=None, description="The model its server said it serves (requests "
+                                     "name it); a resume against a server serving another is refused.")
     server_pid: int | None = Field(default=None, description="Process (group) id of the launched server.")
     server_started: int | None = Field(default=None, description="When the kernel started it (clock ticks since "
                                        "boot): with the pid, what `resume` knows a server a killed run left by.")
