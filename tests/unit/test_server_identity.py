@@ -13,9 +13,14 @@ from pathlib import Path
 import pytest
 
 from fakeengine.server import FakeEngine
+from specmeter.common.errors import InputError
+from specmeter.engines.probe import check_drafting, probe
+from specmeter.rundir.store import load_summary
+from specmeter.schemas.plan import Role
 
 pytestmark = pytest.mark.timeout(60)
 NGRAM = '{"method": "ngram", "num_speculative_tokens": 4}'
+DEMO_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "20261123-180233-demo"
 
 
 def _run_args(sd: str, base: str, out: Path) -> list[str]:
@@ -77,3 +82,25 @@ def test_a_resume_against_servers_now_serving_another_model_is_refused_and_loses
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and said in lines[0] and "Traceback" not in res.stderr
     assert hashlib.sha256((run_dir / "requests.jsonl").read_bytes()).hexdigest() == before
+
+
+def test_a_candidate_given_a_spec_on_a_server_without_speculation_is_refused_before_measuring(tmp_path: Path) -> None:
+    with FakeEngine(speculative=False) as plain, FakeEngine(speculative=False) as base:
+        res = _run(plain.url, base.url, tmp_path)
+        sent = len(plain.completion_requests()) + len(base.completion_requests())
+    assert res.returncode == 2, res.stdout[-1000:] + res.stderr[-1000:]
+    (line,) = res.stderr.strip().splitlines()
+    assert "runs no speculative decoding" in line and "ngram K = 4" in line and "--spec" in line
+    assert sent == 0 and not (tmp_path / "r").exists()
+
+
+def test_verify_endpoint_must_run_speculative_decoding() -> None:
+    """`verify --endpoint URL`: the user's server for the table; one started without a speculative config cannot
+    be running it."""
+    plan = load_summary(DEMO_RUN / "verify").plan
+    dynamic = next(c for c in plan.configs if c.role is Role.verification)
+    with FakeEngine(speculative=False) as plain:
+        dynamic.engine = dynamic.engine.model_copy(update={"endpoint": plain.url, "kind": "vllm"})
+        with pytest.raises(InputError) as err:
+            check_drafting(plan, {plain.url: probe(plain.url)})
+    assert "\n" not in str(err.value) and "recommend RUN" in str(err.value) and dynamic.id in str(err.value)

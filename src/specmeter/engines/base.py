@@ -125,6 +125,9 @@ class EngineStats(ABC):
     # Whether the engine shortens a draft to fit the request's remaining output (llama.cpp drafts at most
     # max_tokens - generated - 1), so the last steps of a request that reaches max_tokens draft fewer than K.
     drafts_fit_output_cap: bool = False
+    # Whether /metrics shows a speculative config before any traffic (vLLM registers its SD counters only with
+    # one), so an attached server without one is told before anything is measured.
+    speculation_shown_at_start: bool = False
 
     def can_adapt(self, probe: ServerProbe) -> bool:
         """Whether `probe` came from this engine (default: its SD or traffic counters are exposed)."""

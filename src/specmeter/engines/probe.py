@@ -75,8 +75,10 @@ def resolve_endpoints(plan: Plan, api_key: str | None) -> Plan:
 
 
 def check_identity(plan: Plan, probes: dict[str, ServerProbe]) -> None:
-    """Attached servers are what the plan says they are, checked before anything is measured: the baseline is
-    another server than the candidates, it serves the same model, and it does not speculate."""
+    """Attached servers are what the plan says they are, checked before anything is measured: a server given a
+    speculative config runs one, the baseline is another server than the candidates, it serves the same model,
+    and it does not speculate."""
+    check_drafting(plan, probes)
     base = plan.main_baseline
     if base is None or not base.engine.endpoints:
         return
@@ -102,3 +104,25 @@ def check_identity(plan: Plan, probes: dict[str, ServerProbe]) -> None:
             raise InputError(f"the baseline at {', '.join(drafting)} runs speculative decoding (its "
                              f"{stats.metrics_path} shows drafts): the speedup is over speculation off; start the "
                              "baseline without a speculative config")
+
+
+def check_drafting(plan: Plan, probes: dict[str, ServerProbe]) -> None:
+    """An attached candidate given a speculative config (--spec), or the server `verify --endpoint` runs the table
+    on, runs speculative decoding, where its engine shows that before any traffic (vLLM)."""
+    for config in plan.configs:
+        engine = config.engine
+        if config.role not in (Role.candidate, Role.verification) or not config.spec.enabled \
+                or not engine.endpoints or engine.kind is None:
+            continue
+        stats = get_engine(engine.kind).stats
+        plain = [url for url in engine.endpoints
+                 if (m := probes[url].metrics) is not None and stats.speculation_shown_at_start and not
+                 stats.speculates(m)]
+        if not plain:
+            continue
+        fix = ("start it with the table's config (`specmeter recommend RUN` prints the flag) and give it to "
+               "--endpoint" if config.role is Role.verification else
+               "give --endpoint the server that runs it, or drop --spec to measure the server as it is")
+        raise InputError(f"{config.id}: the server at {', '.join(plain)} runs no speculative decoding (its "
+                         f"{stats.metrics_path} shows no draft counters), but it was given as "
+                         f"{config.spec.method.value} K = {config.spec.k}; {fix}")

@@ -297,6 +297,7 @@ class VLLMLauncher(EngineLauncher):
 class VLLMStats(EngineStats):
     name = "vllm"
     synthetic_length_schedule = "min_variance"
+    speculation_shown_at_start = True
 
     def can_adapt(self, probe: ServerProbe) -> bool:
         # /v1/models says `owned_by: vllm` even when /metrics is disabled.

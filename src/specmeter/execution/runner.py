@@ -479,10 +479,9 @@ def execute(ex: Execution, store: RunStore, reporter: Reporter | None = None,
 
 
 def _execute(ex: Execution, store: RunStore, reporter: Reporter | None, pool: ServerPool | None) -> RunSummary:
-    # Attached servers answer and are what the plan says (engines/probe.check_identity), at a resume too: the
-    # servers it reaches may have been restarted, or swapped, since the run began.
-    if any(c.engine.kind is None for c in ex.plan.configs) or (
-            ex.prior is not None and any(c.engine.endpoints for c in ex.plan.configs)):
+    # Attached servers answer and are what the plan says (engines/probe.check_identity), whoever built the plan: a
+    # resume's servers may have been restarted or swapped since the run began, verify's --endpoint is the user's.
+    if any(c.engine.endpoints for c in ex.plan.configs):
         ex = replace(ex, plan=resolve_endpoints(ex.plan, ex.api_key))
     run = _Run(ex, store, reporter or Reporter(), pool)
     summary = run.summary
