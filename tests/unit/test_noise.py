@@ -5,6 +5,7 @@ where rounds ran on two instances, widens what the verdict reads."""
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import pytest
 from test_recommend import sweep
@@ -13,6 +14,7 @@ from specmeter.analysis.decide import analyze
 from specmeter.analysis.headtohead import decision_bounds
 from specmeter.analysis.noise import RoundNoise
 from specmeter.analysis.recommend import recommend
+from specmeter.analysis.student import t_quantile
 from specmeter.report.recommendation import deploy_lines
 from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.records import RequestRecord
@@ -52,9 +54,12 @@ def test_the_rerun_interval_is_the_rounds_interval_for_two_runs_and_centred_on_t
     assert ratio.rounds_low is not None and ratio.rounds_high is not None
     assert ratio.rerun_low < ratio.rounds_low < ratio.value < ratio.rounds_high < ratio.rerun_high
     assert math.log(ratio.rerun_high / ratio.value) == pytest.approx(math.log(ratio.value / ratio.rerun_low))
-    # Two estimates of the same truth differ by sqrt(2) times one's error.
+    # Two estimates of the same truth differ by sqrt(2) times one's error; where the next one lands is read with
+    # Student's t on the noise's degrees of freedom, the mean's doubt (a decision's) with the normal quantile.
+    assert ratio.noise_df is not None and ratio.confidence == 0.95
+    widened = math.sqrt(2) * t_quantile(0.95, ratio.noise_df) / NormalDist().inv_cdf(0.975)
     assert math.log(ratio.rerun_high / ratio.value) / math.log(ratio.rounds_high / ratio.value) == pytest.approx(
-        math.sqrt(2), rel=0.02)
+        widened, rel=0.01)
 
 
 def test_a_gain_inside_the_round_noise_is_no_verdict() -> None:
@@ -81,8 +86,8 @@ def _instances_run(shift: float) -> tuple[RunSummary, list[RequestRecord]]:
 
 def test_instances_that_differ_beyond_their_rounds_widen_the_interval() -> None:
     (same, _), (apart, _) = _instances_run(1.0), _instances_run(1.06)
-    assert RoundNoise.of(apart.configs).pooled()[2] > 0
-    assert RoundNoise.of(same.configs).pooled()[2] == pytest.approx(0.0, abs=1e-9)
+    assert RoundNoise.of(apart.configs).pooled().between > 0
+    assert RoundNoise.of(same.configs).pooled().between == pytest.approx(0.0, abs=1e-9)
     for summary in (same, apart):
         assert _ratio(summary, K2, "c1").instances == 2
     tight, wide = _ratio(same, K2, "c1"), _ratio(apart, K2, "c1")
@@ -103,3 +108,18 @@ def test_a_one_run_answer_says_whether_its_intervals_hold_a_restart() -> None:
     assert (two.instances, one.instances) == (2, 1)
     said = {rec.instances: " ".join(line.text for line in deploy_lines(rec)) for rec in (one, two)}
     assert "2 server starts per configuration" in said[2] and "not what a rerun's server starts" in said[1]
+
+
+def test_two_rounds_each_on_an_instance_of_its_own_read_their_spread_as_a_restarts() -> None:
+    """The demo's design: two rounds, one per instance. Within an instance and between instances cannot be told
+    apart then, and all the spread counts: the interval is as wide as two rounds that disagree make it."""
+    summary, records = sweep({K2: {"c1": [(1.40,) * 3, (1.34,) * 3], "c4": [(1.10,) * 3, (1.04,) * 3]},
+                              K4: {"c1": [(1.38,) * 3, (1.30,) * 3], "c4": [(0.95,) * 3, (0.89,) * 3]}},
+                             {"c1": 1.0, "c4": 4.0})
+    for config in summary.configs:
+        for p in config.points:
+            p.instance = p.repeat
+    summary.analysis = analyze(summary, records)
+    ratio = _ratio(summary, K2, "c1")
+    assert ratio.instances == 2 and ratio.noise_df == 4 and ratio.rounds_low and ratio.rounds_high
+    assert ratio.rounds_high / ratio.rounds_low > 1.06  # the rounds lie 4-6% apart: the mean's doubt is of that order

@@ -9,13 +9,15 @@ degree of freedom (an interval too wide to decide anything).
 
 The run's other cells measure the same machine and engine, so their spread is evidence of this cell's: a cell's
 round variance is its own moderated by the run's pooled one (an empirical-Bayes variance, as in limma's moderated
-t), read with both their degrees of freedom. Where rounds ran on more than one instance, the instances' spread
-beyond what the rounds explain is estimated the same way (one-way random effects, method of moments) and added.
+t), weighted by their degrees of freedom. Where rounds ran on more than one instance, the instances' spread beyond
+what the rounds explain is estimated the same way (one-way random effects, method of moments) and added.
 
 Two intervals follow, on the log of the ratio, centred on the cell's estimate:
-- `rounds`: where the cell's mean over rounds and instances lies (the doubt decisions read beside the requests');
-- `rerun`: where the next run's estimate of the cell lands: its own rounds and instances again, so twice the
-  variance. A single-instance run leaves restarts out of it, and says so (Ratio.instances).
+- `rounds`: where the cell's mean over rounds and instances lies, at the ratio's confidence (the doubt decisions
+  read beside the requests');
+- `rerun`: where the next run's estimate of the cell lands, 95%: its own rounds and instances again, so twice the
+  variance, read with Student's t on the noise's degrees of freedom. A single-instance run leaves restarts out
+  of it, and says so (Ratio.instances).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from specmeter.analysis.host import disturbed
 from specmeter.analysis.student import t_quantile
@@ -86,40 +89,60 @@ class RoundNoise:
                     cells[(result.config_id, point_id)] = Spread.of(logs, instance_of)
         return cls(cells)
 
-    def pooled(self, leave_out: Iterable[Cell] = ()) -> tuple[float, int, float]:
-        """The other cells' pooled within-instance variance, its degrees of freedom, and the instance variance
-        they show beyond it (0 where no cell ran on two instances, or none showed more than its rounds do)."""
+    def pooled(self, leave_out: Iterable[Cell] = ()) -> Components:
+        """The other cells' variance components (method of moments, pooled over cells): within an instance from
+        rounds that shared one, between instances from their means beyond that. Where no cell ran two rounds on
+        one instance (the demo's two rounds, one per instance) the two cannot be told apart, and all of the rounds'
+        spread is read as the instances' (then a mean over one round per instance has exactly its variance)."""
         skip = set(leave_out)
         kept = [s for c, s in self.cells.items() if c not in skip]
-        df = sum(s.within_df for s in kept)
-        var = sum(s.within for s in kept) / df if df else 0.0
+        within_df = sum(s.within_df for s in kept)
+        between_df = sum(s.between_df for s in kept)
+        within = sum(s.within for s in kept) / within_df if within_df else 0.0
         weight = sum(s.between_weight for s in kept)
-        excess = sum(s.between for s in kept) - var * sum(s.between_df for s in kept)
-        return var, df, max(0.0, excess / weight) if weight > 0 else 0.0
+        excess = sum(s.between for s in kept) - within * between_df
+        return Components(within, max(0.0, excess / weight) if weight > 0 else 0.0, within_df + between_df)
+
+
+@dataclass(frozen=True)
+class Components:
+    """A round's variance within one server instance, the instances' beyond it, and the degrees of freedom both
+    were estimated on (log of the ratio)."""
+
+    within: float
+    between: float
+    df: int
+
+    def of_mean(self, counts: Sequence[int]) -> float:
+        """The variance of a mean over rounds, `counts` of them on each instance it ran on."""
+        n = sum(counts)
+        return self.within / n + self.between * sum((c / n) ** 2 for c in counts)
 
 
 def with_spread(ratio: Ratio, per_repeat: Mapping[int, float | None], instance_of: Mapping[int, int],
                 noise: RoundNoise, cells: Iterable[Cell]) -> Ratio:
-    """Copy of `ratio` with its rounds' and rerun intervals (module doc), `cells` being the run's cells this
-    comparison is one of (left out of the pooled prior so that no cell counts twice)."""
+    """Copy of `ratio` with its rounds' and rerun intervals (module doc). The components are this cell's own,
+    moderated by the run's other cells' (`cells` being the run's cells this comparison is one of, left out of
+    the prior so that none counts twice), each weighted by its degrees of freedom."""
     if ratio.value is None or ratio.value <= 0:
         return ratio
     logs = {rep: math.log(v) for rep, v in per_repeat.items() if v is not None and v > 0 and math.isfinite(v)}
     if not logs:
         return ratio
-    own = Spread.of(logs, instance_of)
-    prior_var, prior_df, prior_between = noise.pooled(cells)
-    df = prior_df + own.within_df
+    own = RoundNoise({("", ""): Spread.of(logs, instance_of)}).pooled()
+    prior = noise.pooled(cells)
+    df = prior.df + own.df
     if df == 0:
         return ratio  # one round in every cell: nothing says how much a round moves
-    var = (prior_var * prior_df + own.within) / df
-    n = len(logs)
-    counts = [sum(1 for r in logs if instance_of.get(r, 0) == i) for i in set(instance_of.get(r, 0) for r in logs)]
-    # Var(mean over rounds) = sigma_w^2 / n + sigma_b^2 * sum((n_g / n)^2), the instances' part as measured here
-    # (one cell's two instance means are a poor estimate alone: it is pooled as the rounds are).
-    se2 = var / n + prior_between * sum((c / n) ** 2 for c in counts)
+    moderated = Components((prior.within * prior.df + own.within * own.df) / df,
+                           (prior.between * prior.df + own.between * own.df) / df, df)
+    counts = [sum(1 for r in logs if instance_of.get(r, 0) == i) for i in {instance_of.get(r, 0) for r in logs}]
+    se2 = moderated.of_mean(counts)
     centre = math.log(ratio.value)
-    half = t_quantile(ratio.confidence, df) * math.sqrt(se2)
+    # Decisions read the normal quantile at their confidence, as the requests' interval does (a sequential design's
+    # early looks ask for 99.4% and more, where Student's t on a few degrees of freedom would let no point settle
+    # within its rounds); the rerun interval, which says where one more run lands, reads Student's t.
+    half = NormalDist().inv_cdf(0.5 + ratio.confidence / 2) * math.sqrt(se2)
     rerun = t_quantile(RERUN_CONFIDENCE, df) * math.sqrt(2 * se2)
     return ratio.model_copy(update={
         "rounds_low": math.exp(centre - half), "rounds_high": math.exp(centre + half),

@@ -1,0 +1,89 @@
+"""The live-fault campaign as data: each case two fake vLLM servers (a speculating candidate and its
+speculation-off baseline, tests/fakeengine) with the faults the case sets on them, the `specmeter run` flags that
+attach to them, the exit code and words the run must end with and, where the run stops, the fix made to the
+servers before `specmeter resume` completes it. The commands in `then` run afterwards on the run and must succeed.
+
+Request faults (fakeengine/faults.py) are set as the server's default fault, so every request meets it; server
+faults are FakeEngine settings. Exit codes: 0 done, 2 refused before measuring (input), 4 stopped with what was
+measured kept (a run that cannot go on)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Settings = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LiveCase:
+    id: str
+    candidate: Settings = field(default_factory=dict)  # the candidate server's FakeEngine settings
+    baseline: Settings = field(default_factory=dict)  # the baseline's (always without a speculative config)
+    flags: tuple[str, ...] = ()  # more `specmeter run` flags
+    exit: int = 0
+    words: tuple[str, ...] = ()  # the run's last line of output holds each
+    fixed: Settings | None = None  # set on the candidate's server after the run; then `resume` must complete it
+    then: tuple[tuple[str, ...], ...] = ()  # commands on the run directory (RUN) afterwards, each exiting 0
+    same_url: bool = False  # the baseline given as the candidate's own URL
+
+
+STOPPED = 4
+REFUSED = 2
+CLEAR = {"default_fault": None}
+AFTER = (("report", "RUN", "--recompute", "-q"), ("recommend", "RUN"))
+
+# Every request the candidate's server answers fails this way: the error-rate stop ends the run (exit 4) naming the
+# kind of failure, everything measured is kept, and a resume against the fixed server completes it.
+FAILING = {
+    "timeout": "timeout", "stall": "timeout", "http_400": "HTTP 4xx", "http_401_echo_key": "HTTP 4xx",
+    "http_429": "HTTP 429", "http_500": "HTTP 5xx", "reset": "connection", "disconnect": "connection",
+    "malformed": "malformed", "malformed_deep": "malformed", "malformed_bigint": "malformed",
+    "bad_content_type": "malformed", "bad_finish_reason": "malformed", "bad_usage_type": "malformed",
+    "no_usage": "malformed", "zero_usage": "malformed", "incomplete": "incomplete", "stream_error": "stream",
+}
+
+CASES: list[LiveCase] = [
+    *(LiveCase(f"every request: {fault}", candidate={"default_fault": fault, "stall_s": 3.0}, exit=STOPPED,
+               words=("stopped early", kind), fixed=CLEAR, then=AFTER) for fault, kind in FAILING.items()),
+    # One request of the candidate's fails mid-run: the run completes, the failure counted, not the speedup's.
+    *(LiveCase(f"one request: {fault}", candidate={"schedule": {2: fault}, "stall_s": 3.0}, then=AFTER)
+      for fault in ("reset", "http_500", "malformed", "stall", "zero_usage")),
+    LiveCase("the baseline's requests all fail", baseline={"default_fault": "http_500"}, exit=STOPPED,
+             words=("stopped early", "HTTP 5xx")),
+    LiveCase("slow chunks within the timeout", candidate={"default_fault": "slow", "slow_chunk_s": 0.01},
+             then=AFTER),
+    # Server-wide faults: the run goes on, reading SD where it can (per-request stats, the other counters).
+    LiveCase("counters restart mid-point", candidate={"restart_after_requests": 3}, then=AFTER),
+    LiveCase("counters restart at a scrape", candidate={"restart_on_scrape": 2}, then=AFTER),
+    LiveCase("counters restart between a point's traffic and its closing scrape",
+             candidate={"restart_on_idle_scrape": 3}, then=AFTER),
+    LiveCase("SD series hidden", candidate={"hide_sd": "all"}, then=AFTER),
+    LiveCase("only the per-position SD series shown", candidate={"hide_sd": "required"}, then=AFTER),
+    LiveCase("SD series vanish after the first scrape", candidate={"hide_sd": "all", "hide_sd_from_scrape": 2},
+             then=AFTER),
+    LiveCase("phantom traffic beside the run", candidate={"foreign_per_request": 1}, then=AFTER),
+    LiveCase("per-request stats claim more accepted than counted", candidate={"lie_extra_accepted": 2},
+             then=AFTER),
+    LiveCase("no per-request stats", candidate={"per_request_stats": False}, then=AFTER),
+    LiveCase("/metrics answers garbage", candidate={"garbage_metrics": True}, then=AFTER),
+    LiveCase("a proxy echoes the API key", candidate={"echo_auth": True, "api_key": "sk-live-123"},
+             baseline={"api_key": "sk-live-123"}, flags=("--api-key", "sk-live-123"), then=AFTER),
+    LiveCase("accepted above drafted", candidate={"impossible_metrics": "accepted_over_drafted"}, then=AFTER),
+    LiveCase("+Inf counters", candidate={"impossible_metrics": "inf_counters"}, then=AFTER),
+    LiveCase("a NaN running gauge", candidate={"impossible_metrics": "nan_gauge"}, then=AFTER),
+    LiveCase("a full engine queues requests", candidate={"max_num_seqs": 1}, then=AFTER),
+    LiveCase("a restarted engine that had served traffic before", candidate={"prior_requests": 5}, then=AFTER),
+    # Servers that are not what the run is told: refused before anything is sent (exit 2, no run directory).
+    LiveCase("the baseline is the candidate's own URL", same_url=True, exit=REFUSED, words=("same server",)),
+    LiveCase("the baseline drafts", baseline={"hide_sd": None, "per_request_stats": True}, exit=REFUSED,
+             words=("runs speculative decoding",)),
+    LiveCase("the baseline serves another model", baseline={"model": "fake/other"}, exit=REFUSED,
+             words=("serves fake/other",)),
+    LiveCase("the candidate runs no speculation", candidate={"hide_sd": "all", "per_request_stats": False},
+             exit=REFUSED, words=("runs no speculative decoding",)),
+    LiveCase("a key the servers ask for is not given", candidate={"api_key": "sk-1"}, baseline={"api_key": "sk-1"},
+             exit=REFUSED, words=("refused the request (401)", "--api-key")),
+    LiveCase("the wrong key", candidate={"api_key": "sk-1"}, baseline={"api_key": "sk-1"},
+             flags=("--api-key", "sk-2"), exit=REFUSED, words=("refused the request (401)",)),
+]
