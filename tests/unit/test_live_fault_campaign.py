@@ -66,9 +66,11 @@ def test_a_live_fault_ends_as_the_case_says_and_loses_nothing(case: LiveCase, tm
             assert not run_dir.exists() and not cand.completion_requests() and not base.completion_requests()
             return
         before, finished = (run_dir / "requests.jsonl").read_bytes(), _finished(run_dir)
-        if case.fixed is not None:
-            for key, value in case.fixed.items():
-                setattr(cand, key, value)
+        if case.exit == 4:  # stopped: the fixed servers let a resume complete it
+            assert case.fixed is not None or case.fixed_baseline is not None, "a stopped case says its fix"
+            for server, settings in ((cand, case.fixed), (base, case.fixed_baseline)):
+                for key, value in (settings or {}).items():
+                    setattr(server, key, value)
             resumed = _specmeter("resume", str(run_dir), cwd=tmp_path)
             assert resumed.returncode == 0 and "Traceback" not in _said(resumed), _said(resumed)
             assert (run_dir / "requests.jsonl").read_bytes().startswith(before), "resume rewrote what was on disk"

@@ -123,3 +123,18 @@ def test_two_rounds_each_on_an_instance_of_its_own_read_their_spread_as_a_restar
     ratio = _ratio(summary, K2, "c1")
     assert ratio.instances == 2 and ratio.noise_df == 4 and ratio.rounds_low and ratio.rounds_high
     assert ratio.rounds_high / ratio.rounds_low > 1.06  # the rounds lie 4-6% apart: the mean's doubt is of that order
+
+
+def test_compare_check_reads_each_runs_rounds_as_its_decisions_do() -> None:
+    """Two runs of identical servers differ by what their rounds say they may: the change's interval holds both
+    runs' rounds' errors, not only the requests'."""
+    from specmeter.analysis.regression import _with_repeats
+
+    z = NormalDist().inv_cdf(0.975)
+    run = Ratio(value=1.30, rounds_low=1.30 * math.exp(-0.04 * z), rounds_high=1.30 * math.exp(0.04 * z))
+    ref = Ratio(value=1.40, rounds_low=1.40 * math.exp(-0.03 * z), rounds_high=1.40 * math.exp(0.03 * z))
+    change = Ratio(value=1.30 / 1.40, ci95_low=0.92, ci95_high=0.94)  # the requests alone: a clear drop
+    low, high = _with_repeats(change, run, ref, 0.95)
+    assert low is not None and high is not None
+    assert math.log(high / (change.value or 1.0)) == pytest.approx(z * 0.05)  # sqrt(0.04^2 + 0.03^2)
+    assert high > 1.0 - 0.03  # a 3% bound: no regression the rounds cannot explain

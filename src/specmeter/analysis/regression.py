@@ -291,15 +291,25 @@ def _paired_interval(sides: Sequence[Side], keys: Sequence[tuple[int, str, int]]
 
 def _with_repeats(change: Ratio, a: Ratio, b: Ratio, confidence: float) -> tuple[float | None, float | None]:
     """The interval widened to where the two runs' repeat centres could put the ratio: each run's speedup varies
-    across its repeats (drift between rounds), which one bootstrap over requests does not see."""
+    across its rounds and server instances (drift, restarts), which one bootstrap over requests does not see. Each
+    run's error is what its own decisions read (analysis.noise: its rounds' interval), so two runs of identical
+    servers differ by what the runs say they may; a run analysed before that has its rounds' MAD."""
     low, high = change.ci95_low, change.ci95_high
-    terms = [(r.mad * MAD_TO_SIGMA / math.sqrt(len(r.repeat_values)) / r.median) ** 2 for r in (a, b)
-             if r.median and r.mad is not None and len(r.repeat_values) >= 2]
+    terms = [se**2 for r in (a, b) if (se := _log_se(r)) is not None]
     if not terms or change.value is None:
         return low, high
     spread = NormalDist().inv_cdf(0.5 + confidence / 2) * math.sqrt(sum(terms))
     r_low, r_high = change.value * math.exp(-spread), change.value * math.exp(spread)
     return (r_low if low is None else min(low, r_low)), (r_high if high is None else max(high, r_high))
+
+
+def _log_se(r: Ratio) -> float | None:
+    """The standard error of log(r) over its rounds: from its rounds' interval, else its rounds' MAD."""
+    if r.rounds_low and r.rounds_high:
+        return math.log(r.rounds_high / r.rounds_low) / (2 * NormalDist().inv_cdf(0.5 + r.confidence / 2))
+    if r.median and r.mad is not None and len(r.repeat_values) >= 2:
+        return r.mad * MAD_TO_SIGMA / math.sqrt(len(r.repeat_values)) / r.median
+    return None
 
 
 def _run(run: RunData, name: str) -> ComparedRun:
