@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from fakeengine.drive import attach_plan, conversations, negative_numbers, only_
 from fakeengine.server import FakeEngine
 from fakeengine.steps import Tally
 from fakeengine.vllm import VLLM
+from specmeter.common.errors import InputError
 from specmeter.engines.registry import plan_stats
 from specmeter.metrics.requests import parse_records
 from specmeter.rundir.store import RunStore
@@ -123,11 +125,18 @@ def test_counters_only_server(tmp_path: Path) -> None:
     assert sd.counters.num_steps == server.true_totals.steps
 
 
-def test_speculation_off_server(tmp_path: Path) -> None:
-    with FakeEngine(k=K, per_request_stats=False, hide_sd="all") as server:
-        summary, _ = _run(server, tmp_path / "run")
-    sd = _sd(summary)
-    assert not sd.available and sd.reason and "speculation is off" in sd.reason
+@pytest.mark.parametrize("settings", [{"per_request_stats": False, "hide_sd": "all"}, {"hide_sd": "all"}],
+                         ids=["speculation-off", "sd-series-never-exposed"])
+def test_a_candidate_whose_metrics_show_no_speculation_is_refused_before_measuring(tmp_path: Path,
+                                                                                  settings: dict[str, Any]) -> None:
+    """vLLM registers its SD counters only with a speculative config: a server whose /metrics shows none does not
+    run the config the plan gives it (engines/probe.check_drafting), whatever its responses carry."""
+    with FakeEngine(k=K, **settings) as server:
+        plan = attach_plan(server.url, conversations(WORKLOAD), k=K, concurrency=[2])
+        _, error, _ = run_plan(plan, tmp_path / "run")
+        sent = server.completion_requests()
+    assert isinstance(error, InputError) and "runs no speculative decoding" in str(error)
+    assert not sent
 
 
 # ---- counters reset (server restart) --------------------------------------------------------------------
@@ -187,11 +196,10 @@ def test_missing_required_sd_series_gives_a_clear_reason(tmp_path: Path) -> None
     _no_negatives(tmp_path / "run", summary)
 
 
-@pytest.mark.parametrize("from_scrape", [0, 2], ids=["never-exposed", "vanished-during-the-level"])
-def test_all_sd_series_missing_but_per_request_stats_present(tmp_path: Path, from_scrape: int) -> None:
-    """A server that shows no SD counters (or stops showing them) while its responses carry SD stats:
-    per-request stats are used, and the summary says why the counters were not."""
-    with FakeEngine(k=K, hide_sd="all", hide_sd_from_scrape=from_scrape) as server:
+def test_all_sd_series_vanishing_but_per_request_stats_present(tmp_path: Path) -> None:
+    """A server that stops showing its SD counters while its responses carry SD stats: per-request stats are used,
+    and the summary says why the counters were not. (One that never shows them is refused before measuring.)"""
+    with FakeEngine(k=K, hide_sd="all", hide_sd_from_scrape=2) as server:
         summary, records = _run(server, tmp_path / "run")
     sd = _sd(summary)
     assert sd.available and sd.reference == "per_request"

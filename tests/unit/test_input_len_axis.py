@@ -137,7 +137,7 @@ def _length_sweep(where: Path, base: FakeEngine, sd: FakeEngine, *, k: int, conc
 
 def test_a_sweep_runs_every_length_at_every_load_and_decides_per_length(tmp_path: Path) -> None:
     base = FakeEngine(output_tokens=16, alpha=0.0, step_s=0.005, speculative=False)
-    sd = FakeEngine(output_tokens=16, alpha=0.8, step_s=0.005)
+    sd = FakeEngine(k=2, output_tokens=16, alpha=0.8, step_s=0.005)  # drafts the K the sweep gives it
     with base, sd:
         file = _length_sweep(tmp_path, base, sd, k=2, concurrency=[1, 2], stop_at_saturation=False)
         sweep(SweepRequest(out=tmp_path, file=file, name="axis"), terminal())
