@@ -95,13 +95,17 @@ class RoundNoise:
         one instance (the demo's two rounds, one per instance) the two cannot be told apart, and all of the rounds'
         spread is read as the instances' (then a mean over one round per instance has exactly its variance)."""
         skip = set(leave_out)
-        kept = [s for c, s in self.cells.items() if c not in skip]
-        within_df = sum(s.within_df for s in kept)
-        between_df = sum(s.between_df for s in kept)
-        within = sum(s.within for s in kept) / within_df if within_df else 0.0
-        weight = sum(s.between_weight for s in kept)
-        excess = sum(s.between for s in kept) - within * between_df
-        return Components(within, max(0.0, excess / weight) if weight > 0 else 0.0, within_df + between_df)
+        return components([s for c, s in self.cells.items() if c not in skip])
+
+
+def components(spreads: Sequence[Spread]) -> Components:
+    """The variance components of cells' rounds pooled (RoundNoise.pooled says how)."""
+    within_df = sum(s.within_df for s in spreads)
+    between_df = sum(s.between_df for s in spreads)
+    within = sum(s.within for s in spreads) / within_df if within_df else 0.0
+    weight = sum(s.between_weight for s in spreads)
+    excess = sum(s.between for s in spreads) - within * between_df
+    return Components(within, max(0.0, excess / weight) if weight > 0 else 0.0, within_df + between_df)
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,7 @@ def with_spread(ratio: Ratio, per_repeat: Mapping[int, float | None], instance_o
     logs = {rep: math.log(v) for rep, v in per_repeat.items() if v is not None and v > 0 and math.isfinite(v)}
     if not logs:
         return ratio
-    own = RoundNoise({("", ""): Spread.of(logs, instance_of)}).pooled()
+    own = components([Spread.of(logs, instance_of)])
     prior = noise.pooled(cells)
     df = prior.df + own.df
     if df == 0:

@@ -24,24 +24,26 @@ PROC = Path("/proc")
 GRACE_S = 20.0
 
 
-def start_ticks(pid: int) -> int | None:
-    """When the kernel started process `pid`, in clock ticks since boot (/proc/PID/stat field 22); None where it
-    is gone or there is no /proc."""
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields from the third (state) on; None where the process is gone or there is no /proc.
+    The command name (field 2) is in parentheses and may hold spaces: the fields are counted after its closing
+    one."""
     try:
         stat = (PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
-    # The command name (field 2) is in parentheses and may hold spaces: count fields after its closing one.
-    fields = stat[stat.rindex(")") + 2:].split()
-    return int(fields[19])
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def start_ticks(pid: int) -> int | None:
+    """When the kernel started process `pid`, in clock ticks since boot (field 22); None where it is gone."""
+    fields = _stat(pid)
+    return None if fields is None else int(fields[19])
 
 
 def _parent(pid: int) -> int | None:
-    try:
-        stat = (PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2:].split()[1])
+    fields = _stat(pid)
+    return None if fields is None else int(fields[1])
 
 
 def _owned_by_specmeter(pid: int) -> bool:
@@ -94,8 +96,5 @@ def _stop_group(pgid: int) -> None:
 
 def _running(pid: int) -> bool:
     """Alive and not a zombie (a stopped process whose parent, gone, no longer reaps it is reaped by init)."""
-    try:
-        stat = (PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2:].split()[0] != "Z"
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
