@@ -341,6 +341,14 @@ class LoadSpec(StrictModel):
             raise ValueError("one search per load axis: give concurrency auto (or request_rate auto) once")
         return self
 
+    def measuring_again(self, points: list[LoadPoint]) -> LoadSpec:
+        """This load for a plan that measures a sweep's points again beside it (propose, verify): those points as
+        the sweep measured them (a load search chose them there), no search or ramp of its own, its precision for
+        the plan to decide, and one server instance each: the sweep measured what a restart changes, and a second
+        instance of every server beside the new configurations' would double the memory the check needs."""
+        return self.model_copy(update={"precision": None, "search": [], "stop_at_saturation": False,
+                                       "points": points, "instances": 1})
+
     def with_precision(self, *, interleave: bool, repeats: int, default: Precision) -> LoadSpec:
         """This load with its precision decided: adaptive compares configurations round by round at each point,
         so it needs them interleaved, and it decides the rounds itself, so repeats do not apply."""

@@ -22,7 +22,7 @@ DEMO_DTYPE = "float32"
 # A small KV cache keeps the demo's servers (and the tests') well inside a 24 GiB machine. (The launcher sets
 # what every CPU build's servers get: engines/vllm.py CPU_SERVER_ENV.)
 # 1 GiB: 29k tokens of the tiny pair's cache, over twice what 64 requests of the sample workload hold at once, and
-# small enough that the sweep's two instances of each server fit a 24 GiB machine (each server holds about 2.6 GB).
+# small enough that the sweep's two instances of each server fit a 24 GiB machine (six servers held 14 GB).
 DEMO_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 # Stated, not left to the engine's default, so the recommended table's last range ends where the engine's does.
 DEMO_MAX_NUM_SEQS = 64

@@ -77,12 +77,7 @@ def propose_plan(source: RunSummary, rec: Recommendation, found: Sequence[Propos
                     at += [pid for pid in contest.point_ids if pid not in at]
     wanted = {pid for at in runs_at.values() for pid in at}
     reps = repeats or plan.repeats
-    # The sweep's points as it measured them (a load search chose them there), no search or ramp of its own.
-    # One server instance each: the sweep measured what a restart changes; a second instance of every server
-    # beside the new configurations' would double the memory the check needs.
-    load = plan.load.model_copy(update={"precision": None, "search": [], "stop_at_saturation": False,
-                                        "points": [p for p in plan.points if p.id in wanted],
-                                        "instances": 1})
+    load = plan.load.measuring_again([p for p in plan.points if p.id in wanted])
     load = load.with_precision(interleave=True, repeats=reps, default="adaptive")
     configs = [base, *(c for c in plan.configs if c.id in runs_at), *added]
     return Plan(kind="propose", configs=configs, load=load, repeats=reps, interleave=True, workload=plan.workload,

@@ -144,13 +144,9 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
     reps = repeats or plan.repeats
     # Adaptive unless repeats were asked for: a verified point runs until its judgement of the table settles; the
     # proof point, whose judgement the sweep settled, runs one round (or the repeats asked for).
-    # Of the sweep's points as measured (a load search chose them there; the points its load ramp skipped at
-    # saturation stay skipped, and verify runs no ramp of its own: it checks points, not capacity), those to run.
-    # One server instance each: the sweep measured what a restart changes; a second instance of every server
-    # beside the new configurations' would double the memory the check needs.
-    load = plan.load.model_copy(update={"precision": None, "search": [], "stop_at_saturation": False,
-                                        "points": [p for p in measured if p.id in run],
-                                        "instances": 1})
+    # Of the sweep's points as measured (the points its load ramp skipped at saturation stay skipped, and verify
+    # runs no ramp of its own: it checks points, not capacity), those to run.
+    load = plan.load.measuring_again([p for p in measured if p.id in run])
     load = load.with_precision(interleave=True, repeats=reps, default="fixed" if proof else "adaptive")
     return Plan(kind="verify", configs=[base, *statics, dynamic], load=load, repeats=reps, interleave=True,
                 workload=plan.workload, best_static=against, carried=carried, proof=proof, min_gain=rec.min_gain,
