@@ -18,7 +18,7 @@ from vllm_helpers import ServerPool
 
 from specmeter.analysis.recommend import recommend
 from specmeter.config.models import SpecConfig
-from specmeter.engines.deploy import render
+from specmeter.engines.deploy import with_deploy_configs
 from specmeter.execution.runner import Execution, execute
 from specmeter.rundir.answer import read_answer
 from specmeter.rundir.store import RunStore, latest_records, load_summary
@@ -68,8 +68,8 @@ def test_the_sweep_samples_adaptively_and_records_why_each_point_stopped(sweep_d
 def test_verify_corrects_a_wrong_table_and_the_correction_holds(pool: ServerPool, models: Path,
                                                                 sweep_dir: Path) -> None:
     sweep = load_summary(sweep_dir)
-    rec = render(recommend(sweep, latest_records(RunStore(sweep_dir).read_records()), source_run=str(sweep_dir)),
-                 "vllm")
+    neutral = recommend(sweep, latest_records(RunStore(sweep_dir).read_records()), source_run=str(sweep_dir))
+    rec = with_deploy_configs(neutral, "vllm")
     best = rec.best
     assert best is not None
     wrong_spec = _draft(models, 16).model_copy(update={"num_speculative_tokens_per_batch_size": WRONG})

@@ -14,7 +14,7 @@ def sweep_engine(plan: Plan) -> str:
     return (base.engine.kind if base is not None else None) or "vllm"
 
 
-def render(rec: Recommendation, kind: str) -> Recommendation:
+def with_deploy_configs(rec: Recommendation, kind: str) -> Recommendation:
     """`rec` with every drafter's deploy configs for engine `kind` (and vLLM's JSON in the fields earlier
     readers of recommendation.json know)."""
     launcher = get_engine(kind).launcher

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from specmeter.analysis.pool import pool
 from specmeter.common.errors import InputError, stored_file_message
-from specmeter.engines.deploy import render, sweep_engine
+from specmeter.engines.deploy import sweep_engine, with_deploy_configs
 from specmeter.report.console import render_recommendation, to_rich
 from specmeter.report.pool import cells_table, held_lines, summary_lines
 from specmeter.rundir.store import load_summary
@@ -47,7 +47,7 @@ def pool_runs(paths: list[Path], criteria: Criteria, term: Terminal) -> Pooled:
     pooled = pool(runs, objective=criteria.objective or "throughput", max_num_seqs=criteria.max_num_seqs,
                   min_gain=criteria.min_gain, indifference=criteria.indifference)
     if pooled.recommendation is not None:
-        pooled.recommendation = render(pooled.recommendation, sweep_engine(runs[0][1].plan))
+        pooled.recommendation = with_deploy_configs(pooled.recommendation, sweep_engine(runs[0][1].plan))
     if term.json_out:
         term.emit(pooled.model_dump_json(indent=2))
         return pooled

@@ -18,7 +18,7 @@ from specmeter.analysis.proposed import judged
 from specmeter.analysis.recommend import recommend as decide_table
 from specmeter.common.errors import InputError
 from specmeter.config.files import build_model
-from specmeter.engines.deploy import render, sweep_engine
+from specmeter.engines.deploy import sweep_engine, with_deploy_configs
 from specmeter.report.console import QUIET, VERBOSE, render_recommendation, render_rounds
 from specmeter.report.recommendation import answer_document
 from specmeter.rundir.answer import Answer, Round, next_round, read_answer, write_round
@@ -123,9 +123,10 @@ def decide(run_dir: Path, criteria: Criteria) -> Recommendation:
     check_indifference(criteria.indifference, plan.min_gain if criteria.min_gain is None else criteria.min_gain)
 
     def one(part: RunSummary, recs: Sequence[RequestRecord]) -> Recommendation:
-        return render(decide_table(part, recs, objective=criteria.objective or "throughput", slo=criteria.slo,
-                                   max_num_seqs=criteria.max_num_seqs, source_run=str(run_dir),
-                                   min_gain=criteria.min_gain, indifference=criteria.indifference), engine)
+        table = decide_table(part, recs, objective=criteria.objective or "throughput", slo=criteria.slo,
+                             max_num_seqs=criteria.max_num_seqs, source_run=str(run_dir),
+                             min_gain=criteria.min_gain, indifference=criteria.indifference)
+        return with_deploy_configs(table, engine)
     rec = per_length(evidence.summary, evidence.records, one)  # an input-length axis: a table per length
     rec.proposed = [judged(p, rec) for p in evidence.proposed]
     return rec

@@ -21,7 +21,7 @@ from specmeter.analysis.correction import correct, disagreements, same_table
 from specmeter.common.errors import InputError
 from specmeter.config.endpoints import normalize_endpoint
 from specmeter.config.models import SpecConfig
-from specmeter.engines.deploy import render, sweep_engine
+from specmeter.engines.deploy import sweep_engine, with_deploy_configs
 from specmeter.execution.runner import Execution
 from specmeter.execution.servers import ServerPool
 from specmeter.plans.verify import verify_execution
@@ -96,7 +96,7 @@ class VerifyLoop:
             for line in wrong:
                 self.say(f"verification of round {number}: {line}")
             contradicted = f"{ANSWER_DIR}/r{number}-verified.json"
-            corrected = render(correct(evidence, verified, done, contradicted), sweep_engine(sweep.plan))
+            corrected = with_deploy_configs(correct(evidence, verified, done, contradicted), sweep_engine(sweep.plan))
             if same_table(corrected, done):
                 done.verification = "kept"
                 self._write(rec, done, number, on_disk)

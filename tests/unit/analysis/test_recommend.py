@@ -13,7 +13,7 @@ from specmeter.analysis.decide import analyze
 from specmeter.analysis.recommend import recommend as neutral_recommend
 from specmeter.common.errors import InputError
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig, validate_dynamic_k
-from specmeter.engines.deploy import render
+from specmeter.engines.deploy import with_deploy_configs
 from specmeter.plans.run import BASELINE
 from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.metrics import Distribution, LatencySummary, RunningBatch
@@ -105,7 +105,7 @@ def sweep(speedups: dict[str, dict[str, Interval | list[Interval]]], batches: di
 
 def recommend(summary: RunSummary, records: list[RequestRecord], **kw: Any) -> Recommendation:
     """As `specmeter recommend` writes it: rendered for vLLM, the engine these sweeps ran."""
-    return render(neutral_recommend(summary, records, **kw), "vllm")
+    return with_deploy_configs(neutral_recommend(summary, records, **kw), "vllm")
 
 
 CLEAR = {

@@ -17,7 +17,7 @@ from specmeter.analysis.families import families
 from specmeter.analysis.recommend import recommend
 from specmeter.common.errors import InputError
 from specmeter.config.models import EngineSpec, SpecConfig
-from specmeter.engines.deploy import render, sweep_engine
+from specmeter.engines.deploy import sweep_engine, with_deploy_configs
 from specmeter.engines.llamacpp import LlamaCppLauncher, speculative_args
 from specmeter.plans.verify import verify_plan
 from specmeter.report.recommendation import deploy_lines
@@ -65,7 +65,7 @@ def vllm_parses(flags: list[str]) -> Any:
 
 def test_vllm_gets_the_table_and_the_static_k_as_speculative_config_that_vllm_accepts() -> None:
     summary, records = sweep(CLEAR, BATCHES, extra_specs={"draft_model-k2": spec(2), "draft_model-k4": spec(4)})
-    rec = render(recommend(summary, records), sweep_engine(summary.plan))
+    rec = with_deploy_configs(recommend(summary, records), sweep_engine(summary.plan))
     best = rec.best
     assert best is not None and best.spec is not None
     assert best.deploy is not None and best.deploy.dynamic and best.deploy.engine == "vllm"
@@ -86,7 +86,7 @@ def test_llamacpp_gets_its_static_k_with_the_slots_the_table_assumed() -> None:
     summary, neutral = llamacpp_sweep(["-np", "16", "-c", "32768", "--parallel", "12"])
     assert (neutral.max_num_seqs, neutral.max_num_seqs_source) == (12, "the launched server's command")
     assert neutral.best is not None and neutral.best.deploy is None  # analysis renders nothing
-    rec = render(neutral, sweep_engine(summary.plan))
+    rec = with_deploy_configs(neutral, sweep_engine(summary.plan))
     best = rec.best
     assert best is not None and best.static_spec is not None and best.static_k > 0
     assert best.spec is not None  # the table exists, as evidence; llama.cpp cannot take it
@@ -106,7 +106,7 @@ def test_llamacpp_gets_its_static_k_with_the_slots_the_table_assumed() -> None:
 
 def test_llamacpp_without_a_known_slot_count_leaves_np_to_the_reader() -> None:
     summary, records = sweep(CLEAR, BATCHES, max_num_seqs=None)
-    rec = render(recommend(on_engine(summary, "llamacpp"), records), "llamacpp")  # attached: no command
+    rec = with_deploy_configs(recommend(on_engine(summary, "llamacpp"), records), "llamacpp")  # attached: no command
     best = rec.best
     assert best is not None and best.deploy is not None
     assert "-np" not in best.deploy.flags and any("set -np" in n for n in best.deploy.notes)
@@ -117,13 +117,13 @@ def test_sglang_and_trtllm_get_their_static_flags() -> None:
     neutral = recommend(summary, records)
     assert neutral.best is not None and neutral.best.static_spec is not None
     k = neutral.best.static_k
-    sglang = render(neutral, "sglang").best
+    sglang = with_deploy_configs(neutral, "sglang").best
     assert sglang is not None and sglang.deploy is not None and not sglang.deploy.dynamic
     assert sglang.deploy.flags[:2] == ["--speculative-algorithm", "STANDALONE"]
     flags = sglang.deploy.flags
     assert flags[flags.index("--speculative-num-steps") + 1] == str(k)
     assert flags[flags.index("--speculative-num-draft-tokens") + 1] == str(k + 1)
-    trtllm = render(neutral, "trtllm").best
+    trtllm = with_deploy_configs(neutral, "trtllm").best
     assert trtllm is not None and trtllm.deploy is not None and trtllm.deploy.config is not None
     assert trtllm.deploy.flags == ["--extra_llm_api_options", trtllm.deploy.config_file]
     options = yaml.safe_load(yaml.safe_dump(trtllm.deploy.config))
@@ -161,7 +161,7 @@ def test_a_family_with_per_k_extras_deploys_each_k_with_its_own() -> None:
     assert best.static_spec is not None and best.static_spec.extra == {"spec_draft_p_min": p_min[best.static_k]}
     assert best.spec is not None and best.spec.extra == {"spec_draft_p_min": p_min[best.spec.k]}
     assert any("extras differ per K" in n for n in neutral.notes)
-    deploy = render(neutral, "llamacpp").drafters[0].deploy
+    deploy = with_deploy_configs(neutral, "llamacpp").drafters[0].deploy
     assert deploy is not None
     assert deploy.flags[deploy.flags.index("--spec-draft-p-min") + 1] == p_min[best.static_k]
 
@@ -169,7 +169,7 @@ def test_a_family_with_per_k_extras_deploys_each_k_with_its_own() -> None:
 def test_verify_refuses_an_engine_without_a_per_batch_k() -> None:
     summary, neutral = llamacpp_sweep(["-np", "64"])
     with pytest.raises(InputError, match=r"llamacpp has no per-batch K.*static K"):
-        verify_plan(summary, render(neutral, "llamacpp"), "runs/x")
+        verify_plan(summary, with_deploy_configs(neutral, "llamacpp"), "runs/x")
 
 
 def test_an_earlier_recommendation_file_reads_as_vllms_config() -> None:
