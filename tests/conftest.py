@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 _TESTS = Path(__file__).resolve().parent
-for sub in (_TESTS, _TESTS / "unit", _TESTS / "integration"):
+# The unit tests' folders too: some import another's builders by module name (test_recommend's sweeps), which must
+# work whichever file pytest is given.
+_UNIT = sorted(p for p in (_TESTS / "unit").iterdir() if p.is_dir() and not p.name.startswith("__"))
+for sub in (_TESTS, _TESTS / "unit", *_UNIT, _TESTS / "integration"):
     if str(sub) not in sys.path:
         sys.path.insert(0, str(sub))
 
