@@ -199,15 +199,9 @@ def _max_num_seqs(summary: RunSummary, base: PlannedConfig, given: int | None) -
         return given, "given (--max-num-seqs)"
     if base.engine.max_num_seqs is not None:
         return base.engine.max_num_seqs, "the engine spec of the run"
-    # The flag that caps each engine's running batch (llama.cpp's slots); the last one given wins, as the
-    # engine reads it (extra arguments come after specmeter's own).
-    flags = {"llamacpp": ("-np", "--parallel"), "sglang": ("--max-running-requests",),
-             "trtllm": ("--max_batch_size",)}.get(base.engine.kind or "vllm", ("--max-num-seqs",))
     for res in summary.configs:
-        cmd = res.server_command or []
-        found = [i for i, arg in enumerate(cmd[:-1]) if arg in flags]
-        if found:
-            return int(cmd[found[-1] + 1]), "the launched server's command"
+        if res.batch_limit is not None:
+            return res.batch_limit, "the launched server's command"
     return FALLBACK_MAX_NUM_SEQS, (f"unknown (the run does not record it); the last range is written to "
                                    f"{FALLBACK_MAX_NUM_SEQS} and vLLM clips it to its own; pass --max-num-seqs "
                                    "to end it at the engine's")

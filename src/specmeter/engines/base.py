@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from specmeter.common.errors import InputError
 from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
@@ -182,6 +182,13 @@ class EngineStats(ABC):
         return any(v > 0 for n in self.sd_counter_names for v in snapshot.series(n).values())
 
 
+class PlacementNote(NamedTuple):
+    """A line the placement report prints for an engine; `warn`: a caution, not a remark."""
+
+    text: str
+    warn: bool = False
+
+
 class EngineLauncher(ABC):
     """Starting one engine's OpenAI-compatible server from an engine-neutral SpecConfig. Stateless."""
 
@@ -203,6 +210,16 @@ class EngineLauncher(ABC):
     # Whether the server takes EngineSpec.memory_fraction (llama.cpp's KV cache is its context instead): placement
     # writes its share only into engines that take one, so a placed plan validates when it is read back.
     memory_fraction: bool = True
+    # The flags that cap the engine's running batch (the first is the one it is launched with); the last one a
+    # command gives wins, as the engine reads it (extra arguments come after specmeter's own).
+    batch_limit_flags: tuple[str, ...]
+    # What a placement that shares GPUs between servers leaves to this engine, said beside it (None: nothing).
+    shared_gpu_note: PlacementNote | None = None
+
+    def batch_limit(self, command: Sequence[str]) -> int | None:
+        """The running-batch cap a launched server's command set (None: the engine's default)."""
+        found = [i for i, arg in enumerate(command[:-1]) if arg in self.batch_limit_flags]
+        return int(command[found[-1] + 1]) if found else None
 
     @abstractmethod
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:

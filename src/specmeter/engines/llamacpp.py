@@ -27,7 +27,14 @@ from typing import Any
 
 from specmeter.common.errors import InputError
 from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
-from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by, step_counter_counts
+from specmeter.engines.base import (
+    EngineLauncher,
+    EngineStats,
+    PlacementNote,
+    ServerProbe,
+    owned_by,
+    step_counter_counts,
+)
 from specmeter.engines.flags import Each, Flag, Row, argv, dashed, fixed, settings
 from specmeter.engines.gguf import SETUP_HINT, check_head_conversion, server_binary, to_gguf
 from specmeter.engines.llamacpp_offload import gpu_devices, gpu_offload, offload_args
@@ -164,6 +171,10 @@ def _binary() -> str:
 
 class LlamaCppLauncher(EngineLauncher):
     name = "llamacpp"
+    batch_limit_flags = ("-np", "--parallel")  # llama.cpp's slots
+    shared_gpu_note = PlacementNote(
+        "llamacpp has no memory fraction: each server's KV cache is its context (-c), the same for every "
+        "configuration; the GPUs must hold every server's weights and context together")
     methods = tuple(_SPEC_TYPES)
     synthetic = True
     memory_fraction = False  # its KV cache is its context (-c)

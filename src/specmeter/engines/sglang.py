@@ -153,6 +153,7 @@ SPECULATION_FLAGS: tuple[Row[SpecConfig], ...] = (
 
 class SGLangLauncher(EngineLauncher):
     name = "sglang"
+    batch_limit_flags = ("--max-running-requests",)
     methods = tuple(_ALGORITHMS)
     placement_flags = ("--tp-size", "--tensor-parallel-size", "--tp", "--mem-fraction-static")
 

@@ -48,7 +48,7 @@ import yaml
 from specmeter.common.errors import InputError
 from specmeter.common.installed import installed_version
 from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
-from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
+from specmeter.engines.base import EngineLauncher, EngineStats, PlacementNote, ServerProbe, owned_by
 from specmeter.engines.flags import Each, Flag, Row, Unsupported, argv, fixed, rows, settings
 from specmeter.engines.trtllm_iterations import ITERATION_STATS_PATH, IterationStats
 from specmeter.schemas.recommend import DeployConfig
@@ -145,6 +145,10 @@ SPECULATIVE_OPTIONS: tuple[Row[SpecConfig], ...] = (
 
 class TRTLLMLauncher(EngineLauncher):
     name = "trtllm"
+    batch_limit_flags = ("--max_batch_size",)
+    shared_gpu_note = PlacementNote(
+        "trtllm's free_gpu_memory_fraction is a share of the memory still free when the server starts, so "
+        "servers started later on a shared GPU get less KV cache: compare the KV capacity each recorded", warn=True)
     methods = tuple(_DECODING_TYPES)
     placement_flags = ("--tp_size", "--kv_cache_free_gpu_memory_fraction")
 

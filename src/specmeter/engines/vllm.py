@@ -190,6 +190,7 @@ class VLLMLauncher(EngineLauncher):
     methods = (SpecMethod.ngram, SpecMethod.suffix, SpecMethod.draft_model, SpecMethod.eagle,
                SpecMethod.eagle3, SpecMethod.mtp)
     per_batch_k = True
+    batch_limit_flags = ("--max-num-seqs",)
     synthetic = True  # rejection_sample_method "synthetic", since 0.32; GPU builds only (check_synthetic_build)
     no_tree = ("vLLM 0.32's speculative config has no token-tree option (its EAGLE drafts one chain of "
                "num_speculative_tokens)")

@@ -193,6 +193,7 @@ class _Run:
         if server.instance == 0:
             for r in results:
                 r.server_command, r.server_log = redact_argv(proc.command), proc.log_path.name
+                r.batch_limit = server.engine.launcher.batch_limit(proc.command)
         self.save()
         self.reporter.note(f"starting {server.engine.kind} server {server.name}: speculation {head.label}")
         pool.spawn(proc)
@@ -230,6 +231,7 @@ class _Run:
             r.gpu_offload = proc.gpu_offload
             if reused:  # started by an earlier plan: its log lives in that run's directory
                 r.server_command, r.server_log, r.startup_s = redact_argv(proc.command), str(proc.log_path), 0.0
+                r.batch_limit = server.engine.launcher.batch_limit(proc.command)
             else:
                 r.startup_s = proc.startup_seconds
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from specmeter.engines.registry import get_engine
 from specmeter.report.grid import Grid, Note, grid
 from specmeter.schemas.placement import Gpu, Placement
 from specmeter.schemas.plan import PlannedConfig
@@ -56,11 +57,7 @@ def placement_notes(placement: Placement, engine_kind: str | None) -> list[Note]
     out = [Note(placement_heading(placement))]
     if placement.warning:
         out.append(Note(placement.warning, warn=True))
-    if placement.mode == "shared" and engine_kind == "trtllm":
-        out.append(Note("trtllm's free_gpu_memory_fraction is a share of the memory still free when the server "
-                        "starts, so servers started later on a shared GPU get less KV cache: compare the KV "
-                        "capacity each recorded", warn=True))
-    if placement.mode == "shared" and engine_kind == "llamacpp":
-        out.append(Note("llamacpp has no memory fraction: each server's KV cache is its context (-c), the same for "
-                        "every configuration; the GPUs must hold every server's weights and context together"))
+    engine_note = get_engine(engine_kind).launcher.shared_gpu_note if engine_kind is not None else None
+    if placement.mode == "shared" and engine_note is not None:
+        out.append(Note(engine_note.text, warn=engine_note.warn))
     return out

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from specmeter.common.errors import InputError, SpecmeterError, stored_file_message
+from specmeter.engines.registry import get_engine
 from specmeter.schemas.capture import PointCapture
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import SCHEMA_VERSION, RunSummary
@@ -349,9 +350,20 @@ def load_summary(run_dir: Path) -> RunSummary:
         raise InputError(f"{path}: written by another specmeter (summary schema {version}, this one reads "
                          f"{SCHEMA_VERSION}); use the specmeter that wrote it, or run again")
     try:
-        return RunSummary.model_validate_json(text)
+        summary = RunSummary.model_validate_json(text)
     except ValueError as exc:
         raise InputError(stored_file_message(path, exc, "a specmeter run summary", DAMAGED, RunSummary)) from exc
+    _read_batch_limits(summary)
+    return summary
+
+
+def _read_batch_limits(summary: RunSummary) -> None:
+    """A summary written before ConfigResult.batch_limit: each launched server's cap, read from its command by its
+    engine, as the runner now records it."""
+    kinds = {c.id: c.engine.kind or "vllm" for c in summary.plan.configs}
+    for res in summary.configs:
+        if res.batch_limit is None and res.server_command and res.config_id in kinds:
+            res.batch_limit = get_engine(kinds[res.config_id]).launcher.batch_limit(res.server_command)
 
 
 def latest_records(records: Sequence[RequestRecord]) -> list[RequestRecord]:

@@ -78,6 +78,8 @@ class ConfigResult(BaseModel):
     workload: Literal["main", "random"] = "main"
     engine_version: str | None = None
     server_command: list[str] | None = None
+    batch_limit: int | None = Field(default=None, description="The running-batch cap its launched server's command "
+                                    "set, by its engine's own flag (None: attached, or the engine's default).")
     server_log: str | None = None
     served_model: str | None = Field(default=None, description="The model its server said it serves (requests "
                                      "name it); a resume against a server serving another is refused.")

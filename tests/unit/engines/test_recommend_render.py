@@ -19,6 +19,7 @@ from specmeter.common.errors import InputError
 from specmeter.config.models import EngineSpec, SpecConfig
 from specmeter.engines.deploy import sweep_engine, with_deploy_configs
 from specmeter.engines.llamacpp import LlamaCppLauncher, speculative_args
+from specmeter.engines.registry import get_engine
 from specmeter.plans.verify import verify_plan
 from specmeter.report.recommendation import deploy_lines
 from specmeter.schemas.plan import PlannedConfig, Role
@@ -41,6 +42,7 @@ def on_engine(summary: RunSummary, kind: str, command: list[str] | None = None) 
         config.engine = config.engine.model_copy(update={"kind": kind})
     for res in summary.configs:
         res.server_command = command
+        res.batch_limit = get_engine(kind).launcher.batch_limit(command or [])  # as the runner records it
     return summary
 
 
