@@ -38,7 +38,7 @@ from specmeter.config.synthetic import SyntheticAcceptance, synthetic_extra
 from specmeter.config.tree import TreeDraft, tree_extra
 
 # The names a config may use, owned here; the modules that act on them take them from here.
-ENGINE_KINDS = ("vllm", "llamacpp", "sglang", "trtllm")  # engines/registry.py maps each to its stats and launcher
+ENGINE_KINDS = ("vllm", "llamacpp", "sglang", "trtllm")  # each is specmeter.engines.<kind> (engines/registry.py)
 EventLoop = Literal["auto", "uvloop", "asyncio"]  # load/eventloop.py makes the loop
 
 

@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 from specmeter.common.errors import InputError
+from specmeter.common.registry import Registry
 from specmeter.data.gsm8k import load_gsm8k
 from specmeter.data.jsonl import load_jsonl
 from specmeter.data.model import Conversation
@@ -30,7 +31,7 @@ class WorkloadSource:
     what: str  # shown when the path is missing
 
 
-WORKLOADS: dict[str, WorkloadSource] = {
+WORKLOADS: Registry[WorkloadSource] = Registry("workload", {
     "sample": WorkloadSource(load_sample, False, "built-in sample set"),
     "jsonl": WorkloadSource(load_jsonl, True, "a JSONL file"),
     "speed-bench": WorkloadSource(load_speed_bench, True, "a prepared SPEED-Bench file or directory"),
@@ -39,14 +40,12 @@ WORKLOADS: dict[str, WorkloadSource] = {
     "spec-bench": WorkloadSource(partial(load_question_file, name="spec-bench"), True, "Spec-Bench question.jsonl"),
     "sonnet": WorkloadSource(load_sonnet, True, "a poem text file"),
     "random": WorkloadSource(load_random, False, "no file (synthetic token ids)"),
-}
+})
 
 
 def load_workload(name: str, path: str | None = None, **options: Any) -> list[Conversation]:
     """Load the named workload; unknown names, missing paths and unknown options raise InputError."""
     source = WORKLOADS.get(name)
-    if source is None:
-        raise InputError(f"unknown workload {name!r}; choose one of {', '.join(WORKLOADS)}")
     if source.needs_path and not path:
         raise InputError(f"workload {name!r} needs a path: {source.what}")
     if not source.needs_path and path:

@@ -28,6 +28,7 @@ from typing import Any
 from specmeter.common.errors import InputError
 from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import (
+    Engine,
     EngineLauncher,
     EngineStats,
     PlacementNote,
@@ -300,3 +301,6 @@ class LlamaCppStats(EngineStats):
             return None, raw
         return SDCounts(source="per_request", num_steps=None, num_draft_tokens=drafted,
                         num_accepted_tokens=accepted), raw
+
+
+ENGINE = Engine("llamacpp", LlamaCppStats(), LlamaCppLauncher())  # what engines/registry.py registers as "llamacpp"

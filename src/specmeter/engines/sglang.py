@@ -38,7 +38,7 @@ from typing import Any
 from specmeter.common.errors import InputError
 from specmeter.common.installed import installed_version
 from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
-from specmeter.engines.base import EngineLauncher, EngineStats, ServerProbe, owned_by
+from specmeter.engines.base import Engine, EngineLauncher, EngineStats, ServerProbe, owned_by
 from specmeter.engines.flags import Each, Flag, Row, Unsupported, argv, dashed, fixed, overridden, settings
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
@@ -310,3 +310,6 @@ def parse_spec_details(raw: dict[str, Any]) -> SDCounts | None:
         accepted_per_pos=per_pos,
         histogram=hist,
     )
+
+
+ENGINE = Engine("sglang", SGLangStats(), SGLangLauncher())  # what engines/registry.py registers as "sglang"

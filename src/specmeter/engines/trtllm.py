@@ -48,7 +48,7 @@ import yaml
 from specmeter.common.errors import InputError
 from specmeter.common.installed import installed_version
 from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
-from specmeter.engines.base import EngineLauncher, EngineStats, PlacementNote, ServerProbe, owned_by
+from specmeter.engines.base import Engine, EngineLauncher, EngineStats, PlacementNote, ServerProbe, owned_by
 from specmeter.engines.flags import Each, Flag, Row, Unsupported, argv, fixed, rows, settings
 from specmeter.engines.trtllm_iterations import ITERATION_STATS_PATH, IterationStats
 from specmeter.schemas.recommend import DeployConfig
@@ -355,3 +355,6 @@ def parse_request_stats(raw: dict[str, Any]) -> SDCounts | None:
         accepted_per_pos=[] if hist is None else [sum(hist[i + 1:]) for i in range(len(hist) - 1)],
         histogram=hist or None,
     )
+
+
+ENGINE = Engine("trtllm", TRTLLMStats(), TRTLLMLauncher())  # what engines/registry.py registers as "trtllm"

@@ -21,6 +21,7 @@ from specmeter.common.errors import InputError
 from specmeter.common.installed import installed_version
 from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import (
+    Engine,
     EngineLauncher,
     EngineStats,
     ServerProbe,
@@ -357,3 +358,6 @@ def parse_per_request_stats(raw: dict[str, Any]) -> SDCounts:
         accepted_per_pos=per_pos,
         histogram=hist or None,
     )
+
+
+ENGINE = Engine("vllm", VLLMStats(), VLLMLauncher())  # what engines/registry.py registers as "vllm"

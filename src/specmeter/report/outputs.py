@@ -4,21 +4,21 @@ report never loads matplotlib."""
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import ClassVar
 
+from specmeter.common.registry import Registry
 from specmeter.rundir.run_data import RunData
 
 # kind -> "module:class"; a new output is one line here and one class.
-KINDS = {
+OUTPUTS: Registry[type[Output]] = Registry("output", {
     "console": "specmeter.report.console:ConsoleOutput",
     "json": "specmeter.report.json_output:JsonOutput",
     "csv": "specmeter.report.csv_output:CsvOutput",
     "plots": "specmeter.report.plots:PlotsOutput",
     "html": "specmeter.report.html:HtmlOutput",
-}
+})
 
 
 class Output(ABC):
@@ -36,9 +36,6 @@ class Output(ABC):
 
 def output(kind: str, dest: Path | None = None) -> Output:
     """The output of this kind, writing to `dest`."""
-    if kind not in KINDS:
-        raise KeyError(f"unknown output kind {kind!r}; kinds: {', '.join(KINDS)}")
-    module, name = KINDS[kind].split(":")
-    cls: type[Output] = getattr(importlib.import_module(module), name)
+    cls = OUTPUTS.get(kind)
     assert cls.kind == kind
     return cls(dest)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from specmeter.common.registry import Registry
 from specmeter.config.models import LoadPoint
 from specmeter.load.kinds.base import LoadKind
 from specmeter.load.kinds.closed import ClosedLoopKind
 from specmeter.load.kinds.open import OpenLoopKind
 
-KINDS: dict[str, type[LoadKind[Any]]] = {kind.name: kind for kind in (ClosedLoopKind, OpenLoopKind)}
+KINDS: Registry[type[LoadKind[Any]]] = Registry("load kind",
+                                                {kind.name: kind for kind in (ClosedLoopKind, OpenLoopKind)})
 
 
 def kind_of(point: LoadPoint) -> LoadKind[Any]:
