@@ -5,23 +5,26 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Annotated, Any, get_type_hints
+from typing import Annotated, Any
 
 import typer
 
 from specmeter.cli import options as o
 from specmeter.cli import parse
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
+from specmeter.cli.settings import settings
+from specmeter.config.models import LoadSpec
+
+# The load settings the demo takes, with its own defaults: a workload small enough for a first run on a laptop.
+DEMO_LOAD = {"num_prompts": 12, "max_tokens": 96, "max_rounds": 4, "instances": 2}
 
 
+@settings(LoadSpec, "load", only=DEMO_LOAD, defaults=DEMO_LOAD)
 def demo(
+    load: dict[str, Any],
     concurrency: o.Concurrency = "1,4,16",
     k: o.K = "2,4",
-    num_prompts: o.NumPrompts = 12,
-    max_tokens: o.MaxTokens = 96,
     repeats: o.Repeats = None,
-    max_rounds: Annotated[int, typer.Option(min=2, help="Adaptive: the most rounds of a point.")] = 4,
-    instances: Annotated[int, typer.Option(min=1, max=4, help="Servers started per configuration, its rounds alternating between them, so what a restart changes is in the intervals (1: one server each, restarts unmeasured).")] = 2,
     rounds: o.Rounds = 2,
     min_gain: o.MinGain = 0.01,
     indifference: o.Indifference = None,
@@ -46,14 +49,17 @@ def demo(
         k = num_speculative_tokens
     workflow.demo(workflow.DemoRequest(
         out=out, concurrency=parse.no_auto(concurrency or "1,4,16", "demo"), ks=parse.ks(k or "2,4"),
-        num_prompts=12 if num_prompts is None else num_prompts, max_tokens=96 if max_tokens is None else max_tokens,
-        repeats=repeats, max_rounds=max_rounds, instances=instances, rounds=rounds, min_gain=0.01 if min_gain is None else min_gain,
+        num_prompts=load["num_prompts"], max_tokens=load["max_tokens"], repeats=repeats,
+        max_rounds=load["max_rounds"], instances=load["instances"], rounds=rounds,
+        min_gain=0.01 if min_gain is None else min_gain,
         propose=DEFAULT_BUDGET if propose is None else propose,
         propose_k=parse.k_range(propose_k) if propose_k else None, indifference=indifference,
         command=command_line()), terminal())
 
 
+@settings(LoadSpec, "load")
 def run(
+    load: dict[str, Any],
     endpoint: o.Endpoint = None,
     engine: Annotated[str | None, typer.Option(help="vllm, llamacpp, sglang or trtllm (default: vllm when launching; detected from the server when attaching).")] = None,
     model: o.Model = None,
@@ -65,7 +71,6 @@ def run(
     dataset_path: o.DatasetPath = None,
     dataset_option: Annotated[list[str] | None, typer.Option(help="Loader option KEY=VALUE (repeatable), e.g. input_len=256 for random/sonnet, config=qualitative for speed-bench.")] = None,
     category: Annotated[list[str] | None, typer.Option(help="Only these categories (repeatable).")] = None,
-    num_prompts: o.NumPrompts = None,
     input_len: o.InputLen = None,
     tokenizer: o.Tokenizer = None,
     concurrency: o.Concurrency = None,
@@ -73,24 +78,15 @@ def run(
     arrival: Annotated[str | None, typer.Option(help="Open loop: poisson (default), gamma or constant arrivals.")] = None,
     burstiness: Annotated[float | None, typer.Option(help="Open loop, gamma: shape (1 = Poisson, < 1 burstier).")] = None,
     max_concurrency: Annotated[int | None, typer.Option(help="Open loop: cap on requests in flight.")] = None,
-    duration: Annotated[float | None, typer.Option(help="Seconds per point, cycling the workload (instead of one pass).")] = None,
     repeats: o.Repeats = 1,
     interleave: o.Interleave = False,
-    max_tokens: o.MaxTokens = None,
-    ignore_eos: Annotated[bool | None, typer.Option(help="Force max-tokens outputs (biases acceptance).")] = None,
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature (0 = greedy).")] = None,
-    api: Annotated[str | None, typer.Option(help="chat or completions.")] = None,
-    warmup: Annotated[int | None, typer.Option(help="Warmup requests per point, excluded from results.")] = None,
     dtype: o.Dtype = None,
     max_model_len: Annotated[int | None, typer.Option(help="Launch mode: context length.")] = None,
     served_model_name: Annotated[str | None, typer.Option(help="Model name to request (default: from /v1/models).")] = None,
     engine_arg: Annotated[list[str] | None, typer.Option(help="Extra server argument (repeatable), e.g. --engine-arg=--enforce-eager.")] = None,
     engine_env: o.EngineEnv = None,
     startup_timeout: Annotated[float | None, typer.Option(help="Seconds to wait for a launched server.")] = None,
-    request_timeout: Annotated[float | None, typer.Option(help="Seconds before one request counts as timed out.")] = None,
-    max_error_rate: Annotated[float | None, typer.Option(help="Stop when more than this fraction of requests fail.")] = None,
     slo: o.Slo = None,
-    stop_at_saturation: o.StopAtSaturation = None,
     api_key: o.ApiKey = None,
     out: o.Out = Path("runs"),
     name: o.Name = None,
@@ -116,12 +112,9 @@ def run(
                     "extra_args": engine_arg or None,
                     "env": parse.pairs(engine_env, "--engine-env") if engine_env else None,
                     "startup_timeout_s": startup_timeout}
-    load_flags = {"concurrency": parse.no_auto(concurrency, "run") if concurrency else None,
+    load_flags = {**load, "concurrency": parse.no_auto(concurrency, "run") if concurrency else None,
                   "request_rate": parse.rates(request_rate) if request_rate else None, "arrival": arrival,
-                  "burstiness": burstiness, "max_concurrency": max_concurrency, "duration_s": duration,
-                  "num_prompts": num_prompts, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
-                  "temperature": temperature, "api": api, "warmup": warmup, "request_timeout_s": request_timeout,
-                  "max_error_rate": max_error_rate, "slo": parse_slo(slo), "stop_at_saturation": stop_at_saturation}
+                  "burstiness": burstiness, "max_concurrency": max_concurrency, "slo": parse_slo(slo)}
     workflow.run(workflow.RunRequest(
         config_file=config, engine=engine_flags, spec_json=one_spec, load=load_flags, out=out, name=name,
         dataset=dataset, dataset_path=dataset_path,
@@ -140,9 +133,8 @@ def compare_workloads(**flags: Any) -> None:
 
 
 # compare-workloads takes run's options (minus the two it sets), so the two commands cannot drift apart.
-_run_hints = get_type_hints(run, include_extras=True)  # annotations are strings under `from __future__`
 compare_workloads.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-    [p.replace(annotation=_run_hints[name]) for name, p in inspect.signature(run).parameters.items()
+    [p for name, p in inspect.signature(run, eval_str=True).parameters.items()
      if name not in {"resume", "compare_random"}]
 )
 

@@ -4,14 +4,16 @@ workflow."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from specmeter.cli import options as o
 from specmeter.cli import parse
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
+from specmeter.cli.settings import settings
 from specmeter.common.errors import InputError
+from specmeter.config.models import LoadSpec
 
 if TYPE_CHECKING:
     from specmeter.schemas.jobs import SlurmOptions
@@ -35,7 +37,9 @@ def _slurm_options(executor: str, jobs: str, partition: str | None, account: str
                         jobs="drafter" if jobs == "drafter" else "node", max_attempts=max_attempts, options=extra)
 
 
+@settings(LoadSpec, "load")
 def sweep(
+    load: dict[str, Any],
     file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
     model: o.Model = None,
     spec: o.Spec = None,
@@ -44,8 +48,6 @@ def sweep(
     request_rate: o.RequestRate = None,
     dataset: o.Dataset = "sample",
     dataset_path: o.DatasetPath = None,
-    num_prompts: o.NumPrompts = None,
-    max_tokens: o.MaxTokens = None,
     dtype: o.Dtype = None,
     engine_env: o.EngineEnv = None,
     repeats: o.Repeats = None,
@@ -62,7 +64,6 @@ def sweep(
     indifference: o.Indifference = None,
     propose: o.Propose = None,
     propose_k: o.ProposeK = None,
-    stop_at_saturation: o.StopAtSaturation = None,
     ceiling: Annotated[bool, typer.Option("--ceiling", help="Add per drafter and K the same config at 100% synthetic acceptance (AL = K + 1; llama.cpp, or vLLM on a GPU build): the most that K could give here. Never recommended.")] = False,
     gpus: Annotated[str | None, typer.Option(help="GPU ids the sweep may use, e.g. 0,1 (nvidia-smi's indices; default: the file's gpus, else CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists). Interleaved servers get GPUs of their own, or share them with equal memory fractions.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the servers and where each would run (GPUs, tensor parallel, memory fraction), then exit without starting anything.")] = False,
@@ -98,8 +99,7 @@ def sweep(
     shorthand = workflow.SweepFlags(model=model, specs=spec or [], k=parse.ks(k) if k else None,
                                     concurrency=parse.levels_or_auto(concurrency) if concurrency else None,
                                     request_rate=parse.rates(request_rate) if request_rate else None,
-                                    dataset=dataset, dataset_path=dataset_path, num_prompts=num_prompts,
-                                    max_tokens=max_tokens, dtype=dtype,
+                                    dataset=dataset, dataset_path=dataset_path, dtype=dtype,
                                     engine_env=parse.pairs(engine_env, "--engine-env") if engine_env else {})
     key = find_api_key(api_key)
     slurm = _slurm_options(executor, jobs, partition, account, time, gpus_per_job, max_attempts, slurm_option)
@@ -114,8 +114,8 @@ def sweep(
                                    api_key=key, command=command_line())
     workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, repeats=repeats,
                                          interleave=interleave, min_gain=min_gain, indifference=indifference,
-                                         ceiling=True if ceiling else None, name=name, slo=parse_slo(slo),
-                                         stop_at_saturation=stop_at_saturation, api_key=key,
+                                         ceiling=True if ceiling else None, name=name,
+                                         load={**load, "slo": parse_slo(slo)}, api_key=key,
                                          gpus=parse.gpu_ids(gpus) if gpus else None, dry_run=dry_run, command=command_line(),
                                          verify=checks, propose=proposals, slurm=slurm), terminal(json_out))
 

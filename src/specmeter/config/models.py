@@ -7,7 +7,7 @@ impossible value fails in one line that names the key and the fix.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -23,6 +23,7 @@ from specmeter.common.redact import redact_argv, redact_env
 from specmeter.config.dynamic_k import dynamic_k_at as dynamic_k_at  # re-exported: its users import it from here
 from specmeter.config.dynamic_k import validate_dynamic_k
 from specmeter.config.endpoints import Endpoint, endpoint_list, normalize_endpoint
+from specmeter.config.flags import Flag
 from specmeter.config.load_search import LoadSearch, parse_auto
 from specmeter.config.points import POINT_KINDS as POINT_KINDS  # re-exported, as the other point names below
 from specmeter.config.points import REQUESTS_PER_SLOT_FLOOR as REQUESTS_PER_SLOT_FLOOR
@@ -241,23 +242,31 @@ class LoadSpec(StrictModel):
     axis (config/load_search.py): its start loads become the first points, and the sweep adds the ones it chooses.
     """
 
-    api: Literal["chat", "completions"] = "chat"
+    api: Annotated[Literal["chat", "completions"], Flag("--api")] = Field(
+        default="chat", description="The API requests use: chat (/v1/chat/completions) or completions.")
     points: list[LoadPoint] = Field(default_factory=lambda: one_user(), description="Load points, run in this order.")
-    num_prompts: int | None = Field(default=None, ge=1, description="Conversations per point (None: all).")
-    duration_s: float | None = Field(default=None, gt=0, description="Instead of one pass over the "
-                                     "conversations: keep starting them (cycling) for this long per point.")
-    warmup: int = Field(default=2, ge=0, description="Requests sent first at each point and excluded from results.")
+    num_prompts: Annotated[int | None, Flag("--num-prompts")] = Field(
+        default=None, ge=1, description="Conversations to send per point, stratified by category (None: all).")
+    duration_s: Annotated[float | None, Flag("--duration")] = Field(
+        default=None, gt=0, description="Seconds per point: instead of one pass over the conversations, keep "
+        "starting them (cycling) for this long.")
+    warmup: Annotated[int, Flag("--warmup")] = Field(
+        default=2, ge=0, description="Requests sent first at each point and excluded from results.")
     warmup_max_tokens: int = Field(
         default=16, ge=1, description="The most output tokens of a warmup request: enough to run the server's paths "
         "(prefill, drafting, verification) before the point is measured, not a whole answer, since a warmup runs "
         "before every round of every configuration.")
-    max_tokens: int = Field(default=128, ge=1)
-    ignore_eos: bool = Field(default=False, description="Force max_tokens outputs (biases acceptance).")
-    temperature: float = Field(default=0.0, ge=0.0)
+    max_tokens: Annotated[int, Flag("--max-tokens")] = Field(default=128, ge=1, description="Output cap per request.")
+    ignore_eos: Annotated[bool, Flag("--ignore-eos")] = Field(
+        default=False, description="Force max-tokens outputs (biases acceptance).")
+    temperature: Annotated[float, Flag("--temperature")] = Field(
+        default=0.0, ge=0.0, description="Sampling temperature (0: greedy).")
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     seed: int = 0
-    request_timeout_s: float = Field(default=300.0, gt=0)
-    max_error_rate: float = Field(default=0.5, ge=0.0, le=1.0)
+    request_timeout_s: Annotated[float, Flag("--request-timeout")] = Field(
+        default=300.0, gt=0, description="Seconds before one request counts as timed out.")
+    max_error_rate: Annotated[float, Flag("--max-error-rate")] = Field(
+        default=0.5, ge=0.0, le=1.0, description="Stop when more than this fraction of requests fail.")
     client_processes: int | None = Field(
         default=None, ge=1, description="Processes the client sends a point's requests from, all timing on one "
         "monotonic clock (None: automatic: 1 below 512 requests in flight, else one per 256 up to the usable "
@@ -272,12 +281,14 @@ class LoadSpec(StrictModel):
         "interleaved with one repeat, else fixed).")
     min_rounds: int = Field(default=2, ge=1, description="adaptive: rounds a point always runs (in alternating "
                             "order, so no decision rests on one lucky round or on who ran first).")
-    max_rounds: int = Field(default=4, ge=1, description="adaptive: the most rounds a point runs; the "
-                            "confidence is spent over the looks this allows.")
-    instances: int = Field(default=1, ge=1, le=4, description="Server instances started per launched "
-                           "configuration; its rounds alternate between them (round r on instance r mod instances), "
-                           "so what a restart changes (where memory lands, which cores a server gets) is measured "
-                           "and in the intervals (analysis.noise). Attached servers are one instance.")
+    max_rounds: Annotated[int, Flag("--max-rounds")] = Field(
+        default=4, ge=1, description="Adaptive: the most rounds a point runs; the confidence is spent over the "
+        "looks this allows.")
+    instances: Annotated[int, Flag("--instances")] = Field(
+        default=1, ge=1, le=4, description="Servers started per launched configuration, its rounds alternating "
+        "between them (round r on instance r mod instances), so what a restart changes (where memory lands, which "
+        "cores a server gets) is measured and in the intervals (1: one server each, restarts unmeasured; "
+        "attached servers are one instance).")
     futility: float = Field(default=0.05, ge=0.0, lt=1.0, description="adaptive: a point also stops once no "
                             "open comparison has more than this chance (predictive probability) of ending as a "
                             "win by max_rounds: an open comparison keeps the cheaper, as a loss or a tie would, so "
@@ -288,9 +299,10 @@ class LoadSpec(StrictModel):
                                       "once it has run this long (all configurations together).")
     search: list[LoadSearch] = Field(default_factory=list, description="Axes whose points a search chooses "
                                      "(`concurrency: auto`): `points` holds the start points and the ones chosen.")
-    stop_at_saturation: bool = Field(default=True, description="A ramp of loads stops going up once every "
-                                     "configuration saturated (load.saturation): the higher loads of that axis are "
-                                     "skipped, with the load, the numbers and why in summary.json.")
+    stop_at_saturation: Annotated[bool, Flag("--stop-at-saturation")] = Field(
+        default=True, description="Stop going up the loads once every server saturated (load.saturation): "
+        "throughput no longer rising while latency grows; the higher loads of that axis are skipped, with the "
+        "load, the numbers and why in summary.json.")
     saturation: SaturationRule = Field(default_factory=SaturationRule)
     slo: SLO | None = Field(default=None, description="Per-request bounds (ttft_ms, tpot_ms, e2e_ms): every point "
                             "reports its goodput, requests/s that met every bound, beside its throughput.")

@@ -46,6 +46,9 @@ class DemoRequest:
             if not values or any(v < 1 for v in values):
                 raise InputError(f"{flag} {','.join(map(str, values))}: give whole numbers of at least 1, "
                                  f"e.g. {example if flag == '-k' else f'{flag} {example}'}")
+        if self.max_rounds < 2:  # the demo's adaptive points always run two rounds, one per order
+            raise InputError(f"--max-rounds {self.max_rounds}: the demo runs at least two rounds a point; give 2 or "
+                             "more")
         if self.repeats is not None and self.repeats < 1:
             raise InputError(f"--repeats {self.repeats}: give at least 1 (or leave it out for adaptive rounds)")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from specmeter.common.errors import InputError
 from specmeter.config.files import build_model
-from specmeter.config.slo import SLO
+from specmeter.config.models import LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.data.selection import output_policy
 from specmeter.data.shaping import check_lengths
@@ -50,8 +50,6 @@ class SweepFlags:
     request_rate: list[float] | None = None
     dataset: str = "sample"
     dataset_path: str | None = None
-    num_prompts: int | None = None
-    max_tokens: int | None = None
     dtype: str | None = None
     engine_env: dict[str, str] = field(default_factory=dict)
 
@@ -78,8 +76,7 @@ class SweepRequest:
     command: list[str] = field(default_factory=list)
     verify: VerifyRequest | None = None
     propose: ProposeRequest | None = None  # with `verify`: the proposed Ks measured before round 1 (None: none)
-    slo: SLO | None = None  # --slo: load.slo, over the file's
-    stop_at_saturation: bool | None = None  # over the file's load.stop_at_saturation
+    load: dict[str, Any] = field(default_factory=dict)  # LoadSpec settings given as flags, over the file's
     slurm: SlurmOptions | None = None  # --executor slurm: run the plan as Slurm jobs (None: here)
     gpus: list[str] | None = None  # --gpus: over the file's gpus
     dry_run: bool = False  # print the servers and their placement, start nothing
@@ -100,12 +97,11 @@ def sweep_from_flags(flags: SweepFlags) -> SweepSpec:
         if flags.k:
             cand["num_speculative_tokens"] = flags.k
         candidates.append(cand)
-    load: dict[str, Any] = {"concurrency": flags.concurrency, "request_rate": flags.request_rate,
-                            "max_tokens": flags.max_tokens}
+    load: dict[str, Any] = {"concurrency": flags.concurrency, "request_rate": flags.request_rate}
     if load["concurrency"] is None and load["request_rate"] is None:
         load["concurrency"] = [1]
     raw = {
-        "workload": {"dataset": flags.dataset, "path": flags.dataset_path, "num_prompts": flags.num_prompts},
+        "workload": {"dataset": flags.dataset, "path": flags.dataset_path},
         "engine": {"model": flags.model, "dtype": flags.dtype, "env": flags.engine_env},
         "candidates": candidates,
         "load": {key: v for key, v in load.items() if v is not None},
@@ -130,9 +126,12 @@ def sweep_spec(req: SweepRequest) -> SweepSpec:
     updates = {key: v for key, v in (("repeats", req.repeats), ("interleave", req.interleave), ("min_gain", gain),
                                      ("indifference", req.indifference), ("ceiling", req.ceiling))
                if v is not None}
-    load = {key: v for key, v in (("slo", req.slo), ("stop_at_saturation", req.stop_at_saturation)) if v is not None}
-    if load:
-        sw = sw.model_copy(update={"load": sw.load.model_copy(update=load)})
+    load = {key: v for key, v in req.load.items() if v is not None}
+    if load:  # the flags over the file's load section, validated as the file is
+        where = str(req.file) if req.file is not None else "command line"
+        loaded = build_model(LoadSpec, {**sw.load.model_dump(exclude_unset=True), **load}, f"{where}: load")
+        workload = sw.workload.model_copy(update={"num_prompts": None}) if "num_prompts" in load else sw.workload
+        sw = sw.model_copy(update={"load": loaded, "workload": workload})  # --num-prompts over workload's too
     return SweepSpec.model_validate({**sw.model_dump(by_alias=False), **updates}) if updates else sw
 
 

@@ -93,6 +93,6 @@ def test_sweep_flags_set_the_slo_and_the_ramp_over_the_file(tmp_path: Path) -> N
     flags = SweepFlags(model="m", specs=['{"method": "ngram", "num_speculative_tokens": 2}'], concurrency=[1, 4])
     plain = sweep_spec(SweepRequest(out=tmp_path, flags=flags))
     assert plain.load.slo is None and plain.load.stop_at_saturation  # the default: the ramp stops at saturation
-    asked = sweep_spec(SweepRequest(out=tmp_path, flags=flags, slo=parse_slo("ttft_ms=500,tpot_ms=50"),
-                                    stop_at_saturation=False))
+    asked = sweep_spec(SweepRequest(out=tmp_path, flags=flags,
+                                    load={"slo": parse_slo("ttft_ms=500,tpot_ms=50"), "stop_at_saturation": False}))
     assert asked.load.slo == SLO(ttft_ms=500, tpot_ms=50) and not asked.load.stop_at_saturation

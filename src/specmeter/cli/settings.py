@@ -1,0 +1,77 @@
+"""Options made from the config models' fields: a field with a Flag (config/flags.py) is an option of every command
+that takes its model, with the field's description as its help and the field's default shown. The command
+receives the values given, as one dict of field names (`load={"warmup": 3}`), which the file-plus-flags merge lays
+over the file's section (flags win, then the file, then the field's default), and the model validates: a setting
+is declared once, on its field."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from collections.abc import Callable, Collection, Mapping
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import typer
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from specmeter.config.flags import Flag, flagged
+
+Command = Callable[..., None]
+
+
+def _option_type(annotation: Any) -> type:
+    """The type the option parses the text into; a choice of words (Literal) stays text, the model refuses others."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) in (Union, types.UnionType):
+        annotation = next(a for a in get_args(annotation) if a is not type(None))
+    if get_origin(annotation) is Literal:
+        return str
+    if annotation in (bool, int, float, str):
+        return annotation  # type: ignore[no-any-return]
+    raise TypeError(f"a Flag on a field of type {annotation!r}: the command line has no form for it")
+
+
+def _shown_default(info: FieldInfo) -> str | bool:
+    default = info.get_default(call_default_factory=True)
+    if default is None:
+        return False
+    if isinstance(default, bool):
+        return "on" if default else "off"
+    return str(default)
+
+
+def _parameter(prefix: str, name: str, info: FieldInfo, flag: Flag, default: Any) -> inspect.Parameter:
+    kind = _option_type(info.annotation)
+    decls = [f"{flag.name}/{flag.negative}"] if kind is bool else [flag.name]
+    given = default is not None  # a command's own default: shown as typer shows any default
+    option = typer.Option(*decls, help=info.description, show_default=True if given else _shown_default(info))
+    return inspect.Parameter(f"{prefix}__{name}", inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[kind if given else kind | None, option])
+
+
+def settings(model: type[BaseModel], into: str, *, only: Collection[str] | None = None,
+             defaults: Mapping[str, Any] | None = None) -> Callable[[Command], Command]:
+    """The command with an option per flagged field of `model` (those in `only`, where given), its parameter
+    `into` receiving the values given by field name. `defaults`: the command's own default of a field, which it
+    then always receives (the demo's workload size); the others are left out where not given."""
+    fields = [(name, info, flag) for name, info, flag in flagged(model) if only is None or name in only]
+    own = dict(defaults or {})
+
+    def wrap(func: Command) -> Command:
+        params = [p for p in inspect.signature(func, eval_str=True).parameters.values() if p.name != into]
+        added = [_parameter(into, name, info, flag, own.get(name)) for name, info, flag in fields]
+
+        @functools.wraps(func)
+        def command(*args: Any, **kwargs: Any) -> None:
+            given = {name: kwargs.pop(f"{into}__{name}", None) for name, _info, _flag in fields}
+            func(*args, **kwargs, **{into: {k: v for k, v in given.items() if v is not None}})
+
+        keyword = [p for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        positional = [p for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+        command.__signature__ = inspect.Signature([*positional, *added, *keyword])  # type: ignore[attr-defined]
+        return command
+
+    return wrap

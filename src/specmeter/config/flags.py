@@ -1,0 +1,31 @@
+"""A setting's command-line form, declared on its model field: `Annotated[int, Flag("--warmup")] = Field(default=2,
+ge=0, description=...)`. The field holds everything else about the setting (its file key is the field's name; its
+help, the description; its default and bounds, pydantic's), so adding a setting is one field: the command line
+(cli/settings.py) makes the option from it, and validation, the file form and the docs' reference follow."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+
+@dataclass(frozen=True)
+class Flag:
+    """The option that sets a field from the command line. A flag of a bool field also has its --no- form."""
+
+    name: str  # e.g. "--duration" for duration_s
+
+    @property
+    def negative(self) -> str:
+        return "--no-" + self.name.removeprefix("--")
+
+
+def flagged(model: type[BaseModel]) -> Iterator[tuple[str, FieldInfo, Flag]]:
+    """The model's fields that a command line sets, in declaration order: (field name, field, its flag)."""
+    for name, info in model.model_fields.items():
+        flag = next((m for m in info.metadata if isinstance(m, Flag)), None)
+        if flag is not None:
+            yield name, info, flag
