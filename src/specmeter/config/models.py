@@ -261,7 +261,9 @@ class LoadSpec(StrictModel):
         default=False, description="Force max-tokens outputs (biases acceptance).")
     temperature: Annotated[float, Flag("--temperature")] = Field(
         default=0.0, ge=0.0, description="Sampling temperature (0: greedy).")
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_p: Annotated[float | None, Flag("--top-p")] = Field(
+        default=None, gt=0.0, le=1.0, description="Nucleus sampling: the probability mass sampled from (None: the "
+        "server's default).")
     seed: int = 0
     request_timeout_s: Annotated[float, Flag("--request-timeout")] = Field(
         default=300.0, gt=0, description="Seconds before one request counts as timed out.")

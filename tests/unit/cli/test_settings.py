@@ -84,3 +84,21 @@ def test_a_wrong_value_is_refused_by_the_field_in_one_line(tmp_path: Path) -> No
     result = CliRunner().invoke(app, ["run", "--model", "m", "--warmup", "-1", "--out", str(tmp_path)])
     assert isinstance(result.exception, InputError)  # main() prints it as its one line, exit 2
     assert "'warmup'" in str(result.exception) and ">= 0" in str(result.exception)
+
+
+def test_top_p_is_one_field_from_the_command_line_to_the_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The setting added as one field: an option of run and sweep, validated by the field, sent by the client."""
+    from specmeter.data.model import Conversation
+    from specmeter.load.requests import build_request
+
+    assert "--top-p" in options("run") and "--top-p" in options("sweep")
+    asked: dict[str, Any] = {}
+    monkeypatch.setattr("specmeter.workflows.run.run", lambda req, term: asked.setdefault("run", req))
+    assert CliRunner().invoke(app, ["run", "--model", "m", "--top-p", "0.9"]).exit_code == 0
+    from specmeter.workflows.run import build_plan_inputs
+
+    _engine, _spec, load = build_plan_inputs(None, {"model": "m"}, None, asked["run"].load)
+    assert load.top_p == 0.9
+    assert build_request(Conversation(id="c", turns=["hi"]), 0, [], load, "m").body["top_p"] == 0.9
+    with pytest.raises(InputError, match="top_p"):
+        build_plan_inputs(None, {"model": "m"}, None, {"top_p": 1.5})
