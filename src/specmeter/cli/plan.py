@@ -5,14 +5,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from specmeter.cli import options as o
 from specmeter.cli import parse
 from specmeter.cli.args import note, terminal
+from specmeter.cli.settings import settings
 from specmeter.common.errors import InputError
+from specmeter.config.models import EngineSpec
 
 KS = "1,2,3,4,6,8"
 BATCHES = "1,2,4,8,16,32,64,128,256"
@@ -49,7 +51,9 @@ def plan(
         workflow.plan_run(request, terminal(json_out))
 
 
+@settings(EngineSpec, "engine", only=("dtype",))
 def estimate(
+    engine: dict[str, Any],
     hardware: Annotated[str | None, typer.Option(help="A GPU preset (h100-sxm, h200, b200, a100-80gb, l40s, mi300x; h100, a100, mi300 also work).")] = None,
     gpu: Annotated[str | None, typer.Option(help="A GPU of your own, or the preset's numbers replaced: bandwidth=TB/s,tflops=dense TFLOP/s at --dtype,memory=GB (datasheet GB, taken as GiB).")] = None,
     target_config: Annotated[Path | None, typer.Option(help="The target's config.json (or its model directory).")] = None,
@@ -62,7 +66,6 @@ def estimate(
     draft_tp: Annotated[int | None, typer.Option(help="The draft's tensor-parallel size (default: --tp).")] = None,
     input_len: o.InputLen = "1024",
     output_len: Annotated[int, typer.Option(help="Output tokens per sequence.")] = 256,
-    dtype: o.Dtype = None,
     kv_dtype: Annotated[str | None, typer.Option(help="The KV cache in bf16, fp16 or fp8 (default: 16 bits).")] = None,
     mem_fraction: Annotated[float, typer.Option(help="Of each GPU's memory, what the engine may use (vLLM's gpu_memory_utilization).")] = 0.9,
     reserve_gb: Annotated[float, typer.Option(help="GiB per GPU kept for activations, CUDA graphs and buffers.")] = 2.0,
@@ -76,6 +79,7 @@ def estimate(
     --input-len N: input tokens per sequence."""
     from specmeter.workflows import estimate as workflow
 
+    dtype = engine.get("dtype")
     if hardware is None and gpu is None:
         raise InputError("estimate needs a GPU: --hardware NAME (a preset, e.g. h100) or --gpu "
                          "bandwidth=TB/s,tflops=TFLOP/s,memory=GB for one of your own")

@@ -4,13 +4,15 @@ against the sweep's own evidence. Thin: parse, validate, call one workflow."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from specmeter.cli import options as o
 from specmeter.cli import parse
 from specmeter.cli.args import command_line, find_api_key, note, terminal
+from specmeter.cli.settings import settings
+from specmeter.config.models import EngineSpec
 
 SweepDir = Annotated[Path, typer.Argument(help="A sweep's run directory.")]
 
@@ -38,7 +40,9 @@ def recommend(
                        terminal(json_out), workflow.Ask(again=again, round=round_))
 
 
+@settings(EngineSpec, "engine", only=("endpoint",))
 def verify(
+    engine: dict[str, Any],
     run_dir: SweepDir,
     objective: o.Objective = None,
     slo: o.Slo = None,
@@ -47,7 +51,6 @@ def verify(
     indifference: o.Indifference = None,
     repeats: o.Repeats = None,
     rounds: o.Rounds = 2,
-    endpoint: o.Endpoint = None,
     api_key: o.ApiKey = None,
     recommendation: Annotated[Path | None, typer.Option(help="Verify this recommendation.json (e.g. one you edited) as a new round, instead of the run's answer.")] = None,
     verify_dir: Annotated[Path | None, typer.Option(help="Run directory of the verification (default: a new one inside RUN_DIR).")] = None,
@@ -73,7 +76,7 @@ def verify(
     if out is not None:
         note("specmeter verify --out DIR", "specmeter verify --verify-dir DIR")
         verify_dir = verify_dir or out
-    attach = parse.once(endpoint, "--endpoint", "verify attaches to one server already running the table")
+    attach = parse.once(engine.get("endpoint"), "--endpoint", "verify attaches to one server already running the table")
     criteria = Criteria.from_flags(objective, slo, max_num_seqs, min_gain, indifference)
     workflow.verify(run_dir, workflow.VerifyRequest(criteria=criteria, given=recommendation, rounds=rounds,
                                                     repeats=repeats, endpoint=attach, api_key=find_api_key(api_key),

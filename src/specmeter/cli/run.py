@@ -13,7 +13,7 @@ from specmeter.cli import options as o
 from specmeter.cli import parse
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
 from specmeter.cli.settings import settings
-from specmeter.config.models import LoadSpec
+from specmeter.config.models import EngineSpec, LoadSpec
 
 # The load settings the demo takes, with its own defaults: a workload small enough for a first run on a laptop.
 DEMO_LOAD = {"num_prompts": 12, "max_tokens": 96, "max_rounds": 4, "instances": 2}
@@ -58,11 +58,10 @@ def demo(
 
 
 @settings(LoadSpec, "load")
+@settings(EngineSpec, "engine")
 def run(
+    engine: dict[str, Any],
     load: dict[str, Any],
-    endpoint: o.Endpoint = None,
-    engine: Annotated[str | None, typer.Option(help="vllm, llamacpp, sglang or trtllm (default: vllm when launching; detected from the server when attaching).")] = None,
-    model: o.Model = None,
     spec: o.Spec = None,
     config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/load sections (flags override it).")] = None,
     baseline: Annotated[bool, typer.Option(help="Also run the same engine with speculation off, for the speedup.")] = True,
@@ -80,12 +79,6 @@ def run(
     max_concurrency: Annotated[int | None, typer.Option(help="Open loop: cap on requests in flight.")] = None,
     repeats: o.Repeats = 1,
     interleave: o.Interleave = False,
-    dtype: o.Dtype = None,
-    max_model_len: Annotated[int | None, typer.Option(help="Launch mode: context length.")] = None,
-    served_model_name: Annotated[str | None, typer.Option(help="Model name to request (default: from /v1/models).")] = None,
-    engine_arg: Annotated[list[str] | None, typer.Option(help="Extra server argument (repeatable), e.g. --engine-arg=--enforce-eager.")] = None,
-    engine_env: o.EngineEnv = None,
-    startup_timeout: Annotated[float | None, typer.Option(help="Seconds to wait for a launched server.")] = None,
     slo: o.Slo = None,
     api_key: o.ApiKey = None,
     out: o.Out = Path("runs"),
@@ -107,16 +100,11 @@ def run(
     from specmeter.workflows.recommend import parse_slo
 
     one_spec = parse.once(spec, "--spec", "run measures one speculative config (`specmeter sweep` takes several)")
-    engine_flags = {"endpoint": endpoint, "kind": engine, "model": model, "dtype": dtype,
-                    "max_model_len": max_model_len, "served_model_name": served_model_name,
-                    "extra_args": engine_arg or None,
-                    "env": parse.pairs(engine_env, "--engine-env") if engine_env else None,
-                    "startup_timeout_s": startup_timeout}
     load_flags = {**load, "concurrency": parse.no_auto(concurrency, "run") if concurrency else None,
                   "request_rate": parse.rates(request_rate) if request_rate else None, "arrival": arrival,
                   "burstiness": burstiness, "max_concurrency": max_concurrency, "slo": parse_slo(slo)}
     workflow.run(workflow.RunRequest(
-        config_file=config, engine=engine_flags, spec_json=one_spec, load=load_flags, out=out, name=name,
+        config_file=config, engine=engine, spec_json=one_spec, load=load_flags, out=out, name=name,
         dataset=dataset, dataset_path=dataset_path,
         dataset_options=parse.options(dataset_option, "--dataset-option") if dataset_option else {},
         categories=category, input_len=parse.length_range(input_len, "run") if input_len else None,

@@ -16,27 +16,50 @@ import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from specmeter.cli import parse
 from specmeter.config.flags import Flag, flagged
 
 Command = Callable[..., None]
 
 
-def _option_type(annotation: Any) -> type:
-    """The type the option parses the text into; a choice of words (Literal) stays text, the model refuses others."""
+def _option_type(annotation: Any) -> Any:
+    """The type the option parses the text into: a list or a dict (KEY=VALUE items) is a repeatable option of text;
+    a choice of words (Literal) stays text, which the model refuses where it is none of them."""
     while get_origin(annotation) is Annotated:
         annotation = get_args(annotation)[0]
     if get_origin(annotation) in (Union, types.UnionType):
-        annotation = next(a for a in get_args(annotation) if a is not type(None))
+        options = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = next((a for a in options if get_origin(a) in (list, dict)), options[0])  # str | list[str]
+    if get_origin(annotation) in (list, dict):
+        return list[str]
     if get_origin(annotation) is Literal:
         return str
     if annotation in (bool, int, float, str):
-        return annotation  # type: ignore[no-any-return]
+        return annotation
     raise TypeError(f"a Flag on a field of type {annotation!r}: the command line has no form for it")
+
+
+def _value(info: FieldInfo, flag: Flag, value: Any) -> Any:
+    """The value as the field takes it: a dict's KEY=VALUE items as a dict; nothing given (an empty repeatable
+    option) as None."""
+    if isinstance(value, list):
+        if not value:
+            return None
+        if get_origin(_field_type(info)) is dict:
+            return parse.pairs(value, flag.name)
+    return value
+
+
+def _field_type(info: FieldInfo) -> Any:
+    annotation = info.annotation
+    if get_origin(annotation) in (Union, types.UnionType):
+        annotation = next(a for a in get_args(annotation) if a is not type(None))
+    return annotation
 
 
 def _shown_default(info: FieldInfo) -> str | bool:
     default = info.get_default(call_default_factory=True)
-    if default is None:
+    if default is None or default == [] or default == {}:
         return False
     if isinstance(default, bool):
         return "on" if default else "off"
@@ -66,7 +89,7 @@ def settings(model: type[BaseModel], into: str, *, only: Collection[str] | None 
 
         @functools.wraps(func)
         def command(*args: Any, **kwargs: Any) -> None:
-            given = {name: kwargs.pop(f"{into}__{name}", None) for name, _info, _flag in fields}
+            given = {name: _value(info, flag, kwargs.pop(f"{into}__{name}", None)) for name, info, flag in fields}
             func(*args, **kwargs, **{into: {k: v for k, v in given.items() if v is not None}})
 
         keyword = [p for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]

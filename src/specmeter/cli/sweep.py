@@ -13,7 +13,7 @@ from specmeter.cli import parse
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
 from specmeter.cli.settings import settings
 from specmeter.common.errors import InputError
-from specmeter.config.models import LoadSpec
+from specmeter.config.models import EngineSpec, LoadSpec
 
 if TYPE_CHECKING:
     from specmeter.schemas.jobs import SlurmOptions
@@ -38,18 +38,17 @@ def _slurm_options(executor: str, jobs: str, partition: str | None, account: str
 
 
 @settings(LoadSpec, "load")
+@settings(EngineSpec, "engine")
 def sweep(
+    engine: dict[str, Any],
     load: dict[str, Any],
     file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
-    model: o.Model = None,
     spec: o.Spec = None,
     k: o.K = None,
     concurrency: o.Concurrency = None,
     request_rate: o.RequestRate = None,
     dataset: o.Dataset = "sample",
     dataset_path: o.DatasetPath = None,
-    dtype: o.Dtype = None,
-    engine_env: o.EngineEnv = None,
     repeats: o.Repeats = None,
     interleave: o.Interleave = None,
     api_key: o.ApiKey = None,
@@ -96,11 +95,10 @@ def sweep(
     from specmeter.workflows.recommend import Criteria, parse_slo
     from specmeter.workflows.verify import VerifyRequest
 
-    shorthand = workflow.SweepFlags(model=model, specs=spec or [], k=parse.ks(k) if k else None,
+    shorthand = workflow.SweepFlags(specs=spec or [], k=parse.ks(k) if k else None,
                                     concurrency=parse.levels_or_auto(concurrency) if concurrency else None,
                                     request_rate=parse.rates(request_rate) if request_rate else None,
-                                    dataset=dataset, dataset_path=dataset_path, dtype=dtype,
-                                    engine_env=parse.pairs(engine_env, "--engine-env") if engine_env else {})
+                                    dataset=dataset, dataset_path=dataset_path)
     key = find_api_key(api_key)
     slurm = _slurm_options(executor, jobs, partition, account, time, gpus_per_job, max_attempts, slurm_option)
     checks = VerifyRequest(criteria=Criteria.from_flags(objective, slo if objective == "goodput" else None),
@@ -115,7 +113,7 @@ def sweep(
     workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, repeats=repeats,
                                          interleave=interleave, min_gain=min_gain, indifference=indifference,
                                          ceiling=True if ceiling else None, name=name,
-                                         load={**load, "slo": parse_slo(slo)}, api_key=key,
+                                         engine=engine, load={**load, "slo": parse_slo(slo)}, api_key=key,
                                          gpus=parse.gpu_ids(gpus) if gpus else None, dry_run=dry_run, command=command_line(),
                                          verify=checks, propose=proposals, slurm=slurm), terminal(json_out))
 

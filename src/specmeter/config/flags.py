@@ -14,7 +14,8 @@ from pydantic.fields import FieldInfo
 
 @dataclass(frozen=True)
 class Flag:
-    """The option that sets a field from the command line. A flag of a bool field also has its --no- form."""
+    """The option that sets a field from the command line. A flag of a bool field also has its --no- form; one of a
+    list or dict field is repeatable (a dict's items given as KEY=VALUE)."""
 
     name: str  # e.g. "--duration" for duration_s
 

@@ -175,16 +175,23 @@ class EngineSpec(StrictModel):
     """How to reach the engine: attach to `endpoint` (one server, or a list of its data-parallel replicas), or
     launch `kind` serving `model`."""
 
-    kind: str | None = Field(default=None, description="vllm, llamacpp, sglang or trtllm; launch mode: vllm if "
-                             "unset; attach mode: detected from the server if unset.")
-    model: str | None = Field(default=None, description="Target model path or hub id (launch mode).")
-    endpoint: Endpoint | None = Field(default=None, description="Base URL of a running server (attach mode), or a "
-                                      "list of the URLs of its data-parallel replicas (no load balancer in front).")
-    served_model_name: str | None = None
+    kind: Annotated[str | None, Flag("--engine")] = Field(
+        default=None, description="vllm, llamacpp, sglang or trtllm (default: vllm when launching; detected from "
+        "the server when attaching).")
+    model: Annotated[str | None, Flag("--model")] = Field(
+        default=None, description="Target model to launch: a model directory or hub id (llamacpp: or a .gguf file).")
+    endpoint: Annotated[Endpoint | None, Flag("--endpoint")] = Field(
+        default=None, description="Attach to a running OpenAI-compatible server at this base URL; repeat it for "
+        "data-parallel replicas (requests spread, counters summed; no load balancer in front).")
+    served_model_name: Annotated[str | None, Flag("--served-model-name")] = Field(
+        default=None, description="Model name to request (default: from /v1/models).")
     host: str = Field(default="127.0.0.1", description="Bind address of a launched server (loopback).")
     port: int | None = Field(default=None, ge=1, le=65535, description="None: pick a free port.")
-    dtype: str | None = Field(default=None, description="e.g. float32, bfloat16; engine default if None.")
-    max_model_len: int | None = Field(default=None, ge=16)
+    dtype: Annotated[str | None, Flag("--dtype")] = Field(
+        default=None, description="Model dtype: float32, bfloat16 (bf16), float16 (fp16) or fp8 (default: the "
+        "engine's).")
+    max_model_len: Annotated[int | None, Flag("--max-model-len")] = Field(
+        default=None, ge=16, description="Launch mode: context length.")
     max_num_seqs: int | None = Field(default=None, ge=1)
     tensor_parallel_size: int | None = Field(default=None, ge=1, description="GPUs the target is split over (vLLM "
                                              "--tensor-parallel-size, SGLang --tp-size, TensorRT-LLM "
@@ -194,9 +201,12 @@ class EngineSpec(StrictModel):
                                           "TensorRT-LLM free_gpu_memory_fraction); None: the engine's default, or "
                                           "the equal share placement gives servers that share a GPU.")
     trust_remote_code: bool = False
-    extra_args: list[str] = Field(default_factory=list, description="Extra server CLI arguments.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra server environment variables.")
-    startup_timeout_s: float = Field(default=600.0, gt=0)
+    extra_args: Annotated[list[str], Flag("--engine-arg")] = Field(
+        default_factory=list, description="Extra server argument (repeatable), e.g. --engine-arg=--enforce-eager.")
+    env: Annotated[dict[str, str], Flag("--engine-env")] = Field(
+        default_factory=dict, description="Launch mode: server environment KEY=VALUE (repeatable).")
+    startup_timeout_s: Annotated[float, Flag("--startup-timeout")] = Field(
+        default=600.0, gt=0, description="Seconds to wait for a launched server.")
 
     @model_validator(mode="after")
     def _mode(self) -> EngineSpec:

@@ -12,7 +12,7 @@ from typing import Any
 
 from specmeter.common.errors import InputError
 from specmeter.config.files import build_model
-from specmeter.config.models import LoadSpec
+from specmeter.config.models import EngineSpec, LoadSpec
 from specmeter.data.model import Conversation
 from specmeter.data.selection import output_policy
 from specmeter.data.shaping import check_lengths
@@ -41,21 +41,20 @@ from specmeter.workflows.verify import DeployAnswer, VerifyRequest, answering, r
 
 @dataclass(frozen=True)
 class SweepFlags:
-    """The shorthand `--model M --spec '{...}' --k 1,2,4 --concurrency 1,4,16`, parsed (None: not given)."""
+    """The shorthand `--model M --spec '{...}' --k 1,2,4 --concurrency 1,4,16`, parsed (None: not given); the
+    engine's settings (--model among them) are the request's `engine`."""
 
-    model: str | None = None
     specs: list[str] = field(default_factory=list)  # JSON objects of speculative-config keys
     k: list[int] | None = None
     concurrency: list[int] | str | None = None  # or "auto": a load search chooses the concurrencies
     request_rate: list[float] | None = None
     dataset: str = "sample"
     dataset_path: str | None = None
-    dtype: str | None = None
-    engine_env: dict[str, str] = field(default_factory=dict)
 
     def given(self) -> bool:
-        """Whether any flag that defines the sweep itself was given (they and a sweep file exclude each other)."""
-        return bool(self.model or self.specs or self.k or self.concurrency or self.request_rate)
+        """Whether any flag that defines the sweep itself was given (they, --model and a sweep file exclude each
+        other)."""
+        return bool(self.specs or self.k or self.concurrency or self.request_rate)
 
 
 @dataclass(frozen=True)
@@ -76,15 +75,16 @@ class SweepRequest:
     command: list[str] = field(default_factory=list)
     verify: VerifyRequest | None = None
     propose: ProposeRequest | None = None  # with `verify`: the proposed Ks measured before round 1 (None: none)
+    engine: dict[str, Any] = field(default_factory=dict)  # EngineSpec settings given as flags, over the file's
     load: dict[str, Any] = field(default_factory=dict)  # LoadSpec settings given as flags, over the file's
     slurm: SlurmOptions | None = None  # --executor slurm: run the plan as Slurm jobs (None: here)
     gpus: list[str] | None = None  # --gpus: over the file's gpus
     dry_run: bool = False  # print the servers and their placement, start nothing
 
 
-def sweep_from_flags(flags: SweepFlags) -> SweepSpec:
-    """The sweep file the shorthand flags stand for, validated as one."""
-    if not flags.model or not flags.specs:
+def sweep_from_flags(flags: SweepFlags, engine: dict[str, Any]) -> SweepSpec:
+    """The sweep file the shorthand flags (and the engine's settings given) stand for, validated as one."""
+    if not engine.get("model") or not flags.specs:
         raise InputError("sweep: give a sweep file, or --model and at least one --spec (with --k for several K)")
     candidates = []
     for text in flags.specs:
@@ -102,7 +102,7 @@ def sweep_from_flags(flags: SweepFlags) -> SweepSpec:
         load["concurrency"] = [1]
     raw = {
         "workload": {"dataset": flags.dataset, "path": flags.dataset_path},
-        "engine": {"model": flags.model, "dtype": flags.dtype, "env": flags.engine_env},
+        "engine": engine,
         "candidates": candidates,
         "load": {key: v for key, v in load.items() if v is not None},
     }
@@ -114,11 +114,14 @@ def sweep_spec(req: SweepRequest) -> SweepSpec:
     """The sweep as asked: the file or the flags, with --repeats, --interleave, --min-gain, --indifference and
     --ceiling over them."""
     if req.file is not None:
-        if req.flags.given():
+        if req.flags.given() or req.engine.get("model"):
             raise InputError(f"{req.file}: give the sweep either as a file or as --model/--spec/--k flags, not both")
         sw = read_sweep_file(req.file)
+        if req.engine:  # the engine's settings over the file's engine section, validated as the file is
+            sw = sw.model_copy(update={"engine": build_model(
+                EngineSpec, {**sw.engine.model_dump(exclude_unset=True), **req.engine}, f"{req.file}: engine")})
     else:
-        sw = sweep_from_flags(req.flags)
+        sw = sweep_from_flags(req.flags, req.engine)
     gain = check_min_gain(req.min_gain)
     # The file's zone counts too: a --min-gain above it needs a wider --indifference.
     check_indifference(sw.indifference if req.indifference is None else req.indifference,

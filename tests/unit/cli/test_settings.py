@@ -1,6 +1,7 @@
-"""Settings declared once, on their model fields (config/flags.py, cli/settings.py): every flagged LoadSpec field is
-an option of `run` and `sweep` (the demo: the ones it takes), with the field's description as its help, declared
-nowhere else in the command line; and a value given reaches the model the run measures with, over a file's."""
+"""Settings declared once, on their model fields (config/flags.py, cli/settings.py): every flagged LoadSpec and
+EngineSpec field is an option of `run` and `sweep` (the demo, verify and estimate: the ones they take), with the
+field's description as its help, declared nowhere else in the command line; and a value given reaches the model
+the run measures with, over a file's."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from specmeter.cli import app
 from specmeter.cli import run as run_cli
 from specmeter.common.errors import InputError
 from specmeter.config.flags import flagged
-from specmeter.config.models import LoadSpec
+from specmeter.config.models import EngineSpec, LoadSpec
 
 CLI = Path(__file__).resolve().parents[3] / "src" / "specmeter" / "cli"
-LOAD = [(name, info, flag) for name, info, flag in flagged(LoadSpec)]
+LOAD = list(flagged(LoadSpec))
+SETTINGS = [*LOAD, *flagged(EngineSpec)]
+INTO = {"load", "engine"}  # the parameters the flagged settings arrive in
 
 
 def options(command: str) -> dict[str, Any]:
@@ -29,9 +32,9 @@ def options(command: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("command", ["run", "sweep"])
-def test_run_and_sweep_take_every_load_setting_with_its_fields_help(command: str) -> None:
+def test_run_and_sweep_take_every_load_and_engine_setting_with_its_fields_help(command: str) -> None:
     taken = options(command)
-    for _name, info, flag in LOAD:
+    for _name, info, flag in SETTINGS:
         assert flag.name in taken, f"{command} lacks {flag.name}"
         assert taken[flag.name].help == info.description
 
@@ -43,15 +46,16 @@ def test_the_demo_takes_its_load_settings_at_its_own_defaults() -> None:
         assert taken[flag.name].default == default
 
 
-def test_no_load_setting_is_declared_again_in_the_command_line() -> None:
-    """A flag of a LoadSpec field appears in no typer.Option of cli/: the field is its one declaration."""
-    names = {flag.name for _name, _info, flag in LOAD}
+def test_no_setting_is_declared_again_in_the_command_line() -> None:
+    """A flag of a flagged field appears in no typer.Option of cli/: the field is its one declaration."""
+    names = {flag.name for _name, _info, flag in SETTINGS}
+    params = {n[2:].replace("-", "_") for n in names} - INTO
     for path in CLI.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Option":
                 declared = {a.value for a in node.args if isinstance(a, ast.Constant)}
                 assert not declared & names, f"{path.name} declares {declared & names} again"
-            if isinstance(node, ast.arg) and node.arg.replace("_", "-") in {n[2:] for n in names}:
+            if isinstance(node, ast.arg) and node.arg in params:
                 assert path.name == "settings.py", f"{path.name}: a parameter {node.arg} beside the generated one"
 
 
@@ -64,20 +68,23 @@ def test_a_flag_reaches_the_run_and_the_sweep_over_their_files(monkeypatch: pyte
         "engine: {model: m}\ncandidates: [{method: ngram, num_speculative_tokens: 2}]\n"
         "workload: {dataset: sample, num_prompts: 5}\nload: {concurrency: [1], temperature: 0.5, warmup: 1}\n")
     runner = CliRunner()
-    for argv in (["run", "--model", "m", "--temperature", "0.7", "--no-stop-at-saturation", "--duration", "3"],
+    for argv in (["run", "--model", "m", "--temperature", "0.7", "--no-stop-at-saturation", "--duration", "3",
+                  "--engine-env", "A=1", "--engine-env", "B=2"],
                  ["sweep", str(tmp_path / "sweep.yaml"), "--temperature", "0.7", "--no-stop-at-saturation",
-                  "--num-prompts", "7"]):
+                  "--num-prompts", "7", "--dtype", "bfloat16", "--engine-env", "A=1"]):
         result = runner.invoke(app, argv)
         assert result.exit_code == 0, result.output
     run_load = asked["run"].load
     assert run_load["temperature"] == 0.7 and run_load["stop_at_saturation"] is False and run_load["duration_s"] == 3
     assert "warmup" not in run_load  # not given: the file's, else the field's default, holds
+    assert asked["run"].engine == {"model": "m", "env": {"A": "1", "B": "2"}}  # KEY=VALUE items, as the field takes
     from specmeter.workflows.sweep import sweep_spec
 
     spec = sweep_spec(asked["sweep"])
     assert spec.load.temperature == 0.7 and not spec.load.stop_at_saturation  # the flags over the file
     assert spec.load.warmup == 1  # the file's, where no flag was given
     assert spec.load.num_prompts == 7 and spec.workload.num_prompts is None  # over workload.num_prompts too
+    assert spec.engine.model == "m" and spec.engine.dtype == "bfloat16" and spec.engine.env == {"A": "1"}
 
 
 def test_a_wrong_value_is_refused_by_the_field_in_one_line(tmp_path: Path) -> None:

@@ -324,8 +324,8 @@ def test_compare_workloads_refuses_a_search() -> None:
 
 
 def test_the_sweep_shorthand_takes_concurrency_auto() -> None:
-    sw = sweep_from_flags(SweepFlags(model="/models/target", specs=['{"method": "ngram"}'], k=[2, 4],
-                                     concurrency=levels_or_auto("auto")))
+    sw = sweep_from_flags(SweepFlags(specs=['{"method": "ngram"}'], k=[2, 4], concurrency=levels_or_auto("auto")),
+                          {"model": "/models/target"})
     assert [s.axis for s in sw.load.search] == ["concurrency"] and sw.interleave
     assert levels_or_auto("1,4") == [1, 4]
 

@@ -360,9 +360,9 @@ def test_the_indifference_zone_defaults_to_three_percent_and_is_never_narrower_t
 def test_sweep_flags_set_min_gain_and_indifference_over_the_file(tmp_path: Path) -> None:
     from specmeter.workflows.sweep import SweepFlags, SweepRequest, sweep_spec
 
-    flags = SweepFlags(model="m", specs=['{"method": "ngram", "num_speculative_tokens": 2}'])
-    assert sweep_spec(SweepRequest(out=tmp_path, flags=flags)).plan(WORKLOAD).indifference == 0.03
-    asked = sweep_spec(SweepRequest(out=tmp_path, flags=flags, indifference=0.05)).plan(WORKLOAD)
+    flags, engine = SweepFlags(specs=['{"method": "ngram", "num_speculative_tokens": 2}']), {"model": "m"}
+    assert sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine=engine)).plan(WORKLOAD).indifference == 0.03
+    asked = sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine=engine, indifference=0.05)).plan(WORKLOAD)
     assert (asked.min_gain, asked.indifference) == (0.01, 0.05)
-    wider = sweep_spec(SweepRequest(out=tmp_path, flags=flags, min_gain=0.04)).plan(WORKLOAD)
+    wider = sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine=engine, min_gain=0.04)).plan(WORKLOAD)
     assert (wider.min_gain, wider.indifference) == (0.04, 0.04)  # the default follows a larger min gain
