@@ -27,6 +27,7 @@ from matplotlib.ticker import NullLocator
 
 from specmeter.config.models import LoadPoint
 from specmeter.load.kinds import kind_of
+from specmeter.report.load_labels import labels
 from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.plan import Role
 from specmeter.schemas.results import ConfigResult, PointResult, RunSummary
@@ -171,11 +172,11 @@ class Panel:
 
 def _panel(key: str, points: Sequence[LoadPoint]) -> Panel:
     pts = tuple(sorted(points, key=lambda p: p.load))
-    kind = kind_of(pts[0])
+    named = labels(pts[0])
     lengths = {p.input_len for p in pts}
     length = next(iter(lengths)) if len(lengths) == 1 else None
-    title = kind.panel_title() + ("" if length is None else f", {length} input tokens")
-    return Panel(key, kind.axis, title, kind.xlabel, pts)
+    title = named.panel_title(pts[0]) + ("" if length is None else f", {length} input tokens")
+    return Panel(key, kind_of(pts[0]).axis, title, named.xlabel, pts)
 
 
 def panels(*summaries: RunSummary, split_lengths: bool = True) -> list[Panel]:
@@ -185,7 +186,7 @@ def panels(*summaries: RunSummary, split_lengths: bool = True) -> list[Panel]:
     groups: dict[str, dict[str, LoadPoint]] = {}
     for s in summaries:
         for p in s.plan.points:
-            key = kind_of(p).panel_key() + (f" in{p.input_len}" if split_lengths and p.input_len else "")
+            key = labels(p).panel_key(p) + (f" in{p.input_len}" if split_lengths and p.input_len else "")
             groups.setdefault(key, {}).setdefault(p.id, p)
     return [_panel(key, list(pts.values())) for key, pts in groups.items()]
 
@@ -198,7 +199,7 @@ def length_panels(panel: Panel) -> list[tuple[int | None, Panel]]:
 
 def point_label(p: LoadPoint) -> str:
     """A short label of a point for a categorical axis."""
-    return kind_of(p).short_label()
+    return labels(p).short_label(p)
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Load kinds, registered by the `kind` tag of their points: one object per kind of load point owns its point
-model, strategy, steady window, headline metric and labels (load/kinds/base.py says what each provides).
+model, strategy, steady window and headline metric (load/kinds/base.py says what each provides).
 
-A new kind (say, trace replay) is a point model in config/models.py, a module here with its LoadKind and Strategy,
-and one entry in KINDS.
+A new kind (say, trace replay) is a point model in config/points.py, a module here with its LoadKind and Strategy,
+one entry in KINDS, and its plot labels in report/load_labels.py.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The protocol every load kind implements: one object per kind of load point, bound to one point.
 
 A kind owns everything that differs between kinds of load: its point model (parsed from plans in config/models.py, the
-bottom layer), the strategy that sends its points, where its steady window lies, the metric its verdicts read,
-and how reports label it. Code above load asks the point's kind (`kind_of`, this package) instead of switching
+bottom layer), the strategy that sends its points, where its steady window lies, the metric its verdicts read
+(how plots label it is the report's: report/load_labels.py). Code above load asks the point's kind (`kind_of`, this package) instead of switching
 on the point's type.
 """
 
@@ -33,7 +33,6 @@ class LoadKind(ABC, Generic[P]):
     axis: ClassVar[Axis]
     headline_metric: ClassVar[HeadlineMetric]
     steady_basis: ClassVar[str]  # what opens and closes its steady window, in words
-    xlabel: ClassVar[str]  # its load axis on a plot
 
     def __init__(self, point: P) -> None:
         self.point = point
@@ -54,18 +53,6 @@ class LoadKind(ABC, Generic[P]):
         """The point's figures over its steady window (warm-up left out); None when the load never got steady."""
         measured = [r for r in records if not r.warmup]
         return steady_state(measured, self.steady_window(measured), self.steady_basis, wall_s)
-
-    @abstractmethod
-    def panel_key(self) -> str:
-        """Points with the same key share one plot panel (one load axis)."""
-
-    @abstractmethod
-    def panel_title(self) -> str:
-        """The title of the point's plot panel."""
-
-    @abstractmethod
-    def short_label(self) -> str:
-        """The point on a categorical axis ("c=4")."""
 
     @abstractmethod
     def axis_value(self) -> int | float:

@@ -61,7 +61,6 @@ class ClosedLoopKind(LoadKind[ConcurrencyPoint]):
     axis = "concurrency"
     headline_metric = "output_throughput"
     steady_basis = "all slots busy"
-    xlabel = "concurrency (requests in flight)"
 
     def strategy(self, load: LoadSpec) -> ClosedLoop:
         return ClosedLoop(self.point, load)
@@ -73,15 +72,6 @@ class ClosedLoopKind(LoadKind[ConcurrencyPoint]):
         spans = [(r.start_s, end) for r in measured if (end := r.end_s) is not None]
         slots = min(self.point.concurrency, len({r.conversation_id for r in measured}))
         return closed_loop_window(spans, slots) if slots else None
-
-    def panel_key(self) -> str:
-        return "concurrency"
-
-    def panel_title(self) -> str:
-        return "closed loop"
-
-    def short_label(self) -> str:
-        return f"c={self.point.concurrency}"
 
     def axis_value(self) -> int:
         return self.point.concurrency

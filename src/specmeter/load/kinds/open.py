@@ -58,7 +58,6 @@ class OpenLoopKind(LoadKind[RatePoint]):
     axis = "rate"
     headline_metric = "tpot"
     steady_basis = "arrivals running"
-    xlabel = "request rate (req/s)"
 
     def strategy(self, load: LoadSpec) -> OpenLoop:
         return OpenLoop(self.point, load)
@@ -69,19 +68,6 @@ class OpenLoopKind(LoadKind[RatePoint]):
 
     def steady_window(self, measured: Sequence[RequestRecord]) -> tuple[float, float] | None:
         return open_loop_window([r.scheduled_s for r in measured if r.scheduled_s is not None])
-
-    def panel_key(self) -> str:
-        p = self.point
-        return f"rate {p.arrival} {p.burstiness:g} {p.max_concurrency or ''}"
-
-    def panel_title(self) -> str:
-        p = self.point
-        shape = {"poisson": "Poisson", "gamma": f"gamma b={p.burstiness:g}", "constant": "constant"}[p.arrival]
-        cap = f", at most {p.max_concurrency} in flight" if p.max_concurrency else ""
-        return f"open loop, {shape} arrivals{cap}"
-
-    def short_label(self) -> str:
-        return f"{self.point.rate:g} req/s"
 
     def axis_value(self) -> float:
         return self.point.rate
