@@ -2,8 +2,8 @@
 
 A kind owns everything that differs between kinds of load: its point model (parsed from plans in config/models.py, the
 bottom layer), the strategy that sends its points, where its steady window lies, the metric its verdicts read
-(how plots label it is the report's: report/load_labels.py). Code above load asks the point's kind (`kind_of`, this package) instead of switching
-on the point's type.
+(how plots label it is the report's: report/load_labels.py). Code above load asks the point's kind (`kind_of`,
+this package) instead of switching on the point's type.
 """
 
 from __future__ import annotations
