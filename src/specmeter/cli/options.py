@@ -18,10 +18,7 @@ from specmeter.common.errors import InputError
 # ---- what a run sends and where it goes ----------------------------------------------------------------------
 Spec = Annotated[list[str] | None, typer.Option(help='A speculative config as JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\' (repeatable where a command compares several); "synthetic_acceptance": {"rates": [...]} or {"length": L} sets acceptance instead of verifying (benchmarking only).')]
 K = Annotated[str | None, typer.Option("-k", "--k", help="Draft lengths K, a list: 1,2,4.")]
-Dataset = Annotated[str, typer.Option(help="Workload: sample, jsonl, speed-bench, gsm8k, mt-bench, spec-bench, sonnet, random.")]
-DatasetPath = Annotated[str | None, typer.Option(help="File or directory of the dataset.")]
 InputLen = Annotated[str | None, typer.Option(help="Input tokens (the target's tokenizer): N or N1,N2 (lengths), or LO:HI (the dataset's prompts with LO <= tokens < HI, e.g. 0:512), as a sweep file's workload.input_len; each command says which form it takes.")]
-Tokenizer = Annotated[str | None, typer.Option(help="The target's tokenizer, where tokens are counted from text (default: the target model).")]
 Concurrency = Annotated[str | None, typer.Option(help="Closed-loop load points: concurrency levels, e.g. 1,4,16 (sweep: or auto, a load search that places the points).")]
 RequestRate = Annotated[str | None, typer.Option(help="Open-loop load points: conversations per second, e.g. 0.5,2.")]
 Repeats = Annotated[int | None, typer.Option(min=1, help="Fixed rounds of every point per configuration (default: run 1; sweep, verify, demo: the file's, else adaptive until the point's decisions settle or none is likely to end as a win; verify's one proof point, where every point is carried from the sweep: one).")]

@@ -14,6 +14,7 @@ from specmeter.cli import parse
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
 from specmeter.cli.settings import settings
 from specmeter.config.models import EngineSpec, LoadSpec
+from specmeter.config.workload import WorkloadSpec
 
 # The load settings the demo takes, with its own defaults: a workload small enough for a first run on a laptop.
 DEMO_LOAD = {"num_prompts": 12, "max_tokens": 96, "max_rounds": 4, "instances": 2}
@@ -58,20 +59,17 @@ def demo(
 
 
 @settings(LoadSpec, "load")
+@settings(WorkloadSpec, "workload")
 @settings(EngineSpec, "engine")
 def run(
     engine: dict[str, Any],
+    workload: dict[str, Any],
     load: dict[str, Any],
     spec: o.Spec = None,
-    config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/load sections (flags override it).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/workload/load sections (flags override it).")] = None,
     baseline: Annotated[bool, typer.Option(help="Also run the same engine with speculation off, for the speedup.")] = True,
     baseline_endpoint: Annotated[list[str] | None, typer.Option(help="Attach mode: a server with speculation off, for the speedup (repeat it for replicas).")] = None,
-    dataset: o.Dataset = "sample",
-    dataset_path: o.DatasetPath = None,
-    dataset_option: Annotated[list[str] | None, typer.Option(help="Loader option KEY=VALUE (repeatable), e.g. input_len=256 for random/sonnet, config=qualitative for speed-bench.")] = None,
-    category: Annotated[list[str] | None, typer.Option(help="Only these categories (repeatable).")] = None,
     input_len: o.InputLen = None,
-    tokenizer: o.Tokenizer = None,
     concurrency: o.Concurrency = None,
     request_rate: o.RequestRate = None,
     arrival: Annotated[str | None, typer.Option(help="Open loop: poisson (default), gamma or constant arrivals.")] = None,
@@ -105,10 +103,8 @@ def run(
                   "burstiness": burstiness, "max_concurrency": max_concurrency, "slo": parse_slo(slo)}
     workflow.run(workflow.RunRequest(
         config_file=config, engine=engine, spec_json=one_spec, load=load_flags, out=out, name=name,
-        dataset=dataset, dataset_path=dataset_path,
-        dataset_options=parse.options(dataset_option, "--dataset-option") if dataset_option else {},
-        categories=category, input_len=parse.length_range(input_len, "run") if input_len else None,
-        tokenizer=tokenizer, baseline=baseline, baseline_endpoint=baseline_endpoint, interleave=bool(interleave),
+        workload={**workload, "input_len": parse.length_range(input_len, "run") if input_len else None},
+        baseline=baseline, baseline_endpoint=baseline_endpoint, interleave=bool(interleave),
         repeats=1 if repeats is None else repeats, api_key=find_api_key(api_key), command=command_line(),
         compare_random=compare_random, vocab_size=vocab_size,
     ), terminal(json_out))

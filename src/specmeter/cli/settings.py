@@ -45,8 +45,9 @@ def _value(info: FieldInfo, flag: Flag, value: Any) -> Any:
     if isinstance(value, list):
         if not value:
             return None
-        if get_origin(_field_type(info)) is dict:
-            return parse.pairs(value, flag.name)
+        if get_origin(_field_type(info)) is dict:  # text values, or any JSON value (numbers, true, lists)
+            text = get_args(_field_type(info))[1] is str
+            return parse.pairs(value, flag.name) if text else parse.options(value, flag.name)
     return value
 
 

@@ -14,6 +14,7 @@ from specmeter.cli.args import command_line, find_api_key, note, resume_run, ter
 from specmeter.cli.settings import settings
 from specmeter.common.errors import InputError
 from specmeter.config.models import EngineSpec, LoadSpec
+from specmeter.config.workload import WorkloadSpec
 
 if TYPE_CHECKING:
     from specmeter.schemas.jobs import SlurmOptions
@@ -38,17 +39,18 @@ def _slurm_options(executor: str, jobs: str, partition: str | None, account: str
 
 
 @settings(LoadSpec, "load")
+@settings(WorkloadSpec, "workload")
 @settings(EngineSpec, "engine")
 def sweep(
     engine: dict[str, Any],
+    workload: dict[str, Any],
     load: dict[str, Any],
     file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
     spec: o.Spec = None,
     k: o.K = None,
     concurrency: o.Concurrency = None,
     request_rate: o.RequestRate = None,
-    dataset: o.Dataset = "sample",
-    dataset_path: o.DatasetPath = None,
+    input_len: o.InputLen = None,
     repeats: o.Repeats = None,
     interleave: o.Interleave = None,
     api_key: o.ApiKey = None,
@@ -98,7 +100,7 @@ def sweep(
     shorthand = workflow.SweepFlags(specs=spec or [], k=parse.ks(k) if k else None,
                                     concurrency=parse.levels_or_auto(concurrency) if concurrency else None,
                                     request_rate=parse.rates(request_rate) if request_rate else None,
-                                    dataset=dataset, dataset_path=dataset_path)
+)
     key = find_api_key(api_key)
     slurm = _slurm_options(executor, jobs, partition, account, time, gpus_per_job, max_attempts, slurm_option)
     checks = VerifyRequest(criteria=Criteria.from_flags(objective, slo if objective == "goodput" else None),
@@ -114,6 +116,7 @@ def sweep(
                                          interleave=interleave, min_gain=min_gain, indifference=indifference,
                                          ceiling=True if ceiling else None, name=name,
                                          engine=engine, load={**load, "slo": parse_slo(slo)}, api_key=key,
+                                         workload={**workload, "input_len": parse.input_len(input_len) if input_len else None},
                                          gpus=parse.gpu_ids(gpus) if gpus else None, dry_run=dry_run, command=command_line(),
                                          verify=checks, propose=proposals, slurm=slurm), terminal(json_out))
 

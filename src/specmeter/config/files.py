@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from specmeter.common.errors import InputError, validation_message
 from specmeter.config.models import POINT_KINDS, SpecConfig
 
+M = TypeVar("M", bound=BaseModel)
 
 def parse_spec_json(text: str, where: str = "--spec") -> SpecConfig:
     """Parse a speculative config from JSON (CLI) with an error naming the key and the fix."""
@@ -25,7 +26,7 @@ def parse_spec_json(text: str, where: str = "--spec") -> SpecConfig:
     return spec
 
 
-def build_model(cls: type[BaseModel], raw: Any, where: str) -> Any:
+def build_model(cls: type[M], raw: Any, where: str) -> M:
     """Validate `raw` into `cls`; a pydantic error becomes the one line naming the key and the fix."""
     if not isinstance(raw, dict):
         raise InputError(f"{where}: expected a mapping of keys to values, got {type(raw).__name__}")

@@ -3,10 +3,11 @@ section)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
+from specmeter.config.flags import Flag
 from specmeter.config.points import StrictModel
 
 
@@ -16,13 +17,22 @@ class WorkloadSpec(StrictModel):
     data/shaping.py), a string "LO:HI" (as `--input-len`) or `{min: LO, max: HI}` is a range that keeps the
     dataset's own prompts with LO <= input tokens < HI."""
 
-    dataset: str = "sample"
-    path: str | None = None
-    num_prompts: int | None = Field(default=None, ge=1)
-    categories: list[str] | None = None
-    options: dict[str, Any] = Field(default_factory=dict)
+    dataset: Annotated[str, Flag("--dataset")] = Field(
+        default="sample", description="Workload: sample, jsonl, speed-bench, gsm8k, mt-bench, spec-bench, sonnet, "
+        "random.")
+    path: Annotated[str | None, Flag("--dataset-path")] = Field(
+        default=None, description="File or directory of the dataset.")
+    num_prompts: int | None = Field(default=None, ge=1, description="Conversations per point (as load.num_prompts, "
+                                    "which --num-prompts sets; this one wins where both are in a file).")
+    categories: Annotated[list[str] | None, Flag("--category")] = Field(
+        default=None, description="Only these categories (repeatable).")
+    options: Annotated[dict[str, Any], Flag("--dataset-option")] = Field(
+        default_factory=dict, description="Loader option KEY=VALUE (repeatable), e.g. input_len=256 for "
+        "random/sonnet, config=qualitative for speed-bench.")
     input_len: list[int] | tuple[int, int] | None = None
-    tokenizer: str | None = None
+    tokenizer: Annotated[str | None, Flag("--tokenizer")] = Field(
+        default=None, description="The target's tokenizer, where tokens are counted from text (default: the target "
+        "model).")
 
     @field_validator("input_len", mode="before")
     @classmethod

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specmeter.common.errors import SpecmeterError
+from specmeter.common.errors import InputError, SpecmeterError
 from specmeter.config.endpoints import Endpoint
 from specmeter.config.files import build_model, load_yaml, parse_spec_json
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
+from specmeter.config.workload import WorkloadSpec
 from specmeter.data.matched import vocab_from_model
 from specmeter.data.selection import output_policy
 from specmeter.data.workload import load_conversations
@@ -33,12 +34,7 @@ class RunRequest:
     load: dict[str, Any]  # LoadSpec keys
     out: Path
     name: str | None = None
-    dataset: str = "sample"
-    dataset_path: str | None = None
-    dataset_options: dict[str, Any] = field(default_factory=dict)
-    categories: list[str] | None = None
-    input_len: tuple[int, int] | None = None
-    tokenizer: str | None = None
+    workload: dict[str, Any] = field(default_factory=dict)  # WorkloadSpec keys
     baseline: bool = True
     baseline_endpoint: Endpoint | None = None
     interleave: bool = False
@@ -50,44 +46,64 @@ class RunRequest:
     vocab_size: int | None = None
 
 
+@dataclass(frozen=True)
+class PlanInputs:
+    """What `run` measures with: the file's sections with the flags over them, validated."""
+
+    engine: EngineSpec
+    spec: SpecConfig
+    workload: WorkloadSpec
+    load: LoadSpec
+
+
 def build_plan_inputs(
     config_file: Path | None,
     cli_engine: dict[str, Any],
     cli_spec: str | None,
     cli_load: dict[str, Any],
-) -> tuple[EngineSpec, SpecConfig, LoadSpec]:
-    """Merge a YAML config (sections engine/spec/load) with CLI flags (flags win), then validate."""
+    cli_workload: dict[str, Any] | None = None,
+) -> PlanInputs:
+    """Merge a YAML config (sections engine/spec/workload/load) with CLI flags (flags win over the file, the file
+    over the fields' defaults), then validate."""
     raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
     where = str(config_file) if config_file else "command line"
-    unknown = set(raw) - {"engine", "spec", "load"}
+    unknown = set(raw) - {"engine", "spec", "workload", "load"}
     if unknown:
-        raise SpecmeterError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}; use engine, spec and load")
+        raise SpecmeterError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}; use engine, spec, workload "
+                             "and load")
     engine_raw = {**(raw.get("engine") or {}), **{k: v for k, v in cli_engine.items() if v is not None}}
+    workload_raw = {**(raw.get("workload") or {}), **{k: v for k, v in (cli_workload or {}).items() if v is not None}}
     file_load = dict(raw.get("load") or {})
     if cli_load.get("concurrency") is not None or cli_load.get("request_rate") is not None:
         for key in ("points", "concurrency", "request_rate"):  # the flags' load points replace the file's
             file_load.pop(key, None)
     load_raw = {**file_load, **{k: v for k, v in cli_load.items() if v is not None}}
     engine = build_model(EngineSpec, engine_raw, f"{where}: engine")
+    workload = build_model(WorkloadSpec, workload_raw, f"{where}: workload")
+    if workload.lengths:
+        raise InputError(f"{where}: workload.input_len {workload.lengths}: run keeps the dataset's prompts in a "
+                         "range (a sweep file's workload.input_len makes lengths an axis); give LO:HI, e.g. 0:512")
+    if workload.num_prompts is not None and cli_load.get("num_prompts") is None:  # as a sweep file reads it
+        load_raw["num_prompts"] = workload.num_prompts
     load = build_model(LoadSpec, load_raw, f"{where}: load")
     if cli_spec is not None:
         spec = parse_spec_json(cli_spec)
     else:
         spec = build_model(SpecConfig, raw.get("spec") or {}, f"{where}: spec")
-    return engine, spec, load
+    return PlanInputs(engine, spec, workload, load)
 
 
 def run(req: RunRequest, term: Terminal) -> None:
     """Validate everything before a server starts, load the workload, plan, and measure into a new run
     directory under `req.out`."""
-    eng, sp, ld = build_plan_inputs(req.config_file, req.engine, req.spec_json, req.load)
+    inputs = build_plan_inputs(req.config_file, req.engine, req.spec_json, req.load, req.workload)
+    eng, sp, ld, w = inputs.engine, inputs.spec, inputs.load, inputs.workload
     notes = []
     if eng.launch:
         check_local_models(eng, sp)
         notes = launch_notes(eng, sp)
-    convs, workload = load_conversations(req.dataset, req.dataset_path, ld, categories=req.categories,
-                                         options=req.dataset_options, input_len=req.input_len,
-                                         tokenizer=req.tokenizer or eng.model)
+    convs, workload = load_conversations(w.dataset, w.path, ld, categories=w.categories, options=w.options,
+                                         input_len=w.length_range, tokenizer=w.tokenizer or eng.model)
     if warning := output_policy(ld).warning():
         term.note.print(f"[yellow]note: {warning}[/]")
     for note in notes:

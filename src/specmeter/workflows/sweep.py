@@ -8,11 +8,12 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from specmeter.common.errors import InputError
 from specmeter.config.files import build_model
 from specmeter.config.models import EngineSpec, LoadSpec
+from specmeter.config.workload import WorkloadSpec
 from specmeter.data.model import Conversation
 from specmeter.data.selection import output_policy
 from specmeter.data.shaping import check_lengths
@@ -38,6 +39,8 @@ from specmeter.workflows.slurm import sweep_on_slurm
 from specmeter.workflows.terminal import Terminal
 from specmeter.workflows.verify import DeployAnswer, VerifyRequest, answering, recommend_and_verify
 
+Section = TypeVar("Section", EngineSpec, WorkloadSpec, LoadSpec)
+
 
 @dataclass(frozen=True)
 class SweepFlags:
@@ -48,8 +51,6 @@ class SweepFlags:
     k: list[int] | None = None
     concurrency: list[int] | str | None = None  # or "auto": a load search chooses the concurrencies
     request_rate: list[float] | None = None
-    dataset: str = "sample"
-    dataset_path: str | None = None
 
     def given(self) -> bool:
         """Whether any flag that defines the sweep itself was given (they, --model and a sweep file exclude each
@@ -76,6 +77,7 @@ class SweepRequest:
     verify: VerifyRequest | None = None
     propose: ProposeRequest | None = None  # with `verify`: the proposed Ks measured before round 1 (None: none)
     engine: dict[str, Any] = field(default_factory=dict)  # EngineSpec settings given as flags, over the file's
+    workload: dict[str, Any] = field(default_factory=dict)  # WorkloadSpec settings given as flags, over the file's
     load: dict[str, Any] = field(default_factory=dict)  # LoadSpec settings given as flags, over the file's
     slurm: SlurmOptions | None = None  # --executor slurm: run the plan as Slurm jobs (None: here)
     gpus: list[str] | None = None  # --gpus: over the file's gpus
@@ -101,13 +103,23 @@ def sweep_from_flags(flags: SweepFlags, engine: dict[str, Any]) -> SweepSpec:
     if load["concurrency"] is None and load["request_rate"] is None:
         load["concurrency"] = [1]
     raw = {
-        "workload": {"dataset": flags.dataset, "path": flags.dataset_path},
+        "workload": {},
         "engine": engine,
         "candidates": candidates,
         "load": {key: v for key, v in load.items() if v is not None},
     }
     spec: SweepSpec = build_model(SweepSpec, raw, "command line")
     return spec
+
+
+def _laid_over(section: Section, given: dict[str, Any], where: str) -> Section:
+    """The settings given as flags over a file's section, validated as the file is (the section's own values as
+    they are, never serialized: a secret in engine.extra_args stays whole)."""
+    given = {key: v for key, v in given.items() if v is not None}
+    if not given:
+        return section
+    own = {name: getattr(section, name) for name in section.model_fields_set}
+    return build_model(type(section), {**own, **given}, where)
 
 
 def sweep_spec(req: SweepRequest) -> SweepSpec:
@@ -117,9 +129,6 @@ def sweep_spec(req: SweepRequest) -> SweepSpec:
         if req.flags.given() or req.engine.get("model"):
             raise InputError(f"{req.file}: give the sweep either as a file or as --model/--spec/--k flags, not both")
         sw = read_sweep_file(req.file)
-        if req.engine:  # the engine's settings over the file's engine section, validated as the file is
-            sw = sw.model_copy(update={"engine": build_model(
-                EngineSpec, {**sw.engine.model_dump(exclude_unset=True), **req.engine}, f"{req.file}: engine")})
     else:
         sw = sweep_from_flags(req.flags, req.engine)
     gain = check_min_gain(req.min_gain)
@@ -129,12 +138,12 @@ def sweep_spec(req: SweepRequest) -> SweepSpec:
     updates = {key: v for key, v in (("repeats", req.repeats), ("interleave", req.interleave), ("min_gain", gain),
                                      ("indifference", req.indifference), ("ceiling", req.ceiling))
                if v is not None}
-    load = {key: v for key, v in req.load.items() if v is not None}
-    if load:  # the flags over the file's load section, validated as the file is
-        where = str(req.file) if req.file is not None else "command line"
-        loaded = build_model(LoadSpec, {**sw.load.model_dump(exclude_unset=True), **load}, f"{where}: load")
-        workload = sw.workload.model_copy(update={"num_prompts": None}) if "num_prompts" in load else sw.workload
-        sw = sw.model_copy(update={"load": loaded, "workload": workload})  # --num-prompts over workload's too
+    where = str(req.file) if req.file is not None else "command line"
+    workload = _laid_over(sw.workload, req.workload, f"{where}: workload")
+    if req.load.get("num_prompts") is not None:  # --num-prompts over the file's workload.num_prompts too
+        workload = workload.model_copy(update={"num_prompts": None})
+    sw = sw.model_copy(update={"engine": _laid_over(sw.engine, req.engine, f"{where}: engine"), "workload": workload,
+                               "load": _laid_over(sw.load, req.load, f"{where}: load")})
     return SweepSpec.model_validate({**sw.model_dump(by_alias=False), **updates}) if updates else sw
 
 

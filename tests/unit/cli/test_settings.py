@@ -1,11 +1,10 @@
-"""Settings declared once, on their model fields (config/flags.py, cli/settings.py): every flagged LoadSpec and
-EngineSpec field is an option of `run` and `sweep` (the demo, verify and estimate: the ones they take), with the
-field's description as its help, declared nowhere else in the command line; and a value given reaches the model
-the run measures with, over a file's."""
+"""Settings declared once, on their model fields (config/flags.py, cli/settings.py): every flagged LoadSpec,
+EngineSpec and WorkloadSpec field is an option of `run` and `sweep` (the demo, verify, estimate and vocab: the ones
+they take), with the field's description as its help, declared nowhere else in the command line; and a value given
+reaches the model the run measures with, over a file's."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +17,11 @@ from specmeter.cli import run as run_cli
 from specmeter.common.errors import InputError
 from specmeter.config.flags import flagged
 from specmeter.config.models import EngineSpec, LoadSpec
+from specmeter.config.workload import WorkloadSpec
 
-CLI = Path(__file__).resolve().parents[3] / "src" / "specmeter" / "cli"
 LOAD = list(flagged(LoadSpec))
-SETTINGS = [*LOAD, *flagged(EngineSpec)]
-INTO = {"load", "engine"}  # the parameters the flagged settings arrive in
+SETTINGS = [*LOAD, *flagged(EngineSpec), *flagged(WorkloadSpec)]
+INTO = {"load", "engine", "workload"}  # the parameters the flagged settings arrive in
 
 
 def options(command: str) -> dict[str, Any]:
@@ -47,16 +46,15 @@ def test_the_demo_takes_its_load_settings_at_its_own_defaults() -> None:
 
 
 def test_no_setting_is_declared_again_in_the_command_line() -> None:
-    """A flag of a flagged field appears in no typer.Option of cli/: the field is its one declaration."""
+    """Wherever a command takes a flagged setting's flag, the option is the one made from its field."""
     names = {flag.name for _name, _info, flag in SETTINGS}
-    params = {n[2:].replace("-", "_") for n in names} - INTO
-    for path in CLI.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Option":
-                declared = {a.value for a in node.args if isinstance(a, ast.Constant)}
-                assert not declared & names, f"{path.name} declares {declared & names} again"
-            if isinstance(node, ast.arg) and node.arg in params:
-                assert path.name == "settings.py", f"{path.name}: a parameter {node.arg} beside the generated one"
+    group: Any = typer.main.get_command(app)
+    commands = [(name, c) for name, c in group.commands.items() if not hasattr(c, "commands")]
+    commands += [(f"data {name}", c) for name, c in group.commands["data"].commands.items()]
+    for name, command in commands:
+        for param in command.params:
+            if set(param.opts) & names:
+                assert param.name.partition("__")[0] in INTO, f"{name} declares {param.opts} again"
 
 
 def test_a_flag_reaches_the_run_and_the_sweep_over_their_files(monkeypatch: pytest.MonkeyPatch,
@@ -66,12 +64,14 @@ def test_a_flag_reaches_the_run_and_the_sweep_over_their_files(monkeypatch: pyte
     monkeypatch.setattr("specmeter.workflows.sweep.sweep", lambda req, term: asked.setdefault("sweep", req))
     (tmp_path / "sweep.yaml").write_text(
         "engine: {model: m}\ncandidates: [{method: ngram, num_speculative_tokens: 2}]\n"
-        "workload: {dataset: sample, num_prompts: 5}\nload: {concurrency: [1], temperature: 0.5, warmup: 1}\n")
+        "workload: {dataset: sample, num_prompts: 5, categories: [coding]}\n"
+        "load: {concurrency: [1], temperature: 0.5, warmup: 1}\n")
     runner = CliRunner()
     for argv in (["run", "--model", "m", "--temperature", "0.7", "--no-stop-at-saturation", "--duration", "3",
                   "--engine-env", "A=1", "--engine-env", "B=2"],
                  ["sweep", str(tmp_path / "sweep.yaml"), "--temperature", "0.7", "--no-stop-at-saturation",
-                  "--num-prompts", "7", "--dtype", "bfloat16", "--engine-env", "A=1"]):
+                  "--num-prompts", "7", "--dtype", "bfloat16", "--engine-env", "A=1", "--dataset-option", "n=3",
+                  "--tokenizer", "t"]):
         result = runner.invoke(app, argv)
         assert result.exit_code == 0, result.output
     run_load = asked["run"].load
@@ -85,6 +85,8 @@ def test_a_flag_reaches_the_run_and_the_sweep_over_their_files(monkeypatch: pyte
     assert spec.load.warmup == 1  # the file's, where no flag was given
     assert spec.load.num_prompts == 7 and spec.workload.num_prompts is None  # over workload.num_prompts too
     assert spec.engine.model == "m" and spec.engine.dtype == "bfloat16" and spec.engine.env == {"A": "1"}
+    assert spec.workload.options == {"n": 3} and spec.workload.tokenizer == "t"  # JSON values, as the field takes
+    assert spec.workload.categories == ["coding"]  # the file's, where no flag was given
 
 
 def test_a_wrong_value_is_refused_by_the_field_in_one_line(tmp_path: Path) -> None:
@@ -104,7 +106,7 @@ def test_top_p_is_one_field_from_the_command_line_to_the_request(monkeypatch: py
     assert CliRunner().invoke(app, ["run", "--model", "m", "--top-p", "0.9"]).exit_code == 0
     from specmeter.workflows.run import build_plan_inputs
 
-    _engine, _spec, load = build_plan_inputs(None, {"model": "m"}, None, asked["run"].load)
+    load = build_plan_inputs(None, {"model": "m"}, None, asked["run"].load).load
     assert load.top_p == 0.9
     assert build_request(Conversation(id="c", turns=["hi"]), 0, [], load, "m").body["top_p"] == 0.9
     with pytest.raises(InputError, match="top_p"):
