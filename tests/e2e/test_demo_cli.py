@@ -1,9 +1,11 @@
 """The README's main job, as a user runs it (smaller): the demo sweeps K against the baseline, prints the SD
 report and the speedup, measures head to head a K the step-cost model proposes where it predicts one wins,
-recommends a K per batch size and, when some K pays, runs that config on the engine."""
+recommends a K per batch size and, when some K pays, runs that config on the engine. The one test here that reads
+the real host (the integration tests turn the probe off): every round records how busy the machine was."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,17 +15,19 @@ import pytest
 from specmeter.rundir.answer import read_answer
 from specmeter.rundir.store import load_summary
 from specmeter.schemas.recommend import Recommendation
+from specmeter.telemetry.host import OFF_ENV
 
 pytestmark = pytest.mark.e2e
 
 
 def test_demo_end_to_end(tmp_path: Path) -> None:
     # 96 tokens as in the demo: the tiny target's first ~32 accept too little for K = 2 to pay even at batch 1,
-    # and then the verification this test is here to run would be skipped.
+    # and then the verification this test is here to run would be skipped. Two rounds: one on each instance.
+    env = {k: v for k, v in os.environ.items() if k != OFF_ENV}  # the real host, read
     res = subprocess.run(
         [sys.executable, "-m", "specmeter.cli", "demo", "--concurrency", "1", "-k", "2", "--num-prompts", "6",
-         "--max-tokens", "96", "--out", str(tmp_path), "-v"],  # -v: every table, not only the answer's
-        capture_output=True, text=True, timeout=1200,
+         "--max-tokens", "96", "--max-rounds", "2", "--out", str(tmp_path), "-v"],  # -v: every table
+        capture_output=True, text=True, timeout=1200, env=env,
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     for heading in ("Speculative decoding", "Acceptance per category", "Throughput", "Latency", "Speedup",
@@ -50,6 +54,12 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
         assert all(p.instance == p.repeat % 2 for p in config.points)
     if len(summary.configs[1].points) > 1:  # both instances measured: a restart's effect is in the intervals
         assert speedup.output_throughput.instances == 2 and speedup.output_throughput.rerun_low is not None
+    rounds = [p for c in summary.configs for p in c.points]
+    assert all(p.host is not None and p.host.wall_s > 0 and p.host.busy_cpu_s > 0 and p.host.own_cpu_s > 0
+               for p in rounds)  # the kernel's CPU time, and the servers' and specmeter's own within it
+    host = summary.analysis.host  # judged: quiet, or each disturbed round named with what took the CPU
+    assert host is not None and host.rounds == len({(p.point_id, p.repeat) for p in rounds})
+    assert set(host.disturbed_points) <= {p.id for p in summary.plan.points}
     assert (run_dir / "requests.jsonl").exists()
     assert summary.models["target"]["sha256"]
 

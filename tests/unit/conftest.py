@@ -19,7 +19,7 @@ from specmeter.telemetry.host import OFF_ENV
 def _no_host_probe() -> Iterator[None]:
     """Unit tests run on every core at once (pytest -n auto), each beside the others: every round of a run inside
     one would read as disturbed by its neighbours. The host probe is off here (for subprocesses too); the tests of
-    the judgement give readings by hand, and the integration tests read the real host."""
+    the judgement give readings by hand, and the e2e demo reads the real host."""
     before = os.environ.get(OFF_ENV)
     os.environ[OFF_ENV] = "off"
     yield
