@@ -6,9 +6,12 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from specmeter.telemetry.host import OFF_ENV
 
 _TESTS = Path(__file__).resolve().parent
 # The unit tests' folders too: some import another's builders by module name (test_recommend's sweeps), which must
@@ -50,6 +53,22 @@ def installed() -> None:
     status = path.read_text(encoding="utf-8").strip()
     if status != "0":
         pytest.fail(f"the engines' setup failed (exit {status}): scripts/test.sh prints its output after the tests")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_host_probe() -> Iterator[None]:
+    """The host probe is off in the tests (for the subprocesses they start too). The unit tests run on every core
+    at once, so every round of a run inside one would read as disturbed by its neighbours; the integration tests
+    check what the engines do, and on a CI machine shared with other work a probe would set rounds aside and run
+    them again, so their rounds, time and verdicts would follow the neighbours. The unit tests of the judgement
+    give readings by hand; the e2e demo runs with the probe on and checks what it read of the real host."""
+    before = os.environ.get(OFF_ENV)
+    os.environ[OFF_ENV] = "off"
+    yield
+    if before is None:
+        os.environ.pop(OFF_ENV, None)
+    else:
+        os.environ[OFF_ENV] = before
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,22 +10,6 @@ from vllm_helpers import ServerPool
 
 from specmeter.engines.gguf import server_binary
 from specmeter.plans.demo import models_dir
-from specmeter.telemetry.host import OFF_ENV
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _no_host_probe() -> Iterator[None]:
-    """These tests check what the engines do, not how busy the machine is: with the host probe on, a CI machine
-    shared with other work sets rounds aside and runs them again, so a test's rounds, its time and its verdicts
-    (`disturbed`) would follow the neighbours. The probe is off here (for subprocesses too); the e2e demo runs
-    with it on and checks what it read of the real host, and the unit tests judge readings given by hand."""
-    before = os.environ.get(OFF_ENV)
-    os.environ[OFF_ENV] = "off"
-    yield
-    if before is None:
-        os.environ.pop(OFF_ENV, None)
-    else:
-        os.environ[OFF_ENV] = before
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@ problems of its own after it (a fake that misbehaved makes the test fail, whatev
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -12,21 +11,6 @@ from fakeengine.llamacpp import LlamaCpp
 from fakeengine.server import FakeEngine
 from fakeengine.sglang import SGLang
 from fakeengine.trtllm import TensorRTLLM
-from specmeter.telemetry.host import OFF_ENV
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _no_host_probe() -> Iterator[None]:
-    """Unit tests run on every core at once (pytest -n auto), each beside the others: every round of a run inside
-    one would read as disturbed by its neighbours. The host probe is off here (for subprocesses too); the tests of
-    the judgement give readings by hand, and the e2e demo reads the real host."""
-    before = os.environ.get(OFF_ENV)
-    os.environ[OFF_ENV] = "off"
-    yield
-    if before is None:
-        os.environ.pop(OFF_ENV, None)
-    else:
-        os.environ[OFF_ENV] = before
 
 
 def _serve(server: FakeEngine) -> Iterator[FakeEngine]:
