@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from specmeter.common.errors import InputError
+from specmeter.config.files import build_model
 from specmeter.config.models import ConcurrencyPoint, EngineSpec, LoadSpec, Precision, SpecMethod
 from specmeter.data.workload import load_conversations
 from specmeter.execution.runner import Execution
@@ -56,9 +57,11 @@ def demo_plan(levels: list[int], num_prompts: int, ks: list[int], max_tokens: in
     at each point, so drift between them is seconds, not minutes. `specmeter demo` then recommends a K per
     batch size from it and verifies that config on the same servers."""
     engine = demo_engine()
-    load = LoadSpec(points=[ConcurrencyPoint(concurrency=c) for c in levels], num_prompts=num_prompts,
-                    max_tokens=max_tokens, temperature=0.0, warmup=2, precision=precision, max_rounds=max_rounds,
-                    instances=instances)
+    # Validated as a file's load section is: a setting out of its field's bounds (--instances 5) is one line.
+    load = build_model(LoadSpec, {"points": [ConcurrencyPoint(concurrency=c) for c in levels],
+                                  "num_prompts": num_prompts, "max_tokens": max_tokens, "temperature": 0.0,
+                                  "warmup": 2, "precision": precision, "max_rounds": max_rounds,
+                                  "instances": instances}, "demo: load")
     draft = CandidateSpec.model_validate({"method": SpecMethod.draft_model, "num_speculative_tokens": ks,
                                           "draft_model": str(models_dir() / DRAFT)})
     sweep = SweepSpec(engine=engine, load=load, repeats=repeats, interleave=True, min_gain=min_gain,
