@@ -89,6 +89,7 @@ class FakeEngine(ThreadedServer):
         # "inf_counters" (the draft-token counter +Inf), "nan_gauge" (the running-requests gauge NaN)
         self.impossible_metrics: str | None = None
         self.max_num_seqs: int | None = None  # requests streamed at once; the rest wait their turn (a full engine)
+        self.answer_model: str | None = None  # the model its chunks name, where not `model` (a proxy routing elsewhere)
         if not speculative:  # a server without a speculative config, as vLLM shows one: no SD series, no stats
             self.hide_sd, self.per_request_stats = "all", False
         for key, value in server_faults.items():  # any of the attributes above, e.g. foreign_per_request=1

@@ -48,7 +48,8 @@ class Stream:
 
     async def write(self, choices: list[dict[str, Any]], usage: dict[str, Any] | None = None,
                     **extra: Any) -> None:
-        obj = chunks.chunk(self.rid, self.chat, self.created, self.server.model, choices, usage, **extra)
+        obj = chunks.chunk(self.rid, self.chat, self.created, self.server.answer_model or self.server.model,
+                           choices, usage, **extra)
         if usage is None and self.server.personality.null_usage:
             obj["usage"] = None
         await self.resp.write(chunks.sse(obj))

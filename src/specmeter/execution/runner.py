@@ -283,12 +283,14 @@ class _Run:
                    or PointCapture(config_id=config.id, point_id=point.id, repeat=repeat))
         index = max([len(capture.attempts), *(r.attempt + 1 for r in prior)])
         key = PointKey(config.id, point.id, repeat, attempt=index)
+        if server.model is None:
+            async with OpenAIClient(server.urls[0], api_key=self.ex.api_key) as probe:
+                server.model, server.names = await served_model(probe, config.engine)
         client = await stack.enter_async_context(Replicas([
             OpenAIClient(url, keep_connections=stats.keeps_connections, api_key=self.ex.api_key,
-                         timeout_s=load.request_timeout_s, extra_body=stats.request_extensions(load.temperature))
+                         timeout_s=load.request_timeout_s, extra_body=stats.request_extensions(load.temperature),
+                         answers_as=server.names)
             for url in server.urls]))
-        if server.model is None:
-            server.model = await served_model(client.first, config.engine)
         self._same_model(config, server)
         model, stops = server.model, self._stops(server)
         if load.warmup:

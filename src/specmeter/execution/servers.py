@@ -33,7 +33,8 @@ class Server:
         self.process: LaunchedServer | None = None
         self.urls: list[str] = self.head.engine.endpoints  # attached: its replicas; launched: set once it is up
         self.error: str | None = None
-        self.model: str | None = None
+        self.model: str | None = None  # what the run's requests ask for
+        self.names: tuple[str, ...] = ()  # what its streams may name (execution.servers.served_model)
 
 
 class ServerPool:
@@ -118,15 +119,18 @@ def start_all(servers: Sequence[Server], spawn: Callable[[Server], LaunchedServe
             ready(server, proc)
 
 
-async def served_model(client: OpenAIClient, engine: EngineSpec) -> str:
-    if engine.served_model_name:
-        return engine.served_model_name
-    if engine.launch and engine.model:
-        return engine.model
+async def served_model(client: OpenAIClient, engine: EngineSpec) -> tuple[str, tuple[str, ...]]:
+    """The model name the run's requests ask for, and every name a stream of this server may give: the one asked
+    for and those its /v1/models lists (vLLM's chunks name its first served name, whichever was asked for). ()
+    where /v1/models lists none: the streams' model is then not checked."""
+    why = "an empty list"
     try:
         data = await client.get_json("/v1/models")
-        return str(data["data"][0]["id"])
-    except Exception as exc:
-        raise EngineError(
-            f"{client.base_url}/v1/models did not name a model ({type(exc).__name__}); pass --served-model-name"
-        ) from exc
+        listed = [str(card["id"]) for card in data["data"]]
+    except Exception as exc:  # any answer that is not a model list
+        listed, why = [], type(exc).__name__
+    model = engine.served_model_name or (engine.model if engine.launch else None) or next(iter(listed), None)
+    if model is None:
+        raise EngineError(f"{client.base_url}/v1/models did not name a model ({why}); "
+                          "pass --served-model-name")
+    return model, tuple(dict.fromkeys([model, *listed])) if listed else ()

@@ -47,6 +47,7 @@ class ClientSettings:
     timeout_s: float
     extra_body: dict[str, Any]
     raw_http: bool = True
+    answers_as: tuple[str, ...] = ()  # the model names a stream of this server may name (empty: not checked)
 
 
 class _SSESink:
@@ -104,8 +105,11 @@ class OpenAIClient:
         timeout_s: float = 300.0,
         extra_body: dict[str, Any] | None = None,
         raw_http: bool = True,
+        answers_as: tuple[str, ...] = (),
     ) -> None:
-        self.settings = ClientSettings(base_url, keep_connections, api_key, timeout_s, dict(extra_body or {}), raw_http)
+        self.settings = ClientSettings(base_url, keep_connections, api_key, timeout_s, dict(extra_body or {}), raw_http,
+                                       answers_as)
+        self._answers_as = frozenset(answers_as)
         self.base_url = base_url.rstrip("/")
         self.keep_connections = keep_connections
         self._extra_body = extra_body or {}
@@ -141,7 +145,7 @@ class OpenAIClient:
     @classmethod
     def from_settings(cls, s: ClientSettings) -> OpenAIClient:
         return cls(s.base_url, keep_connections=s.keep_connections, api_key=s.api_key, timeout_s=s.timeout_s,
-                   extra_body=s.extra_body, raw_http=s.raw_http)
+                   extra_body=s.extra_body, raw_http=s.raw_http, answers_as=s.answers_as)
 
     async def __aenter__(self) -> OpenAIClient:
         # No pool cap, in total or per host: the load strategy alone decides how many streams are open.
@@ -260,6 +264,11 @@ class OpenAIClient:
             record.error_kind = "malformed"  # a server whose usage lies: its throughput would read 0.00x
             record.error = (f"usage says 0 completion tokens while {len(record.output_text)} characters of text "
                             "streamed")
+        elif record.error_kind is None and self._answers_as and out.model is not None \
+                and out.model not in self._answers_as:  # a proxy that routed it to another server
+            record.error_kind = "wrong_model"
+            record.error = (f"the stream names model {out.model[:80]!r}, not one this server serves "
+                            f"({', '.join(sorted(self._answers_as))}): another server answered")
         if self._secret:  # what the server sent back lands in requests.jsonl: never the key it may echo
             record.error = scrub(record.error, self._secret)
             record.output_text = scrub(record.output_text, self._secret)

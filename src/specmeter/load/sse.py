@@ -26,6 +26,7 @@ class StreamResult:
     saw_done: bool = False
     last_cum_tokens: int = 0
     token_ids: list[int] | None = None
+    model: str | None = None  # the model the stream's chunks name (the first; a change mid-stream is malformed)
     pending: list[bytes] = field(default_factory=list)  # a line whose end has not arrived yet
 
 
@@ -77,6 +78,11 @@ def parse_sse_line(line: bytes, t_rel: float, out: StreamResult) -> None:
         err = obj["error"]
         msg = err.get("message") if isinstance(err, dict) else err
         raise StreamError("stream_error", f"server error in stream: {str(msg)[:ERROR_BODY_CHARS]}")
+    model = obj.get("model")
+    if type(model) is str and model and model != out.model:  # ("" names nothing)
+        if out.model is not None:  # one answer from two models: chunks of two servers spliced together
+            raise StreamError("malformed", f"the stream names model {out.model[:80]!r}, then {model[:80]!r}")
+        out.model = model
     usage = obj.get("usage")
     cum: int | None = None
     if type(usage) is dict:

@@ -15,7 +15,7 @@ from specmeter.schemas.sd import SDCounts
 
 ErrorKind = Literal[
     "timeout", "http_429", "http_4xx", "http_5xx", "connection", "malformed", "incomplete_stream",
-    "stream_error", "cancelled",
+    "stream_error", "cancelled", "wrong_model",
 ]
 
 

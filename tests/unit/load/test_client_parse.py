@@ -343,3 +343,13 @@ def test_send_turns_failures_into_error_kinds(body: bytes, status: int, kind: st
     assert text == ""
     if status != 200:
         assert record.http_status == status
+
+
+def test_a_stream_whose_chunks_name_two_models_is_malformed() -> None:
+    first, second = [line for line in stream_lines() if line.startswith(b"data: {")][:2]
+    out = parse_all([first])
+    assert out.model == "/tmp/tiny"  # the capture's
+    spliced = second.replace(b'"model":"/tmp/tiny"', b'"model":"other/model"')
+    assert spliced != second
+    with pytest.raises(StreamError, match="other/model"):
+        parse_sse_line(spliced, 1.0, out)

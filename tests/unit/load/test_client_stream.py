@@ -68,6 +68,11 @@ def reference_line(line: bytes, t_rel: float, out: StreamResult) -> None:
         err = obj["error"]
         msg = err.get("message") if isinstance(err, dict) else err
         raise StreamError("stream_error", f"server error in stream: {str(msg)[:ERROR_BODY_CHARS]}")
+    model = obj.get("model")
+    if isinstance(model, str) and model:
+        if out.model is not None and model != out.model:
+            raise StreamError("malformed", f"the stream names model {out.model[:80]!r}, then {model[:80]!r}")
+        out.model = model
     usage = obj.get("usage")
     if isinstance(usage, dict):
         for key in ("prompt_tokens", "completion_tokens"):

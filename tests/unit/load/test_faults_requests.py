@@ -226,3 +226,23 @@ def test_all_request_fault_kinds_are_known_to_specmeter() -> None:
     from specmeter.schemas.records import ErrorKind
 
     assert {k for k in REQUEST_FAULTS.values() if k} <= set(get_args(ErrorKind))
+
+
+def _send_as(url: str, answers_as: tuple[str, ...]) -> RequestRecord:
+    async def go() -> RequestRecord:
+        async with OpenAIClient(url, timeout_s=2.0, answers_as=answers_as) as client:
+            rec = RequestRecord(config_id="ngram-k4", point_id="c1", conversation_id="x")
+            await client.send(_request("Hello.", "chat"), rec, 0.0)
+            return rec
+
+    return asyncio.run(go())
+
+
+def test_a_stream_naming_a_model_the_server_does_not_serve_is_not_a_measurement() -> None:
+    with FakeEngine(answer_model="fake/other") as engine:  # a proxy that routed the request elsewhere
+        rec = _send_as(engine.url, ("fake/target-model",))
+        assert not rec.ok and rec.error_kind == "wrong_model" and rec.error is not None
+        assert "'fake/other'" in rec.error and "fake/target-model" in rec.error
+        assert rec.output_tokens == 24  # what it streamed is kept on the record, only not counted as measured
+        assert _send_as(engine.url, ("fake/target-model", "fake/other")).ok  # a name the server listed
+        assert _send_as(engine.url, ()).ok  # nothing listed at start: not checked
