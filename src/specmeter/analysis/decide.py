@@ -12,6 +12,7 @@ from specmeter.analysis.crossover import find_crossover
 from specmeter.analysis.headline import decision_confidence, headline, headline_metric
 from specmeter.analysis.headtohead import Arena, decision_bounds
 from specmeter.analysis.host import conditions
+from specmeter.analysis.identity import point_mismatch
 from specmeter.analysis.lossless import lossless_check
 from specmeter.analysis.offload import offload_warnings
 from specmeter.analysis.speedup import compute_speedups
@@ -51,6 +52,8 @@ def analyze(summary: RunSummary, records: Sequence[RequestRecord]) -> Analysis:
         point = summary.plan.point(s.point_id)
         s.decided_on = headline_metric(point)
         s.verdict = verdict(headline(s, point))
+        if (why := point_mismatch(summary, s.config_id, s.point_id)) is not None:  # measured another server's K
+            s.verdict, s.note = "withheld", "; ".join(filter(None, (s.note, f"{why}: its verdict is withheld")))
     chosen = choices(summary, speedups, records)
     return Analysis(
         speedups=speedups,
@@ -104,7 +107,8 @@ def choices(summary: RunSummary, speedups: Sequence[Speedup], records: Sequence[
         for point in plan.points:
             measured = [(c, headline(s, point).value) for c in plan.configs
                         if c.role is Role.candidate and c.workload == "main" and not c.spec.synthetic
-                        and c.node_group == group and (s := _lookup(speedups, c.id, point.id)) is not None]
+                        and c.node_group == group and (s := _lookup(speedups, c.id, point.id)) is not None
+                        and s.verdict != "withheld"]
             if measured:
                 arena = Arena.of(summary.configs, records, point.id, headline_metric(point),
                                  min_gain=plan.min_gain, indifference=plan.indifference,

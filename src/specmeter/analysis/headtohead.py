@@ -58,6 +58,13 @@ class Side:
                    disturbed=bool(measured) and not clean, point_id=point_id,
                    instance_of={p.repeat: p.instance for p in measured if p.repeat in kept})
 
+    def on_instance(self, instance: int) -> Side:
+        """This side on one server instance's rounds alone."""
+        keep = {r for r, i in self.instance_of.items() if i == instance}
+        return Side(self.config_id, {k: v for k, v in self.requests.items() if k[0] in keep},
+                    {r: t for r, t in self.totals.items() if r in keep}, self.set_aside, self.disturbed,
+                    self.point_id, {r: self.instance_of[r] for r in keep})
+
     def merged(self, other: Side) -> Side:
         """This side and more of the same configuration (another run's repeats, numbered apart from these)."""
         return Side(self.config_id, {**self.requests, **other.requests}, {**self.totals, **other.totals},
@@ -148,6 +155,26 @@ class Arena:
                                            min_gain=self.min_gain, indifference=self.indifference,
                                            confidence=self.confidence, good=self.good, noise=self.noise)
         return self._seen[key]
+
+    def instances(self) -> list[int]:
+        """The server instances the point's rounds ran on."""
+        return sorted({i for side in self.sides.values() for i in side.instance_of.values()})
+
+    def beaten_on_instances(self, chosen: str, others: Sequence[str]) -> list[tuple[int, HeadToHead]]:
+        """Where, on one server instance's rounds alone (paired by request, no round spread: within one instance
+        there is none to read), another of `others` beat `chosen` by more than the minimum gain: what a restart
+        can change that the point's pooled decision does not show. Nothing with fewer than two instances."""
+        found = self.instances()
+        if len(found) < 2 or chosen not in self.sides:
+            return []
+        out = []
+        for instance in found:
+            one = Arena({cid: side.on_instance(instance) for cid, side in self.sides.items()}, self.point_id,
+                        self.metric, min_gain=self.min_gain, indifference=self.indifference,
+                        confidence=self.confidence, good=self.good)
+            out += [(instance, duel) for other in others if other != chosen and other in one.sides
+                    if (duel := one.duel(other, chosen)).outcome == "beats"]
+        return out
 
 
 def outcome_of(low: float | None, high: float | None, threshold: float,

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specmeter.analysis import identity
 from specmeter.analysis.drafter_choice import choose_drafter
 from specmeter.analysis.families import deploy_specs, drafter_label, families
 from specmeter.analysis.objective import Scorer
 from specmeter.common.errors import InputError
-from specmeter.config.models import NEEDS_DRAFT_MODEL, LoadPoint, SpecMethod
+from specmeter.config.models import LoadPoint
 from specmeter.load.kinds import kind_of
 from specmeter.schemas.analysis import PointChoice
 from specmeter.schemas.plan import PlannedConfig, Role
@@ -175,22 +176,18 @@ def check_known_specs(summary: RunSummary, source_run: str) -> None:
 
 
 def _check_drafted_k(planned: PlannedConfig, per_step: Sequence[float], source_run: str) -> None:
-    """An attached server given with --spec drafts what the spec says: never more than K tokens a step, and K
-    exactly for a drafter that always drafts its K (a draft model, an EAGLE head, MTP; n-gram and suffix draft
-    fewer where nothing matches). A tree drafts many nodes a step and a per-batch-size K moves: neither is read."""
-    spec = planned.spec
-    if not planned.engine.endpoints or not per_step or spec.tree is not None \
-            or spec.num_speculative_tokens_per_batch_size or spec.synthetic:
+    """An attached server given with --spec drafts what the spec says, over the run (analysis.identity); a round
+    that drafted otherwise while the run's others did not is marked at its point, whose verdict is withheld."""
+    if not per_step or not identity.read(planned):
         return
     drafted = float(np.median(per_step))
-    fixed = spec.method in (*NEEDS_DRAFT_MODEL, SpecMethod.mtp)
-    if drafted > spec.k + 0.25 or (fixed and abs(drafted - spec.k) > 0.25):
+    if (why := identity.mismatch(planned, drafted)) is not None:
+        spec = planned.spec
         raise InputError(
             f"{source_run or 'this run'}: {planned.id} was given as {spec.method.value} K = {spec.k} (--spec), but "
-            f"its server's counters show {drafted:.2g} tokens drafted per step: the table would name a K the "
-            f"server does not run; measure it again with --spec '{{\"method\": \"{spec.method.value}\", "
-            f"\"num_speculative_tokens\": {max(1, round(drafted))}}}', or point --endpoint at the server that "
-            "runs the K given")
+            f"{why}: the table would name a K the server does not run; measure it again with --spec "
+            f"'{{\"method\": \"{spec.method.value}\", \"num_speculative_tokens\": {max(1, round(drafted))}}}', or "
+            "point --endpoint at the server that runs the K given")
 
 
 # -- inputs ------------------------------------------------------------------------------------------------
@@ -243,21 +240,33 @@ def _drafter(family: list[PlannedConfig], scorer: Scorer, batches: dict[str, _Ba
              notes: list[str]) -> DrafterRecommendation | None:
     plan = scorer.summary.plan
     measured: list[tuple[_Batch, LoadPoint, PointChoice, list[Score]]] = []
+    withheld: set[str] = set()  # configurations whose server drafted another K at some point: not static there
     for point in plan.points:
         if point.id not in batches:
             continue
-        found = scorer.choose(family, point)
+        here = []
+        for c in family:
+            if (why := identity.point_mismatch(scorer.summary, c.id, point.id)) is None:
+                here.append(c)
+            else:
+                withheld.add(c.id)
+                notes.append(f"{c.id} at {point.id}: {why}: left out of the table there")
+        found = scorer.choose(here, point)
         if found is not None:
             measured.append((batches[point.id], point, *found))
     if not measured:
         return None
     points = _on_batch_axis(measured, limit)
     segments = _segments(points, limit)
+    for seg in segments:
+        if seg.basis == "measured" and seg.chosen is not None:
+            _on_each_instance(seg, scorer)
     ranges = merge_segments(segments)
     label = drafter_label(family[-1].spec)
     # A static K runs at every batch size, so it is judged over every point its drafter was measured at: a
     # configuration measured at fewer (a proposed K, run only where it could win) is judged per point alone.
-    everywhere = [c for c in family if all(c.id in scorer.arena(p).sides for _, p, _, _ in measured)]
+    everywhere = [c for c in family if c.id not in withheld
+                  and all(c.id in scorer.arena(p).sides for _, p, _, _ in measured)]
     static_k, static_cfg, static_reason, _ = scorer.static(everywhere, [p for _, p, _, _ in measured])
     # Engine-neutral: the caller renders them for the engine the sweep ran (engines.deploy).
     spec, static_spec = deploy_specs(family, ranges, static_cfg, label, DEAD_FLAGS, notes)
@@ -266,6 +275,18 @@ def _drafter(family: list[PlannedConfig], scorer: Scorer, batches: dict[str, _Ba
         static_k=static_k, static_config_id=static_cfg.id if static_cfg else None, static_spec=static_spec,
         static_reason=static_reason, score=_geomean([_relative(m, scorer) for m in points]),
     )
+
+
+def _on_each_instance(seg: Segment, scorer: Scorer) -> None:
+    """Whether the measured stretch's choice held on each server instance its points ran on: a restart's effect
+    that one run's pooled decision averages over."""
+    assert seg.chosen is not None
+    others = [s.config_id for s in seg.scores]
+    for pid in seg.point_ids:
+        arena = scorer.arena(scorer.summary.plan.point(pid))
+        seg.instances = max(seg.instances, len(arena.instances()))
+        seg.beaten_on += [f"instance {i + 1} at {pid}: {duel.summary()}"
+                          for i, duel in arena.beaten_on_instances(seg.chosen, others)]
 
 
 def _on_batch_axis(measured: list[tuple[_Batch, LoadPoint, PointChoice, list[Score]]],

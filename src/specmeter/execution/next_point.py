@@ -26,7 +26,8 @@ from specmeter.schemas.analysis import Verdict
 from specmeter.schemas.search import Bracket, CrossoverBracket
 
 CLAMP = 0.25  # a model's guess is kept between 1/4 and 3/4 of the bracket's width in log-load
-VERB = {"pays": "pays", "slows": "slows", "unclear": "is unclear", "disturbed": "was disturbed"}
+VERB = {"pays": "pays", "slows": "slows", "unclear": "is unclear", "disturbed": "was disturbed",
+        "withheld": "was withheld"}
 
 
 @dataclass(frozen=True)

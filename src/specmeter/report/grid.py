@@ -69,7 +69,7 @@ def grid(title: str, names: tuple[str, ...] | list[str], left: set[str] | None =
 
 
 VERDICTS = {"pays": "SD pays", "slows": "SD slows serving", "unclear": "no clear difference",
-            "disturbed": "disturbed: no clean verdict"}
+            "disturbed": "disturbed: no clean verdict", "withheld": "withheld: its server drafted another K"}
 
 
 def fmt(value: float | None, fmt: str = "{:.2f}", scale: float = 1.0) -> str:

@@ -43,7 +43,7 @@ h3 { font-size: 15px; margin: 18px 0 6px; }
 .answer li { margin: 3px 0; }
 .pays { color: var(--good); font-weight: 600; }
 .slows { color: var(--bad); font-weight: 600; }
-.unclear, .disturbed { color: var(--warn); font-weight: 600; }
+.unclear, .disturbed, .withheld { color: var(--warn); font-weight: 600; }
 pre.config { background: #0f1420; color: #e7ecf5; padding: 10px 12px; border-radius: 6px; white-space: pre-wrap;
              word-break: break-all; margin: 4px 0 10px; }
 table { border-collapse: collapse; margin: 4px 0 14px; font-size: 13px; }

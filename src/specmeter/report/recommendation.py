@@ -74,6 +74,13 @@ def range_text(r: KRange, segments: list[Segment]) -> str:
         parts.append("not measured" + (f" beyond {beyond.start - 1}" if beyond.start > 1 else "") + ": no claim")
     if not parts:  # a range whose segments are not stored (an edited file): its bases alone
         parts = [BASIS[b] for b in r.bases]
+    measured = [s for s in inside if s.basis == "measured"]
+    starts = max((s.instances for s in measured), default=1)
+    beaten = [line for s in measured for line in s.beaten_on]
+    if beaten:
+        parts.append(f"not on every server start: {beaten[0]}" + (f" (+{len(beaten) - 1} more)" if beaten[1:] else ""))
+    elif starts > 1:
+        parts.append(f"held on each of {starts} server starts")
     k = f"K={r.k}" if r.k else "drafting off, K=0"
     return f"batch {_span(r)}: {k} ({'; '.join(parts)})"
 

@@ -10,7 +10,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 # disturbed: every round the verdict rests on shared the machine with other work (analysis.host): none is given.
-Verdict = Literal["pays", "slows", "unclear", "disturbed"]
+# withheld: the candidate's server drafted otherwise than its configuration claims at this point (analysis.identity).
+Verdict = Literal["pays", "slows", "unclear", "disturbed", "withheld"]
 
 
 class Ratio(BaseModel):
@@ -61,7 +62,9 @@ class Speedup(BaseModel):
         "concurrency; TPOT at a request rate, where both sides deliver the offered rate.")
     verdict: Verdict | None = Field(
         default=None, description="From the interval of `decided_on`, never from the point estimate alone; "
-        "disturbed: every round it rests on shared the machine with other work (analysis.host), so none is given.")
+        "disturbed: every round it rests on shared the machine with other work (analysis.host), so none is given; "
+        "withheld: the candidate's server drafted another K than its configuration claims there (the note says "
+        "which round), so the point measured something else.")
 
 
 class Crossover(BaseModel):

@@ -47,6 +47,12 @@ class Segment(BaseModel):
     chosen: str | None = Field(default=None, description="Measured: the configuration chosen at the point.")
     evidence: list[HeadToHead] = Field(default_factory=list, description="Measured: the head-to-head comparisons "
                                        "the choice read (who beat whom, by how much, with the interval).")
+    instances: int = Field(default=1, description="Measured: the server instances (starts) its points' rounds ran "
+                           "on (load.instances).")
+    beaten_on: list[str] = Field(default_factory=list, description="Measured, from 2 instances: where, on one "
+                                 "instance's rounds alone, another contender beat the chosen one (e.g. 'instance 2 "
+                                 "at c4: draft_model-k4 beats draft_model-k2: 1.12x ...'); empty: the choice held on "
+                                 "every instance.")
     reason: str
 
 

@@ -15,7 +15,7 @@ from specmeter.analysis.headtohead import decision_bounds
 from specmeter.analysis.noise import RoundNoise
 from specmeter.analysis.recommend import recommend
 from specmeter.analysis.student import t_quantile
-from specmeter.report.recommendation import deploy_lines
+from specmeter.report.recommendation import deploy_lines, range_text
 from specmeter.schemas.analysis import Ratio
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
@@ -138,3 +138,36 @@ def test_compare_check_reads_each_runs_rounds_as_its_decisions_do() -> None:
     assert low is not None and high is not None
     assert math.log(high / (change.value or 1.0)) == pytest.approx(z * 0.05)  # sqrt(0.04^2 + 0.03^2)
     assert high > 1.0 - 0.03  # a 3% bound: no regression the rounds cannot explain
+
+
+def test_each_measured_range_says_whether_its_choice_held_on_every_server_start() -> None:
+    """At c1 the second server start runs K = 4 20% faster than the first, while K = 2 runs alike on both: on one
+    of the two instances' rounds alone the choice there is beaten. At c4 K = 2 wins by far on both starts, whatever
+    the restart's spread at c1 does to the run's intervals: it held on each."""
+    per_round = {K2: {"c1": [1.40] * 4, "c4": [2.00] * 4},
+                 K4: {"c1": [1.30, 1.60, 1.30, 1.60], "c4": [0.92] * 4}}
+    summary, records = sweep({cid: {p: [(v,) * 3 for v in vs] for p, vs in per.items()}  # type: ignore[misc]
+                              for cid, per in per_round.items()}, {"c1": 1.0, "c4": 4.0})
+    for config in summary.configs:
+        for p in config.points:
+            p.instance = p.repeat % 2
+    summary.analysis = analyze(summary, records)
+    rec = recommend(summary, records)
+    assert rec.best is not None
+    measured = {pid: s for s in rec.best.segments if s.basis == "measured" for pid in s.point_ids}
+    assert measured["c1"].instances == measured["c4"].instances == 2
+    assert measured["c1"].beaten_on and all(line.startswith("instance ") and " at c1: " in line
+                                            for line in measured["c1"].beaten_on)
+    assert measured["c4"].beaten_on == []
+    text = {pid: range_text(next(r for r in rec.best.ranges if r.start <= s.start and s.end <= r.end),
+                            rec.best.segments) for pid, s in measured.items()}
+    assert "not on every server start: instance" in text["c1"]
+    if measured["c4"].k != measured["c1"].k:  # a range of its own
+        assert "held on each of 2 server starts" in text["c4"]
+
+
+def test_one_server_start_says_nothing_of_starts() -> None:
+    rec = recommend(*sweep({K2: {"c1": [(1.4,) * 3, (1.38,) * 3]}}, {"c1": 1.0}))
+    assert rec.best is not None
+    assert all(s.instances == 1 and not s.beaten_on for s in rec.best.segments)
+    assert all("server start" not in range_text(r, rec.best.segments) for r in rec.best.ranges)
