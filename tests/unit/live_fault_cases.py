@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Settings = dict[str, Any]
+NGRAM = '{"method": "ngram", "num_speculative_tokens": 4}'
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,9 @@ class LiveCase:
     fixed: Settings | None = None  # set on the candidate's server after the run; then `resume` must complete it
     fixed_baseline: Settings | None = None  # the same, on the baseline's server
     then: tuple[tuple[str, ...], ...] = ()  # commands on the run directory (RUN) afterwards, each exiting 0
+    refuses: tuple[tuple[str, ...], str] | None = None  # a command afterwards that refuses (exit 2), and its words
+    resume_refused: str | None = None  # the fix makes the server another than the run measured: `resume` refuses
+    spec: str = NGRAM  # the --spec the candidate is given
     same_url: bool = False  # the baseline given as the candidate's own URL
 
 
@@ -53,6 +57,10 @@ CASES: list[LiveCase] = [
     # One request of the candidate's fails mid-run: the run completes, the failure counted, not the speedup's.
     *(LiveCase(f"one request: {fault}", candidate={"schedule": {2: fault}, "stall_s": 3.0}, then=AFTER)
       for fault in ("reset", "http_500", "malformed", "stall", "zero_usage")),
+    # The server a stopped run resumes against serves another model than the run measured there: refused.
+    LiveCase("resumed against a server of another model", candidate={"default_fault": "http_500"}, exit=STOPPED,
+             words=("stopped early", "HTTP 500"), fixed={"default_fault": None, "model": "fake/other"},
+             resume_refused="fake/other"),
     LiveCase("the baseline's requests all fail", baseline={"default_fault": "http_500"}, exit=STOPPED,
              words=("stopped early", "HTTP 500"), fixed_baseline=CLEAR, then=AFTER),
     # A content delta of the wrong type is dropped (the usage still counts the tokens): the run goes on.
@@ -78,6 +86,14 @@ CASES: list[LiveCase] = [
     LiveCase("+Inf counters", candidate={"impossible_metrics": "inf_counters"}, then=AFTER),
     LiveCase("a NaN running gauge", candidate={"impossible_metrics": "nan_gauge"}, then=AFTER),
     LiveCase("a full engine queues requests", candidate={"max_num_seqs": 1}, then=AFTER),
+    # A server labelled K = 4 that drafts 2 a step: measured as it is, but no table names a K it does not run.
+    LiveCase("a server labelled K = 4 drafting 2 a step", candidate={"k": 2},
+             spec='{"method": "draft_model", "num_speculative_tokens": 4, "draft_model": "fake/draft"}',
+             then=(("report", "RUN", "--recompute", "-q"),),
+             refuses=(("recommend", "RUN"), "drafted 2 tokens a step where draft_model K = 4 was given")),
+    # A proxy that routes the candidate's requests to a server of another model: no answer of it is a measurement.
+    LiveCase("chunks name another model", candidate={"answer_model": "fake/other"}, exit=STOPPED,
+             words=("stopped early", "another server answered"), fixed={"answer_model": None}, then=AFTER),
     LiveCase("a restarted engine that had served traffic before", candidate={"prior_requests": 5}, then=AFTER),
     # Servers that are not what the run is told: refused before anything is sent (exit 2, no run directory).
     LiveCase("the baseline is the candidate's own URL", same_url=True, exit=REFUSED, words=("same server",)),

@@ -13,13 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from live_fault_cases import CASES, LiveCase
+from live_fault_cases import CASES, REFUSED, LiveCase
 
 from fakeengine.server import FakeEngine
 from specmeter.rundir.store import load_summary
 
 pytestmark = pytest.mark.timeout(180)
-NGRAM = '{"method": "ngram", "num_speculative_tokens": 4}'
 
 
 def _specmeter(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -52,7 +51,7 @@ def _no_secret(run_dir: Path, secret: str) -> None:
 def test_a_live_fault_ends_as_the_case_says_and_loses_nothing(case: LiveCase, tmp_path: Path) -> None:
     with FakeEngine(**case.candidate) as cand, FakeEngine(speculative=False, **case.baseline) as base:
         res = _specmeter("run", "--endpoint", cand.url, "--baseline-endpoint", cand.url if case.same_url else base.url,
-                         "--spec", NGRAM, "--dataset", "sample", "--num-prompts", "3", "--max-tokens", "8",
+                         "--spec", case.spec, "--dataset", "sample", "--num-prompts", "3", "--max-tokens", "8",
                          "--concurrency", "1,2", "--warmup", "0", "--request-timeout", "2", "--out", str(tmp_path),
                          "--name", "RUN", *case.flags, cwd=tmp_path)
         said = _said(res)
@@ -72,6 +71,12 @@ def test_a_live_fault_ends_as_the_case_says_and_loses_nothing(case: LiveCase, tm
                 for key, value in (settings or {}).items():
                     setattr(server, key, value)
             resumed = _specmeter("resume", str(run_dir), cwd=tmp_path)
+            if case.resume_refused is not None:  # refused in one line, and nothing on disk touched
+                last_line = [ln for ln in resumed.stderr.splitlines() if ln.strip()][-1:]
+                assert resumed.returncode == REFUSED and "Traceback" not in _said(resumed), _said(resumed)
+                assert last_line and case.resume_refused in last_line[0], _said(resumed)
+                assert (run_dir / "requests.jsonl").read_bytes() == before
+                return
             assert resumed.returncode == 0 and "Traceback" not in _said(resumed), _said(resumed)
             assert (run_dir / "requests.jsonl").read_bytes().startswith(before), "resume rewrote what was on disk"
             assert _finished(run_dir) >= finished, "a finished request was lost"
@@ -81,6 +86,12 @@ def test_a_live_fault_ends_as_the_case_says_and_loses_nothing(case: LiveCase, tm
         for argv in case.then:
             after = _specmeter(*(str(run_dir) if a == "RUN" else a for a in argv), cwd=tmp_path)
             assert after.returncode == 0 and "Traceback" not in _said(after), (argv, _said(after))
+        if case.refuses is not None:
+            argv, words = case.refuses
+            refused = _specmeter(*(str(run_dir) if a == "RUN" else a for a in argv), cwd=tmp_path)
+            lines = [ln for ln in refused.stderr.splitlines() if ln.strip()]
+            assert refused.returncode == REFUSED and "Traceback" not in _said(refused), (argv, _said(refused))
+            assert len(lines) == 1 and words in lines[0], (argv, _said(refused))
         assert _finished(run_dir) >= finished
         if "--api-key" in case.flags:
             _no_secret(run_dir, case.flags[case.flags.index("--api-key") + 1])
