@@ -15,7 +15,9 @@ Reported (goal in brackets):
                                requests again afterwards;
   same request set [yes]        the final successful requests equal the undisturbed sweep's;
   replayed requests             finished turns of a conversation cut short by a kill: resume replays the
-                               whole conversation, since later turns depend on the server's replies.
+                               whole conversation, since later turns depend on the server's replies;
+  servers left running [0]     a server the run launched still running 15 s after specmeter was killed (before
+                               the resume), or after the sweep completed: known by its pid and kernel start time.
 
 Usage (about 22 minutes with the defaults on 2 cores: every resume restarts a server):
     .venv/bin/python benchmarks/fault_campaign.py --server-kills 20 --self-kills 5
@@ -108,6 +110,35 @@ def server_pids(run_dir: Path) -> list[int]:
     return [c["server_pid"] for c in summary["configs"] if c.get("server_pid") and c.get("startup_s")]
 
 
+def launched(run_dir: Path) -> set[tuple[int, int | None]]:
+    """Every server the run's summary names as launched (each instance): (pid, kernel start time)."""
+    summary = read_json(run_dir / "summary.json") or {"configs": []}
+    found = set()
+    for c in summary["configs"]:
+        for s in [c, *c.get("instance_servers", [])]:
+            if s.get("server_pid"):
+                found.add((s["server_pid"], s.get("server_started")))
+    return found
+
+
+def still_running(pid: int, started: int | None) -> bool:
+    """The process is there and is the one started then (a pid the kernel gave to another is not it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    fields = stat[stat.rindex(")") + 2:].split()  # after the command name, which may hold spaces
+    return fields[0] != "Z" and (started is None or int(fields[19]) == started)
+
+
+def left_running(servers: set[tuple[int, int | None]], grace_s: float = 15.0) -> int:
+    """How many of `servers` still run once `grace_s` has passed (they stop with their parent)."""
+    deadline = time.monotonic() + grace_s
+    while (alive_now := [s for s in servers if still_running(*s)]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return len(alive_now)
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -148,7 +179,7 @@ def main() -> None:
     kills = ["server"] * args.server_kills + ["self"] * args.self_kills
     rng.shuffle(kills)
     totals = {"server": 0, "self": 0, "lost": 0, "twice": 0, "replayed": 0, "sweeps": 0, "differ": 0,
-              "at_stake": 0, "damaged": 0}
+              "at_stake": 0, "damaged": 0, "left_running": 0}
     # A small sweep ends before it can take every kill: start disturbed sweeps until the kills are spent,
     # and check each one against the undisturbed sweep when it completes.
     while kills:
@@ -169,6 +200,7 @@ def main() -> None:
     print(f"points run twice: {totals['twice']}")
     print(f"disturbed sweeps whose final requests differ from the undisturbed sweep's: {totals['differ']}")
     print(f"replayed requests (turns of conversations cut short): {totals['replayed']}")
+    print(f"servers left running after a kill of specmeter or at the end: {totals['left_running']}")
     print(f"wall time: {time.monotonic() - t0:.0f} s; runs in {work}")
 
 
@@ -179,6 +211,7 @@ def disturb(run_dir: Path, sweep: Path, kills: list[str], rng: random.Random, ma
     cmd = [*SPECMETER, "sweep", str(sweep), "--out", str(run_dir.parent), "--name", run_dir.name]
     seen_finished: set[Key] = set()
     cells_before: dict[Cell, int] = {}
+    servers: set[tuple[int, int | None]] = set()  # every server the run launched, checked gone after each exit
     while kills and (read_json(run_dir / "summary.json") or {}).get("status") != "complete":
         with log.open("a") as fh:
             proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
@@ -194,6 +227,7 @@ def disturb(run_dir: Path, sweep: Path, kills: list[str], rng: random.Random, ma
             for cell in finished_cells(run_dir):
                 cells_before.setdefault(cell, sum(1 for r in records(run_dir) if key(r)[:3] == cell))
             what = kills.pop()
+            servers |= launched(run_dir)
             if what == "server":
                 pids = [p for p in server_pids(run_dir) if alive(p)]
                 if pids:
@@ -202,9 +236,12 @@ def disturb(run_dir: Path, sweep: Path, kills: list[str], rng: random.Random, ma
                 proc.kill()
             totals[what] += 1
         proc.wait(timeout=600)
+        servers |= launched(run_dir)
+        totals["left_running"] += left_running(servers)  # none outlives specmeter, killed or not
         totals["damaged"] += damaged_lines(run_dir)
     if (read_json(run_dir / "summary.json") or {}).get("status") != "complete":
         run_to_end([*SPECMETER, "resume", str(run_dir)], log)
+        totals["left_running"] += left_running(launched(run_dir) - servers)
     final = final_ok(run_dir)
     totals["at_stake"] += len(seen_finished)
     all_records = records(run_dir)
