@@ -22,14 +22,21 @@ from specmeter.config.flags import Flag, flagged
 Command = Callable[..., None]
 
 
-def _option_type(annotation: Any) -> Any:
-    """The type the option parses the text into: a list or a dict (KEY=VALUE items) is a repeatable option of text;
-    a choice of words (Literal) stays text, which the model refuses where it is none of them."""
+def _bare(annotation: Any) -> Any:
+    """A field's type without its Annotated metadata and without None; of text or a list (`str | list[str]`),
+    the list."""
     while get_origin(annotation) is Annotated:
         annotation = get_args(annotation)[0]
     if get_origin(annotation) in (Union, types.UnionType):
         options = [a for a in get_args(annotation) if a is not type(None)]
-        annotation = next((a for a in options if get_origin(a) in (list, dict)), options[0])  # str | list[str]
+        annotation = next((a for a in options if get_origin(a) in (list, dict)), options[0])
+    return annotation
+
+
+def _option_type(annotation: Any) -> Any:
+    """The type the option parses the text into: a list or a dict (KEY=VALUE items) is a repeatable option of text;
+    a choice of words (Literal) stays text, which the model refuses where it is none of them."""
+    annotation = _bare(annotation)
     if get_origin(annotation) in (list, dict):
         return list[str]
     if get_origin(annotation) is Literal:
@@ -45,17 +52,11 @@ def _value(info: FieldInfo, flag: Flag, value: Any) -> Any:
     if isinstance(value, list):
         if not value:
             return None
-        if get_origin(_field_type(info)) is dict:  # text values, or any JSON value (numbers, true, lists)
-            text = get_args(_field_type(info))[1] is str
+        field_type = _bare(info.annotation)
+        if get_origin(field_type) is dict:  # text values, or any JSON value (numbers, true, lists)
+            text = get_args(field_type)[1] is str
             return parse.pairs(value, flag.name) if text else parse.options(value, flag.name)
     return value
-
-
-def _field_type(info: FieldInfo) -> Any:
-    annotation = info.annotation
-    if get_origin(annotation) in (Union, types.UnionType):
-        annotation = next(a for a in get_args(annotation) if a is not type(None))
-    return annotation
 
 
 def _shown_default(info: FieldInfo) -> str | bool:

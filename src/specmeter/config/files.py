@@ -4,6 +4,7 @@ turned into one line that names the key and the fix."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,6 +15,7 @@ from specmeter.common.errors import InputError, validation_message
 from specmeter.config.models import POINT_KINDS, SpecConfig
 
 M = TypeVar("M", bound=BaseModel)
+
 
 def parse_spec_json(text: str, where: str = "--spec") -> SpecConfig:
     """Parse a speculative config from JSON (CLI) with an error naming the key and the fix."""
@@ -34,6 +36,26 @@ def build_model(cls: type[M], raw: Any, where: str) -> M:
         return cls.model_validate(raw)
     except ValidationError as exc:
         raise InputError(validation_message(exc, where, cls, POINT_KINDS)) from exc
+
+
+def laid_over(cls: type[M], section: M | Mapping[str, Any] | None, given: Mapping[str, Any], where: str) -> M:
+    """The one merge of a file and the flags: the settings given (None: not given) over the file's section, over
+    the fields' defaults, validated as the file is. A section already validated is returned as it is where no
+    flag was given, and else read from its own values, never serialized (a secret in engine.extra_args stays
+    whole)."""
+    flags = {key: v for key, v in given.items() if v is not None}
+    own: Mapping[str, Any]
+    if isinstance(section, cls):
+        if not flags:
+            return section
+        own = {name: getattr(section, name) for name in section.model_fields_set}
+    elif isinstance(section, Mapping):
+        own = section
+    elif not section:
+        own = {}
+    else:
+        return build_model(cls, section, where)  # not a mapping: refused in one line
+    return build_model(cls, {**own, **flags}, where)
 
 
 def load_yaml(path: Path) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from specmeter.common.errors import InputError, SpecmeterError
 from specmeter.config.endpoints import Endpoint
-from specmeter.config.files import build_model, load_yaml, parse_spec_json
+from specmeter.config.files import build_model, laid_over, load_yaml, parse_spec_json
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.config.workload import WorkloadSpec
 from specmeter.data.matched import vocab_from_model
@@ -71,21 +71,20 @@ def build_plan_inputs(
     if unknown:
         raise SpecmeterError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}; use engine, spec, workload "
                              "and load")
-    engine_raw = {**(raw.get("engine") or {}), **{k: v for k, v in cli_engine.items() if v is not None}}
-    workload_raw = {**(raw.get("workload") or {}), **{k: v for k, v in (cli_workload or {}).items() if v is not None}}
-    file_load = dict(raw.get("load") or {})
-    if cli_load.get("concurrency") is not None or cli_load.get("request_rate") is not None:
-        for key in ("points", "concurrency", "request_rate"):  # the flags' load points replace the file's
-            file_load.pop(key, None)
-    load_raw = {**file_load, **{k: v for k, v in cli_load.items() if v is not None}}
-    engine = build_model(EngineSpec, engine_raw, f"{where}: engine")
-    workload = build_model(WorkloadSpec, workload_raw, f"{where}: workload")
+    engine = laid_over(EngineSpec, raw.get("engine"), cli_engine, f"{where}: engine")
+    workload = laid_over(WorkloadSpec, raw.get("workload"), cli_workload or {}, f"{where}: workload")
     if workload.lengths:
         raise InputError(f"{where}: workload.input_len {workload.lengths}: run keeps the dataset's prompts in a "
                          "range (a sweep file's workload.input_len makes lengths an axis); give LO:HI, e.g. 0:512")
-    if workload.num_prompts is not None and cli_load.get("num_prompts") is None:  # as a sweep file reads it
-        load_raw["num_prompts"] = workload.num_prompts
-    load = build_model(LoadSpec, load_raw, f"{where}: load")
+    file_load = raw.get("load") or {}
+    if isinstance(file_load, dict):  # else refused as not a mapping
+        file_load = dict(file_load)
+        if cli_load.get("concurrency") is not None or cli_load.get("request_rate") is not None:
+            for key in ("points", "concurrency", "request_rate"):  # the flags' load points replace the file's
+                file_load.pop(key, None)
+        if workload.num_prompts is not None:  # as a sweep file reads it: over the file's load, under the flag
+            file_load["num_prompts"] = workload.num_prompts
+    load = laid_over(LoadSpec, file_load, cli_load, f"{where}: load")
     if cli_spec is not None:
         spec = parse_spec_json(cli_spec)
     else:

@@ -8,10 +8,10 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from specmeter.common.errors import InputError
-from specmeter.config.files import build_model
+from specmeter.config.files import build_model, laid_over
 from specmeter.config.models import EngineSpec, LoadSpec
 from specmeter.config.workload import WorkloadSpec
 from specmeter.data.model import Conversation
@@ -38,8 +38,6 @@ from specmeter.workflows.recommend import check_indifference, check_min_gain
 from specmeter.workflows.slurm import sweep_on_slurm
 from specmeter.workflows.terminal import Terminal
 from specmeter.workflows.verify import DeployAnswer, VerifyRequest, answering, recommend_and_verify
-
-Section = TypeVar("Section", EngineSpec, WorkloadSpec, LoadSpec)
 
 
 @dataclass(frozen=True)
@@ -112,16 +110,6 @@ def sweep_from_flags(flags: SweepFlags, engine: dict[str, Any]) -> SweepSpec:
     return spec
 
 
-def _laid_over(section: Section, given: dict[str, Any], where: str) -> Section:
-    """The settings given as flags over a file's section, validated as the file is (the section's own values as
-    they are, never serialized: a secret in engine.extra_args stays whole)."""
-    given = {key: v for key, v in given.items() if v is not None}
-    if not given:
-        return section
-    own = {name: getattr(section, name) for name in section.model_fields_set}
-    return build_model(type(section), {**own, **given}, where)
-
-
 def sweep_spec(req: SweepRequest) -> SweepSpec:
     """The sweep as asked: the file or the flags, with --repeats, --interleave, --min-gain, --indifference and
     --ceiling over them."""
@@ -139,11 +127,11 @@ def sweep_spec(req: SweepRequest) -> SweepSpec:
                                      ("indifference", req.indifference), ("ceiling", req.ceiling))
                if v is not None}
     where = str(req.file) if req.file is not None else "command line"
-    workload = _laid_over(sw.workload, req.workload, f"{where}: workload")
+    workload = laid_over(WorkloadSpec, sw.workload, req.workload, f"{where}: workload")
     if req.load.get("num_prompts") is not None:  # --num-prompts over the file's workload.num_prompts too
         workload = workload.model_copy(update={"num_prompts": None})
-    sw = sw.model_copy(update={"engine": _laid_over(sw.engine, req.engine, f"{where}: engine"), "workload": workload,
-                               "load": _laid_over(sw.load, req.load, f"{where}: load")})
+    sw = sw.model_copy(update={"engine": laid_over(EngineSpec, sw.engine, req.engine, f"{where}: engine"),
+                               "workload": workload, "load": laid_over(LoadSpec, sw.load, req.load, f"{where}: load")})
     return SweepSpec.model_validate({**sw.model_dump(by_alias=False), **updates}) if updates else sw
 
 
