@@ -38,8 +38,9 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def sweep_dir(pool: ServerPool, models: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("drafters")
+    # One round a point: the drafter choice's form and pairing are checked, not which drafter wins.
     attached_sweep_file(pool, models, _drafters(models), out, num_prompts=5, load={
-        "concurrency": [1, 4], "max_tokens": 32, "temperature": 0, "warmup": 1, "max_rounds": 2})
+        "concurrency": [1, 4], "max_tokens": 32, "temperature": 0, "warmup": 1, "precision": "fixed"})
     _run(["sweep", str(out / "sweep.yaml"), "--out", str(out), "--name", "sweep"])
     return out / "sweep"
 

@@ -37,7 +37,8 @@ def test_server_killed_then_resumed(models: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "killed"
     spec = json.dumps({"method": "draft_model", "model": str(models / "demo-draft"), "num_speculative_tokens": 4})
     cmd = [*SPECMETER, "run", "--model", str(models / "demo-target"), "--spec", spec, "--dtype", "float32",
-           "--engine-env", "VLLM_CPU_KVCACHE_SPACE=2", "--no-baseline", "--num-prompts", "11",
+           "--engine-env", "VLLM_CPU_KVCACHE_SPACE=2", "--engine-arg=--enforce-eager",  # starts twice: no compile
+           "--no-baseline", "--num-prompts", "11",
            "--concurrency", "1", "--max-tokens", "64", "--out", str(tmp_path), "--name", "killed"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -41,8 +41,10 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def sweep_dir(pool: ServerPool, models: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("rec")
+    # One round a point (fixed precision), and so one for the verification: what is checked here is the table's
+    # form and the K the engine drafts, not a decision (adaptive rounds are test_verify_corrects.py's).
     attached_sweep_file(pool, models, [_draft(models, k) for k in (2, 4)], out, num_prompts=6, load={
-        "concurrency": [1, 6], "max_tokens": 32, "temperature": 0, "warmup": 1, "max_rounds": 3})
+        "concurrency": [1, 6], "max_tokens": 32, "temperature": 0, "warmup": 1, "precision": "fixed"})
     _run(["sweep", str(out / "sweep.yaml"), "--out", str(out), "--name", "sweep"])
     return out / "sweep"
 

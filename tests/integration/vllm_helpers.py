@@ -32,6 +32,11 @@ KV_CACHE_GIB = "1"
 SERVER_GIB = 3.0
 # Left free for the servers tests start themselves (a managed run, llama-servers) and pytest itself.
 RESERVE_GIB = 7.0
+# Eager mode: no torch.compile at start. On a new 2-core machine (CI's, fresh compile caches) a demo draft-model
+# server served after 56 s eager against 138 s compiled, and the session starts a dozen or more; what the tests
+# check (what specmeter reads from the engine, and which of two configurations is faster) does not need compiled
+# speed. The demo itself, and its e2e test, run compiled, as a user's server does.
+EAGER = ["--enforce-eager"]
 # The widest attached sweep (the drafter choice: the baseline and three drafters) needs four servers up at once.
 MIN_ALIVE = 4
 
@@ -72,7 +77,8 @@ class ServerPool:
         log = self.log_dir / f"server-{name}-{self._started}.log"
         self._started += 1
         engine = demo_engine()
-        engine = engine.model_copy(update={"env": {**engine.env, "VLLM_CPU_KVCACHE_SPACE": KV_CACHE_GIB}})
+        engine = engine.model_copy(update={"env": {**engine.env, "VLLM_CPU_KVCACHE_SPACE": KV_CACHE_GIB},
+                                           "extra_args": [*engine.extra_args, *EAGER]})
         self._servers[key] = LaunchedServer(VLLMLauncher(), engine, spec, log).start()
         return self._servers[key]
 
