@@ -49,9 +49,8 @@ def demo(
         note("specmeter demo --num-speculative-tokens K", "specmeter demo --k K")
         k = num_speculative_tokens
     workflow.demo(workflow.DemoRequest(
-        out=out, concurrency=parse.no_auto(concurrency or "1,4,16", "demo"), ks=parse.ks(k or "2,4"),
-        num_prompts=load["num_prompts"], max_tokens=load["max_tokens"], repeats=repeats,
-        max_rounds=load["max_rounds"], instances=load["instances"], rounds=rounds,
+        out=out, concurrency=parse.no_auto(concurrency or "1,4,16", "demo"), ks=parse.ks(k or "2,4"), load=load,
+        repeats=repeats, rounds=rounds,
         min_gain=0.01 if min_gain is None else min_gain,
         propose=DEFAULT_BUDGET if propose is None else propose,
         propose_k=parse.k_range(propose_k) if propose_k else None, indifference=indifference,

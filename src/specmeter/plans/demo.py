@@ -7,10 +7,12 @@ location or SPECMETER_MODELS_DIR. Greedy decoding so acceptance is deterministic
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from specmeter.common.errors import InputError
-from specmeter.config.files import build_model
+from specmeter.config.files import laid_over
 from specmeter.config.models import ConcurrencyPoint, EngineSpec, LoadSpec, Precision, SpecMethod
 from specmeter.data.workload import load_conversations
 from specmeter.execution.runner import Execution
@@ -50,18 +52,18 @@ def demo_engine(model: Path | None = None) -> EngineSpec:
     )
 
 
-def demo_plan(levels: list[int], num_prompts: int, ks: list[int], max_tokens: int, repeats: int, *,
-              precision: Precision = "adaptive", max_rounds: int = 4, instances: int = 1,
-              min_gain: float = 0.01, indifference: float | None = None) -> Execution:
+def demo_plan(levels: list[int], ks: list[int], given: Mapping[str, Any], *, repeats: int = 1,
+              precision: Precision = "adaptive", min_gain: float = 0.01,
+              indifference: float | None = None) -> Execution:
     """A small sweep: the baseline and the draft model at each K, every server up together and alternating
     at each point, so drift between them is seconds, not minutes. `specmeter demo` then recommends a K per
-    batch size from it and verifies that config on the same servers."""
+    batch size from it and verifies that config on the same servers. `given`: the load settings given (the demo's
+    workload size, rounds and instances), over the demo's own."""
     engine = demo_engine()
     # Validated as a file's load section is: a setting out of its field's bounds (--instances 5) is one line.
-    load = build_model(LoadSpec, {"points": [ConcurrencyPoint(concurrency=c) for c in levels],
-                                  "num_prompts": num_prompts, "max_tokens": max_tokens, "temperature": 0.0,
-                                  "warmup": 2, "precision": precision, "max_rounds": max_rounds,
-                                  "instances": instances}, "demo: load")
+    own = {"points": [ConcurrencyPoint(concurrency=c) for c in levels], "temperature": 0.0, "warmup": 2,
+           "precision": precision}
+    load = laid_over(LoadSpec, own, given, "demo: load")
     draft = CandidateSpec.model_validate({"method": SpecMethod.draft_model, "num_speculative_tokens": ks,
                                           "draft_model": str(models_dir() / DRAFT)})
     sweep = SweepSpec(engine=engine, load=load, repeats=repeats, interleave=True, min_gain=min_gain,

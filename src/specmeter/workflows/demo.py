@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from specmeter.common.errors import InputError
 from specmeter.execution.servers import ServerPool
@@ -27,11 +28,8 @@ class DemoRequest:
     out: Path
     concurrency: list[int]
     ks: list[int]
-    num_prompts: int
-    max_tokens: int
+    load: dict[str, Any]  # LoadSpec settings: workload size (num_prompts, max_tokens), max_rounds, instances
     repeats: int | None = None
-    max_rounds: int = 4
-    instances: int = 2  # servers per configuration, rounds alternating between them
     rounds: int = 2  # the most verification rounds
     min_gain: float = 0.01
     indifference: float | None = None  # None: the sweep's default
@@ -41,24 +39,22 @@ class DemoRequest:
 
     def __post_init__(self) -> None:  # each flag named, before anything is planned or started
         for flag, values, example in (("-k", self.ks, "-k 2,4"), ("--concurrency", self.concurrency, "1,4,16"),
-                                      ("--num-prompts", [self.num_prompts], "12"),
-                                      ("--max-tokens", [self.max_tokens], "96")):
+                                      ("--num-prompts", [self.load.get("num_prompts", 1)], "12"),
+                                      ("--max-tokens", [self.load.get("max_tokens", 1)], "96")):
             if not values or any(v < 1 for v in values):
                 raise InputError(f"{flag} {','.join(map(str, values))}: give whole numbers of at least 1, "
                                  f"e.g. {example if flag == '-k' else f'{flag} {example}'}")
-        if self.max_rounds < 2:  # the demo's adaptive points always run two rounds, one per order
-            raise InputError(f"--max-rounds {self.max_rounds}: the demo runs at least two rounds a point; give 2 or "
-                             "more")
+        if self.load.get("max_rounds", 2) < 2:  # the demo's adaptive points always run two rounds, one per order
+            raise InputError(f"--max-rounds {self.load['max_rounds']}: the demo runs at least two rounds a point; "
+                             "give 2 or more")
         if self.repeats is not None and self.repeats < 1:
             raise InputError(f"--repeats {self.repeats}: give at least 1 (or leave it out for adaptive rounds)")
 
 
 def demo(req: DemoRequest, term: Terminal) -> None:
     proposals = ProposeRequest(budget=req.propose, k_range=req.propose_k, repeats=req.repeats, command=req.command)
-    ex = demo_plan(req.concurrency, req.num_prompts, req.ks, req.max_tokens, req.repeats or 1,
-                   precision="fixed" if req.repeats else "adaptive", max_rounds=req.max_rounds,
-                   instances=req.instances,
-                   min_gain=check_min_gain(req.min_gain) or 0.0,
+    ex = demo_plan(req.concurrency, req.ks, req.load, repeats=req.repeats or 1,
+                   precision="fixed" if req.repeats else "adaptive", min_gain=check_min_gain(req.min_gain) or 0.0,
                    indifference=check_indifference(req.indifference, req.min_gain))
     ex.command = req.command
     run_dir = req.out / new_run_id("demo")
