@@ -4,12 +4,13 @@ where nothing matches). A tree drafts many nodes a step and a per-batch-size K m
 launched server runs the config specmeter gave it, so only attached ones are read.
 
 One rule, read twice: per round, where a mismatch marks the point and withholds its verdict (a server swapped
-mid-run), and over the run, where `recommend` refuses a table whose K the server does not run."""
+mid-run), and over the run, where `recommend` refuses a table whose K the server does not run. A server verified
+with `verify --endpoint` is read against the table it was given."""
 
 from __future__ import annotations
 
 from specmeter.config.models import NEEDS_DRAFT_MODEL, SpecMethod
-from specmeter.schemas.plan import PlannedConfig
+from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.results import RunSummary
 
 # Tokens a step a counter's mean may stray from K: acceptance never changes what is drafted, so a K = 4 server
@@ -44,4 +45,22 @@ def point_mismatch(summary: RunSummary, config_id: str, point_id: str) -> str | 
         if pr.point_id == point_id and head is not None and head.mean_draft_length is not None \
                 and (why := mismatch(planned, head.mean_draft_length)) is not None:
             return f"round {pr.repeat + 1}: {why}"
+    return None
+
+
+# Share of a verified point's steps drafting a K its table gives no batch size the engine ran at, above which the
+# server does not run the table (a static K, another table): a range edge the batch swings across moves far less.
+NOT_THE_TABLE = 0.5
+
+
+def table_mismatch(verify: RunSummary) -> str | None:
+    """Why an attached server verified (`verify --endpoint`) does not run the table it was given, or None: at some
+    point most of its steps drafted a K the table never names there. A launched one runs what specmeter gave it."""
+    attached = [c for c in verify.plan.configs if c.role is Role.verification and c.engine.endpoints]
+    if not attached:
+        return None
+    for vp in verify.analysis.verification:
+        share = vp.drafted.share_unexpected
+        if share is not None and share > NOT_THE_TABLE:
+            return f"the server at {attached[0].engine.endpoints[0]}, at {vp.point_id}: {vp.drafted.note}"
     return None

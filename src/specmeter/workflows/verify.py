@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specmeter.analysis.correction import correct, disagreements, same_table
+from specmeter.analysis.identity import table_mismatch
 from specmeter.common.errors import InputError
 from specmeter.config.endpoints import normalize_endpoint
 from specmeter.config.models import SpecConfig
@@ -83,6 +84,10 @@ class VerifyLoop:
                          f"the sweep's evidence, settled or stopped for futility, stands at "
                          f"{', '.join(ex.plan.carried)} (--every-point runs those too)")
             verify = load_summary(target)
+            if (why := table_mismatch(verify)) is not None:  # it verified another config than the table
+                raise InputError(f"{why}: it does not run the table, so it verifies nothing; start it with the "
+                                 f"table's config (`specmeter recommend {self.run_dir}` prints it) and verify again "
+                                 f"(what this measured stays in {target})")
             verified.append((verify, _records(target)))
             done = rec.model_copy(deep=True)
             done.verified_in = str(target.relative_to(self.run_dir)) if target.is_relative_to(self.run_dir) \

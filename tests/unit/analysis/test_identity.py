@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specmeter.analysis.decide import analyze
-from specmeter.analysis.identity import point_mismatch
+from specmeter.analysis.identity import point_mismatch, table_mismatch
 from specmeter.analysis.recommend import recommend
 from specmeter.rundir.store import RunStore, latest_records, load_summary
 from specmeter.schemas.plan import Role
@@ -57,3 +57,19 @@ def test_the_table_is_decided_without_the_withheld_point_and_says_so() -> None:
             if seg.basis == "measured" and first in seg.point_ids:
                 assert seg.chosen != cid
         assert drafter.static_config_id != cid  # a static K runs at every batch: not one its server did not run
+
+
+def test_a_server_verified_with_endpoint_that_drafts_what_its_table_never_names_does_not_run_the_table() -> None:
+    """verify --endpoint against a server drafting a static K = 4 where the table names K = 2: most of its steps
+    at the point drafted a K the table gives no batch the engine ran. Following the table, or launched by
+    specmeter (which gave it the table), nothing is said."""
+    verify = load_summary(DEMO_RUN / "verify")
+    dynamic = next(c for c in verify.plan.configs if c.role is Role.verification)
+    assert table_mismatch(verify) is None  # launched
+    dynamic.engine = dynamic.engine.model_copy(update={"endpoint": "http://127.0.0.1:8002"})
+    assert table_mismatch(verify) is None  # attached, and it drafted the table's K at every point
+    row = verify.analysis.verification[0]
+    row.drafted.share_unexpected, row.drafted.followed = 1.0, False
+    row.drafted.note = "the table names K=2 at batch 0.9, but the engine drafted K=4 most (100% of steps)"
+    why = table_mismatch(verify)
+    assert why is not None and "http://127.0.0.1:8002" in why and row.point_id in why and "drafted K=4" in why
