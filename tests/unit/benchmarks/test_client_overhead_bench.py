@@ -4,26 +4,19 @@ paced server (both small processes, a few seconds)."""
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from bench_script import load
 
 from specmeter.rundir.store import RunStore, load_summary
-
-BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
 
 
 @pytest.fixture(scope="module")
 def co() -> SimpleNamespace:
     """The names of benchmarks/client_overhead.py and its parts (benchmarks/overhead/), as one namespace."""
-    sys.path.insert(0, str(BENCHMARKS))  # where the script finds its parts
-    spec = importlib.util.spec_from_file_location("client_overhead", BENCHMARKS / "client_overhead.py")
-    assert spec is not None and spec.loader is not None
-    main = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(main)
+    main = load("client_overhead")  # benchmarks/ on the path: where the script finds its parts
     names: dict[str, object] = {}
     for part in ("measures", "tools", "processes", "output"):
         names.update(vars(importlib.import_module(f"overhead.{part}")))

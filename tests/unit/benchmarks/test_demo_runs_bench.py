@@ -3,25 +3,19 @@ previous one against the same configuration's same prompt right after another se
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_script import load
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
 def demo_runs() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("demo_runs", ROOT / "benchmarks/demo_runs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load("demo_runs")
 
 
 def _execution(d: Path, sent: list[tuple[int, str, str, float]], turned: bool = True) -> None:

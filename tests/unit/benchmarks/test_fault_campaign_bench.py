@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,17 +10,14 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_script import load
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
 def campaign() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fault_campaign", ROOT / "benchmarks/fault_campaign.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("fault_campaign")
 
 
 def _started(pid: int) -> int:

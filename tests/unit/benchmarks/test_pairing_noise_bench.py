@@ -3,24 +3,18 @@ after the other server's, and the ratios it reports."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_script import load
 
 SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "pairing_noise.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("pairing_noise", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
+    return load("pairing_noise")
 
 
 class Recorder:

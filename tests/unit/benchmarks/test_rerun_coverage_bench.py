@@ -3,13 +3,12 @@ directories (the saved real demo run, and a copy whose speedups moved)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_script import load
 
 from specmeter.rundir.store import load_summary
 
@@ -19,13 +18,7 @@ RUN = ROOT / "tests/fixtures/runs/20261123-180233-demo"
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    sys.path.insert(1, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("rerun_coverage", ROOT / "benchmarks/rerun_coverage.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load("rerun_coverage")
 
 
 def test_coverage_counts_the_other_runs_estimates_inside_each_interval(bench: ModuleType, tmp_path: Path) -> None:

@@ -3,11 +3,9 @@ records (the saved real demo run), and the comparison of two designs' final tabl
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
-import sys
 import time
 from dataclasses import replace
 from datetime import datetime
@@ -15,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from bench_script import load
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN = ROOT / "tests/fixtures/runs/20261123-180233-demo"
@@ -22,12 +21,7 @@ RUN = ROOT / "tests/fixtures/runs/20261123-180233-demo"
 
 @pytest.fixture(scope="module")
 def tta() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("time_to_answer", ROOT / "benchmarks/time_to_answer.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load("time_to_answer")
 
 
 def test_the_phases_add_up_to_the_wall_time_and_come_from_the_run(tta: ModuleType) -> None:
