@@ -1,29 +1,24 @@
 """The live-fault campaign (live_fault_cases.py): `specmeter run` attached to two fake vLLM servers that misbehave
-as each case says. Each ends with its exit code and one line holding its words, never a traceback; nothing it
-measured is lost (requests.jsonl only grows: its bytes before a resume are the start of its bytes after, and no
-finished request disappears); no secret reaches the disk; and where the run stopped, a resume against the fixed
-server completes it."""
+as each case says (every command run in this process, through the CLI's own entry point: in_process.py). Each ends
+with its exit code and one line holding its words, never a traceback; nothing it measured is lost (requests.jsonl
+only grows: its bytes before a resume are the start of its bytes after, and no finished request disappears); no
+secret reaches the disk; and where the run stopped, a resume against the fixed server completes it."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from in_process import specmeter as _specmeter
 from live_fault_cases import CASES, REFUSED, LiveCase
 
 from fakeengine.server import FakeEngine
 from specmeter.rundir.store import load_summary
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def _specmeter(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "specmeter.cli", *argv], capture_output=True, text=True,
-                          timeout=150, cwd=cwd)
 
 
 def _said(res: subprocess.CompletedProcess[str]) -> str:
