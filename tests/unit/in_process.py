@@ -17,14 +17,16 @@ from pathlib import Path
 from specmeter.cli.app import main
 
 
-def specmeter(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run `specmeter ARGV` in `cwd` in this process and return what a subprocess run would."""
+def specmeter(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `specmeter ARGS` in `cwd` (None: where the test is) in this process and return what a subprocess run
+    would."""
+    argv = [str(a) for a in args]
     out, err = io.StringIO(), io.StringIO()
     code = 0
     argv_before = sys.argv
     sys.argv = ["specmeter", *argv]
     try:
-        with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.chdir(cwd or Path.cwd()), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 main()
             except SystemExit as exc:

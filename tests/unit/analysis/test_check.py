@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from in_process import specmeter
 
 from specmeter.analysis.decide import analyze
 from specmeter.analysis.regression import check_runs
@@ -97,12 +95,6 @@ def slow_machine(run_dir: Path) -> None:
         records.append(r.model_copy(update={"ttft_s": (r.ttft_s or 0) * f, "e2e_s": (r.e2e_s or 0) * f,
                                             "chunk_offsets_s": [x * f for x in r.chunk_offsets_s]}))
     rewrite(run_dir, summary, records)
-
-
-def specmeter(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "specmeter.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, env=env)
 
 
 def test_a_slower_machine_is_no_regression(tmp_path: Path) -> None:

@@ -5,15 +5,14 @@ are replaced by recorders where a command would measure."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer.main
+from in_process import specmeter
 from typer.testing import CliRunner
 
 from specmeter.cli import app, parse
@@ -135,12 +134,6 @@ def test_verify_rounds_alone_sets_the_rounds(recorded: dict[str, Any]) -> None:
 def test_quiet_and_verbose_reach_the_terminal(recorded: dict[str, Any], flags: list[str], verbosity: int) -> None:
     invoke("report", "r", *flags)
     assert recorded["report"][2].verbosity == verbosity
-
-
-def specmeter(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "specmeter.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, env=env)
 
 
 def one_line_error(res: subprocess.CompletedProcess[str]) -> str:

@@ -8,12 +8,11 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from in_process import specmeter
 
 from specmeter.common.errors import InputError
 from specmeter.rundir.answer import ANSWER_DIR, POINTER, next_round, read_answer, write_round
@@ -21,12 +20,6 @@ from specmeter.schemas.recommend import Recommendation
 
 pytestmark = pytest.mark.timeout(300)
 STORED = Path(__file__).resolve().parents[2] / "fixtures" / "runs" / "20261123-180233-demo"
-
-
-def specmeter(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "250"}
-    return subprocess.run([sys.executable, "-m", "specmeter.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=240, env=env)
 
 
 def hashes(root: Path) -> dict[str, str]:

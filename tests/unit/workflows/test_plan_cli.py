@@ -4,24 +4,16 @@ checked, a left-out configuration predicted blind, the table's unmeasured ranges
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from in_process import specmeter
 
 from specmeter.rundir.store import load_summary
 from specmeter.schemas.planner import Calibration, PlanResult
 
 STORED = Path(__file__).resolve().parents[2] / "fixtures" / "runs" / "20261123-180233-demo"
-
-
-def specmeter(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "specmeter.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, env=env)
 
 
 @pytest.fixture
