@@ -330,8 +330,11 @@ class LoadSpec(StrictModel):
         data = dict(data)
         conc, rates = data.pop("concurrency", None), data.pop("request_rate", None)
         arrival = {k: data.pop(k) for k in ("arrival", "burstiness", "max_concurrency") if k in data}
-        if arrival and rates is None:
-            raise ValueError(f"{', '.join(arrival)} shape request-rate points: give request_rate too")
+        if arrival and rates is None:  # over a section's own points (a flag over a file): each rate point's shape
+            shaped = _shaped(data.get("points"), arrival)
+            if shaped is None:
+                raise ValueError(f"{', '.join(arrival)} shape request-rate points: give request_rate too")
+            data["points"] = shaped
         searches = [s for s in (parse_auto("concurrency", conc), parse_auto("request_rate", rates)) if s is not None]
         for s in searches:  # the start loads are the axis's first points
             if s.axis == "concurrency":
@@ -408,6 +411,18 @@ class LoadSpec(StrictModel):
         if dupes:
             raise ValueError(f"load point {dupes[0]} is listed twice; each point runs once (use repeats)")
         return points
+
+
+def _shaped(points: Any, arrival: dict[str, Any]) -> list[Any] | None:
+    """`points` with the arrival settings (arrival, burstiness, max_concurrency) over each request-rate point's;
+    None where none is a request-rate point."""
+    if not isinstance(points, list):
+        return None
+    raw = [p.model_dump() if isinstance(p, RatePoint) else point_shorthand(p) for p in points]
+    rate = [isinstance(r, dict) and r.get("kind") == "rate" for r in raw]
+    if not any(rate):
+        return None
+    return [{**r, **arrival} if is_rate else p for p, r, is_rate in zip(points, raw, rate)]
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -89,6 +89,23 @@ def test_a_flag_reaches_the_run_and_the_sweep_over_their_files(monkeypatch: pyte
     assert spec.workload.categories == ["coding"]  # the file's, where no flag was given
 
 
+def test_run_and_sweep_shape_request_rate_points_alike(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """--arrival, --burstiness and --max-concurrency are options of both, one declaration each; beside a sweep file
+    they shape each of its request-rate points."""
+    for flag in ("--arrival", "--burstiness", "--max-concurrency"):
+        assert options("run")[flag].help == options("sweep")[flag].help
+    asked: dict[str, Any] = {}
+    monkeypatch.setattr("specmeter.workflows.sweep.sweep", lambda req, term: asked.setdefault("sweep", req))
+    (tmp_path / "sweep.yaml").write_text("engine: {model: m}\ncandidates: [{method: ngram, num_speculative_tokens: 2}]"
+                                         "\nload: {concurrency: [1], request_rate: [2]}\n")
+    result = CliRunner().invoke(app, ["sweep", str(tmp_path / "sweep.yaml"), "--arrival", "gamma", "--burstiness",
+                                      "0.5", "--max-concurrency", "4"])
+    assert result.exit_code == 0, result.output
+    from specmeter.workflows.sweep import sweep_spec
+
+    assert [p.id for p in sweep_spec(asked["sweep"]).load.points] == ["c1", "r2-gamma0.5-cap4"]
+
+
 def test_a_wrong_value_is_refused_by_the_field_in_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["run", "--model", "m", "--warmup", "-1", "--out", str(tmp_path)])
     assert isinstance(result.exception, InputError)  # main() prints it as its one line, exit 2

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from specmeter.common.errors import InputError
 from specmeter.config import models as config
-from specmeter.config.files import build_model, load_yaml, parse_spec_json
+from specmeter.config.files import build_model, laid_over, load_yaml, parse_spec_json
 from specmeter.config.models import (
     ConcurrencyPoint,
     EngineSpec,
@@ -281,6 +281,22 @@ def test_shorthands_become_points_in_order() -> None:
     assert mixed.point("r2") == RatePoint(rate=2) and mixed.point("c5") is None
     # the shorthands are not fields: a dumped spec reloads to the same points
     assert "concurrency" not in spec.model_dump() and LoadSpec.model_validate(spec.model_dump()) == spec
+
+
+def test_arrival_flags_over_a_sections_points_shape_each_request_rate_point() -> None:
+    """`sweep FILE --arrival gamma --burstiness 0.5` (or `run --config`): the file's rate points take the shape, its
+    concurrency points stay as they are; over a section without rate points the flags are refused in one line."""
+    file = LoadSpec(concurrency=[2], request_rate=[1.0, 4.0], max_concurrency=8)
+    shaped = laid_over(LoadSpec, file, {"arrival": "gamma", "burstiness": 0.5}, "s.yaml: load")
+    assert shaped.points == [ConcurrencyPoint(concurrency=2),
+                             RatePoint(rate=1.0, arrival="gamma", burstiness=0.5, max_concurrency=8),
+                             RatePoint(rate=4.0, arrival="gamma", burstiness=0.5, max_concurrency=8)]
+    assert laid_over(LoadSpec, {"points": [{"rate": 2}]}, {"arrival": "constant"}, "load").points == \
+        [RatePoint(rate=2, arrival="constant")]
+    with pytest.raises(InputError, match="give request_rate too"):
+        laid_over(LoadSpec, LoadSpec(concurrency=[1, 4]), {"max_concurrency": 4}, "s.yaml: load")
+    with pytest.raises(InputError, match="gamma"):  # a shape the point refuses, named as the point
+        laid_over(LoadSpec, file, {"burstiness": 0.5}, "s.yaml: load")
 
 
 @pytest.mark.parametrize(
