@@ -14,10 +14,10 @@ from specmeter.plans.demo import models_dir
 # The order the modules run in. The e2e demo first: it starts four servers of its own (two instances of two
 # configurations, the demo's KV cache each), before the session's pool holds any. Then the vLLM modules: the pool
 # holds at most four servers on a 24 GiB machine and stops the least recently used to start another, so modules
-# that share servers run next to each other and every configuration starts once (12 starts, one a configuration;
-# alphabetical order paid 17, each about a minute on 2 cores). A module's configurations are in its pool.get
-# calls; a new module goes beside the modules that use its servers. Those that wait for the installs run last
-# whatever their place here (tests/conftest.py), test_suffix_vllm among them.
+# that share servers run next to each other and every configuration starts once (12 starts, one a configuration,
+# simulated over each module's pool.get calls; alphabetical order started 17 in a CI run, each about a minute on 2
+# cores). A new module goes beside the modules that use its servers. Those that wait for the installs still run
+# last whatever their place here (tests/conftest.py sorts them after this order), test_suffix_vllm among them.
 MODULE_ORDER = [
     "test_demo_cli", "test_eagle3", "test_eagle3_plan_check", "test_drafter_sweep", "test_sweep", "test_demo_pair",
     "test_recommend_verify", "test_attach_flow", "test_speculation_off", "test_input_len_sweep", "test_vocab",
@@ -25,11 +25,10 @@ MODULE_ORDER = [
 ]
 
 
-@pytest.hookimpl(trylast=True)  # after tests/conftest.py moved the modules that wait for the installs last
+@pytest.hookimpl(tryfirst=True)  # before tests/conftest.py's stable sort puts the installs' modules last
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(MODULE_ORDER)}
-    needs = {item.path for item in items if "installed" in item.fixturenames}
-    items.sort(key=lambda item: (item.path in needs, rank.get(item.path.stem, len(rank))))
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))
 
 
 @pytest.fixture(scope="session")

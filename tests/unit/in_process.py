@@ -1,7 +1,7 @@
 """specmeter's command line run inside the test's process, as `python -m specmeter.cli` runs it (cli.app.main, the
 same entry point): its exit code and what it printed to stdout and stderr. Without an interpreter start and the
-imports per command (about two seconds each, three with the HTML page's plotting library), a campaign of many
-short commands against servers in this process costs a third of what subprocesses cost. What escapes main() is
+imports per command (about two seconds each, three with the HTML page's plotting library), which a campaign of
+many short commands against servers in this process would pay again and again. What escapes main() is
 written to stderr as the interpreter would print it, a traceback with exit 1, so a test that asserts no traceback
 catches it the same way."""
 
