@@ -10,9 +10,9 @@ from typing import Annotated
 import typer
 
 from specmeter.cli import options as o
-from specmeter.cli import parse
 from specmeter.cli.args import note, terminal
 from specmeter.common.errors import InputError
+from specmeter.config import flag_text as parse
 
 MaxAlDrop = Annotated[str | None, typer.Option(help="With --check: the largest drop in acceptance length allowed, a percentage (2%) or a fraction (0.02); default 2%.")]
 MaxSpeedupDrop = Annotated[str | None, typer.Option(help="With --check: the largest drop in speedup over each run's own baseline allowed; default 3%.")]

@@ -10,10 +10,10 @@ from typing import Annotated, Any
 import typer
 
 from specmeter.cli import options as o
-from specmeter.cli import parse
 from specmeter.cli.args import note, terminal
 from specmeter.cli.settings import settings
 from specmeter.common.errors import InputError
+from specmeter.config import flag_text as parse
 from specmeter.config.models import EngineSpec
 
 KS = "1,2,3,4,6,8"

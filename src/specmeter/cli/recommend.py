@@ -9,9 +9,9 @@ from typing import Annotated, Any
 import typer
 
 from specmeter.cli import options as o
-from specmeter.cli import parse
 from specmeter.cli.args import command_line, find_api_key, note, terminal
 from specmeter.cli.settings import settings
+from specmeter.config import flag_text as parse
 from specmeter.config.models import EngineSpec
 
 SweepDir = Annotated[Path, typer.Argument(help="A sweep's run directory.")]

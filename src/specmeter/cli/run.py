@@ -10,9 +10,9 @@ from typing import Annotated, Any
 import typer
 
 from specmeter.cli import options as o
-from specmeter.cli import parse
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
 from specmeter.cli.settings import settings
+from specmeter.config import flag_text as parse
 from specmeter.config.models import EngineSpec, LoadSpec
 from specmeter.config.workload import WorkloadSpec
 
@@ -94,12 +94,11 @@ def run(
         resume_run(resume, api_key, json_out)
         return
     from specmeter.workflows import run as workflow
-    from specmeter.workflows.recommend import parse_slo
 
     one_spec = parse.once(spec, "--spec", "run measures one speculative config (`specmeter sweep` takes several)")
     load_flags = {**load, "concurrency": parse.no_auto(concurrency, "run") if concurrency else None,
                   "request_rate": parse.rates(request_rate) if request_rate else None, "arrival": arrival,
-                  "burstiness": burstiness, "max_concurrency": max_concurrency, "slo": parse_slo(slo)}
+                  "burstiness": burstiness, "max_concurrency": max_concurrency, "slo": parse.slo(slo) if slo else None}
     workflow.run(workflow.RunRequest(
         config_file=config, engine=engine, spec_json=one_spec, load=load_flags, out=out, name=name,
         workload={**workload, "input_len": parse.length_range(input_len, "run") if input_len else None},

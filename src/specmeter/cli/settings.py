@@ -16,7 +16,7 @@ import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from specmeter.cli import parse
+from specmeter.config import flag_text as parse
 from specmeter.config.flags import Flag, flagged
 
 Command = Callable[..., None]

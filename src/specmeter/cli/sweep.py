@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from specmeter.cli import options as o
-from specmeter.cli import parse
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
 from specmeter.cli.settings import settings
 from specmeter.common.errors import InputError
+from specmeter.config import flag_text as parse
 from specmeter.config.models import EngineSpec, LoadSpec
 from specmeter.config.workload import WorkloadSpec
+from specmeter.placement.inventory import parse_gpu_ids
 
 if TYPE_CHECKING:
     from specmeter.schemas.jobs import SlurmOptions
@@ -97,7 +98,7 @@ def sweep(
         return
     from specmeter.workflows import sweep as workflow
     from specmeter.workflows.propose import DEFAULT_BUDGET, ProposeRequest
-    from specmeter.workflows.recommend import Criteria, parse_slo
+    from specmeter.workflows.recommend import Criteria
     from specmeter.workflows.verify import VerifyRequest
 
     shorthand = workflow.SweepFlags(specs=spec or [], k=parse.ks(k) if k else None,
@@ -119,10 +120,10 @@ def sweep(
                                          interleave=interleave, min_gain=min_gain, indifference=indifference,
                                          ceiling=True if ceiling else None, name=name,
                                          engine=engine, api_key=key,
-                                         load={**load, "slo": parse_slo(slo), "arrival": arrival,
+                                         load={**load, "slo": parse.slo(slo) if slo else None, "arrival": arrival,
                                                "burstiness": burstiness, "max_concurrency": max_concurrency},
                                          workload={**workload, "input_len": parse.input_len(input_len) if input_len else None},
-                                         gpus=parse.gpu_ids(gpus) if gpus else None, dry_run=dry_run, command=command_line(),
+                                         gpus=parse_gpu_ids(gpus, "--gpus") if gpus else None, dry_run=dry_run, command=command_line(),
                                          verify=checks, propose=proposals, slurm=slurm), terminal(json_out))
 
 

@@ -9,9 +9,9 @@ from typing import Annotated, Any
 import typer
 
 from specmeter.cli import options as o
-from specmeter.cli import parse
 from specmeter.cli.args import note, terminal
 from specmeter.cli.settings import settings
+from specmeter.config import flag_text as parse
 from specmeter.config.workload import WorkloadSpec
 
 

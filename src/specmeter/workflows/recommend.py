@@ -17,6 +17,7 @@ from specmeter.analysis.by_length import per_length
 from specmeter.analysis.proposed import judged
 from specmeter.analysis.recommend import recommend as decide_table
 from specmeter.common.errors import InputError
+from specmeter.config import flag_text
 from specmeter.config.files import build_model
 from specmeter.engines.deploy import sweep_engine, with_deploy_configs
 from specmeter.report.console import QUIET, VERBOSE, render_recommendation, render_rounds
@@ -53,7 +54,8 @@ class Criteria:
         if max_num_seqs is not None and max_num_seqs < 1:
             raise InputError(f"--max-num-seqs {max_num_seqs}: the engine's batch limit is at least 1, e.g. "
                              "--max-num-seqs 256 (or leave it out to read it from the run)")
-        return cls(cast(Objective | None, objective), parse_slo(slo), max_num_seqs, check_min_gain(min_gain),
+        bounds = flag_text.slo(slo) if slo is not None else None
+        return cls(cast(Objective | None, objective), bounds, max_num_seqs, check_min_gain(min_gain),
                    check_indifference(indifference, min_gain))
 
     def differences(self, rec: Recommendation) -> list[tuple[str, str, str]]:
@@ -98,20 +100,6 @@ def check_indifference(value: float | None, min_gain: float | None) -> float | N
         raise InputError(f"--indifference {value:g} is below the minimum gain {min_gain:g}: a tie straddles 1 + min "
                          f"gain, so a narrower zone never holds one; give --indifference {min_gain:g} or more")
     return value
-
-
-def parse_slo(text: str | None) -> SLO | None:
-    """--slo ttft_ms=500,tpot_ms=50 as an SLO (None: not given); a malformed one is a one-line error."""
-    if text is None:
-        return None
-    raw: dict[str, Any] = {}
-    for item in text.split(","):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise InputError(f"--slo: expected KEY=VALUE pairs like ttft_ms=500,tpot_ms=50, got {item!r}")
-        raw[key.strip()] = value.strip()
-    slo: SLO = build_model(SLO, raw, "--slo")
-    return slo
 
 
 def decide(run_dir: Path, criteria: Criteria) -> Recommendation:

@@ -15,8 +15,10 @@ import typer.main
 from in_process import specmeter
 from typer.testing import CliRunner
 
-from specmeter.cli import app, parse
+from specmeter.cli import app
 from specmeter.common.errors import InputError
+from specmeter.config import flag_text as parse
+from specmeter.placement.inventory import parse_gpu_ids
 
 MAP = ["demo", "run", "sweep", "resume", "recommend", "verify", "report", "compare", "plan", "estimate", "vocab",
        "data"]
@@ -167,7 +169,7 @@ def test_every_parser_raises_one_line_input_errors() -> None:
                  lambda: parse.sizes("1,-2", "--batch", "1,8"), lambda: parse.rates("0"),
                  lambda: parse.input_len("1,1"), lambda: parse.input_len("a:b"), lambda: parse.one_length("1,2", "x"),
                  lambda: parse.pairs(["=v"], "--engine-env"), lambda: parse.options(["k"], "--dataset-option"),
-                 lambda: parse.drop("150%", "--max-al-drop"), lambda: parse.gpu_ids("0,,1"),
+                 lambda: parse.drop("150%", "--max-al-drop"), lambda: parse_gpu_ids("0,,1", "--gpus"),
                  lambda: parse.sbatch_options(["--mem=1"]), lambda: parse.once(["a", "b"], "--endpoint", "one"),
                  lambda: parse.k_range("2-x"), lambda: parse.k_range("0-3")):
         with pytest.raises(InputError) as err:

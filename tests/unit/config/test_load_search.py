@@ -13,8 +13,8 @@ import pytest
 import yaml
 from test_recommend import sweep as recommend_sweep
 
-from specmeter.cli.parse import levels_or_auto
 from specmeter.common.errors import InputError
+from specmeter.config.flag_text import levels_or_auto
 from specmeter.config.load_search import LoadSearch
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.execution.load_search import Search, measured_points

@@ -9,6 +9,7 @@ import pytest
 
 from specmeter.common.errors import InputError
 from specmeter.config.files import build_model
+from specmeter.config.flag_text import slo as parse_slo
 from specmeter.config.models import LoadSpec
 from specmeter.config.slo import SLO
 from specmeter.metrics.goodput import meets, summarize_goodput
@@ -16,7 +17,6 @@ from specmeter.report.csv_output import POINT_COLUMNS, point_rows
 from specmeter.report.tables import throughput_table
 from specmeter.rundir.store import load_summary
 from specmeter.schemas.records import RequestRecord
-from specmeter.workflows.recommend import parse_slo
 
 RUN = Path(__file__).parents[2] / "fixtures" / "runs" / "20261123-180233-demo"
 

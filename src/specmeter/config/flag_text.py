@@ -1,5 +1,5 @@
 """Every text form a flag's value takes, parsed: lists of levels, K, sizes and rates, `auto`, KEY=VALUE pairs,
-input lengths, percentages, GPU ids. One error type for all: InputError (exit 2), one line that names the flag,
+input lengths, percentages. One error type for all: InputError (exit 2), one line that names the flag,
 says what is wrong and shows the form it takes."""
 
 from __future__ import annotations
@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from specmeter.common.errors import InputError
+from pydantic import ValidationError
+
+from specmeter.common.errors import InputError, validation_message
 from specmeter.config.k_range import parse_k_range
-from specmeter.placement.inventory import parse_gpu_ids
+from specmeter.config.slo import SLO
 
 # An input length as the sweep file's workload.input_len takes it: lengths (N or N1,N2: prompts shaped to
 # exactly each) or a range (LO:HI: the dataset's own prompts with LO <= input tokens < HI).
@@ -172,9 +174,18 @@ def drop(text: str, flag: str) -> float:
     return value
 
 
-def gpu_ids(text: str) -> list[str]:
-    """`--gpus 0,1`: GPU ids."""
-    return parse_gpu_ids(text, "--gpus")
+def slo(text: str, flag: str = "--slo") -> SLO:
+    """Per-request bounds: `ttft_ms=500,tpot_ms=50`."""
+    raw: dict[str, Any] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(f"{flag}: expected KEY=VALUE pairs like ttft_ms=500,tpot_ms=50, got {item!r}")
+        raw[key.strip()] = value.strip()
+    try:
+        return SLO.model_validate(raw)
+    except ValidationError as exc:
+        raise InputError(validation_message(exc, flag, SLO)) from exc
 
 
 def once(values: list[str] | None, flag: str, why: str) -> str | None:
