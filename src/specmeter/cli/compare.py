@@ -5,14 +5,18 @@ server. Thin: parse, call one workflow."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from specmeter.cli import options as o
 from specmeter.cli.args import note, terminal
+from specmeter.cli.settings import settings
 from specmeter.common.errors import InputError
 from specmeter.config import flag_text as parse
+from specmeter.config.criteria import Criteria
+from specmeter.config.files import build_model
+from specmeter.config.flags import flagged
 
 MaxAlDrop = Annotated[str | None, typer.Option(help="With --check: the largest drop in acceptance length allowed, a percentage (2%) or a fraction (0.02); default 2%.")]
 MaxSpeedupDrop = Annotated[str | None, typer.Option(help="With --check: the largest drop in speedup over each run's own baseline allowed; default 3%.")]
@@ -43,7 +47,9 @@ def _check(run_dir: Path, against: Path, max_al_drop: str | None, max_speedup_dr
     workflow(run_dir, against, bounds, terminal(json_out))
 
 
+@settings(Criteria, "criteria", only=("objective", "max_num_seqs", "min_gain", "indifference"))
 def compare(
+    criteria: dict[str, Any],
     run_dirs: Annotated[list[Path], typer.Argument(help="Two or more run directories on the same workload; the first is the reference. With --pool: runs of one plan (also results folders benchmarks/gpu/check.sh wrote).")],
     allow_different_workloads: Annotated[bool, typer.Option(help="Compare runs whose requests or sampling differ (their differences then mix engine and workload).")] = False,
     plots: o.Plots = None,
@@ -51,10 +57,6 @@ def compare(
     max_al_drop: MaxAlDrop = None,
     max_speedup_drop: MaxSpeedupDrop = None,
     pool: Annotated[bool, typer.Option("--pool", help="Runs of one plan (another day, box or server start) as one verdict per configuration and point and one answer, each range saying whether it held in every run.")] = False,
-    objective: o.Objective = None,
-    max_num_seqs: o.MaxNumSeqs = None,
-    min_gain: o.MinGain = None,
-    indifference: o.Indifference = None,
     json_out: o.Json = False,
 ) -> None:
     """How do stored runs differ (engines, versions, machines)? With --check: did a run regress? With --pool: does
@@ -69,16 +71,13 @@ def compare(
     their verdicts agree; then one K table decided head to head on the pooled evidence (--objective, --min-gain,
     --indifference, --max-num-seqs as for recommend), each range saying whether every run chose its K, and where
     two Ks tie on it, that either is right. Nothing is written."""
-    decide = [f for f, v in (("--objective", objective), ("--max-num-seqs", max_num_seqs), ("--min-gain", min_gain),
-                             ("--indifference", indifference)) if v is not None]
+    decide = [flag.name for name, _info, flag in flagged(Criteria) if name in criteria]
     if pool:
         if check or allow_different_workloads or plots is not None:
             raise InputError("--pool takes runs of one plan, without --check, --allow-different-workloads or --plots")
         from specmeter.workflows.pool import pool_runs
-        from specmeter.workflows.recommend import Criteria
 
-        pool_runs(run_dirs, Criteria.from_flags(objective, None, max_num_seqs, min_gain, indifference),
-                  terminal(json_out))
+        pool_runs(run_dirs, build_model(Criteria, criteria, "command line"), terminal(json_out))
         return
     if decide:
         raise InputError(f"{' and '.join(decide)} decide the pooled answer: add --pool (compare RUN RUN ... --pool)")

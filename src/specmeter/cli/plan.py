@@ -15,19 +15,21 @@ from specmeter.cli.settings import settings
 from specmeter.common.errors import InputError
 from specmeter.config import flag_text as parse
 from specmeter.config.models import EngineSpec
+from specmeter.config.workload import WorkloadSpec
 
 KS = "1,2,3,4,6,8"
 BATCHES = "1,2,4,8,16,32,64,128,256"
 
 
+@settings(WorkloadSpec, "workload", only=("input_len",))
 def plan(
+    workload: dict[str, Any],
     run_dirs: Annotated[list[Path], typer.Argument(help="Run directories of one engine, target and hardware (a sweep's, or several pooled for the fit); predictions are for the first.")],
     k: o.K = KS,
     batch: o.Batch = BATCHES,
     acceptance: o.Acceptance = None,
     exclude: o.Exclude = None,
     calibration: Annotated[Path | None, typer.Option(help="A calibration.json written by an earlier plan (e.g. of runs pooled) instead of fitting again.")] = None,
-    input_len: o.InputLen = None,
     json_out: o.Json = False,
 ) -> None:
     """What would K, drafters and batch sizes nobody measured do? Predicted from measured runs.
@@ -44,16 +46,18 @@ def plan(
     request = workflow.PlanRequest(run_dir=run_dirs[0], ks=parse.ks(k or KS),
                                    batches=parse.sizes(batch, "--batch", "1,8,64"), acceptance=acceptance,
                                    exclude=exclude or [], calibration=calibration,
-                                   input_len=parse.one_length(input_len, "plan") if input_len else None)
+                                   input_len=parse.one_length(workload["input_len"], "plan") if workload else None)
     if len(run_dirs) > 1:
         workflow.plan_pooled(run_dirs, request, terminal(json_out))
     else:
         workflow.plan_run(request, terminal(json_out))
 
 
+@settings(WorkloadSpec, "workload", only=("input_len",), defaults={"input_len": "1024"})
 @settings(EngineSpec, "engine", only=("dtype",))
 def estimate(
     engine: dict[str, Any],
+    workload: dict[str, Any],
     hardware: Annotated[str | None, typer.Option(help="A GPU preset (h100-sxm, h200, b200, a100-80gb, l40s, mi300x; h100, a100, mi300 also work).")] = None,
     gpu: Annotated[str | None, typer.Option(help="A GPU of your own, or the preset's numbers replaced: bandwidth=TB/s,tflops=dense TFLOP/s at --dtype,memory=GB (datasheet GB, taken as GiB).")] = None,
     target_config: Annotated[Path | None, typer.Option(help="The target's config.json (or its model directory).")] = None,
@@ -64,7 +68,6 @@ def estimate(
     batch: o.Batch = BATCHES,
     tp: Annotated[int, typer.Option(help="The target's tensor-parallel size (GPUs).")] = 1,
     draft_tp: Annotated[int | None, typer.Option(help="The draft's tensor-parallel size (default: --tp).")] = None,
-    input_len: o.InputLen = "1024",
     output_len: Annotated[int, typer.Option(help="Output tokens per sequence.")] = 256,
     kv_dtype: Annotated[str | None, typer.Option(help="The KV cache in bf16, fp16 or fp8 (default: 16 bits).")] = None,
     mem_fraction: Annotated[float, typer.Option(help="Of each GPU's memory, what the engine may use (vLLM's gpu_memory_utilization).")] = 0.9,
@@ -86,7 +89,7 @@ def estimate(
     workflow.estimate_before_run(workflow.EstimateRequest.from_flags(
         None, gpu, efficiency, target_config=target_config, acceptance=acceptance, hardware=hardware,
         draft_config=draft_config, method=method, tp=tp, draft_tp=draft_tp,
-        input_len=parse.one_length(input_len or "1024", "estimate"), output_len=output_len, ks=parse.ks(k or KS),
+        input_len=parse.one_length(workload["input_len"], "estimate"), output_len=output_len, ks=parse.ks(k or KS),
         batches=parse.sizes(batch, "--batch", "1,8,64"),
         dtype=None if dtype is None else workflow.DTYPES.get(dtype, dtype), kv_dtype=kv_dtype,
         mem_fraction=mem_fraction, reserve_gb=reserve_gb), terminal(json_out))

@@ -10,20 +10,21 @@ import typer
 
 from specmeter.cli import options as o
 from specmeter.cli.args import command_line, find_api_key, note, terminal
-from specmeter.cli.settings import settings
+from specmeter.cli.settings import decided_by, settings
 from specmeter.config import flag_text as parse
-from specmeter.config.models import EngineSpec
+from specmeter.config.criteria import Criteria
+from specmeter.config.models import EngineSpec, LoadSpec
 
 SweepDir = Annotated[Path, typer.Argument(help="A sweep's run directory.")]
 
 
+
+@settings(Criteria, "criteria")
+@settings(LoadSpec, "load", only=("slo",))
 def recommend(
+    load: dict[str, Any],
+    criteria: dict[str, Any],
     run_dir: SweepDir,
-    objective: o.Objective = None,
-    slo: o.Slo = None,
-    max_num_seqs: o.MaxNumSeqs = None,
-    min_gain: o.MinGain = None,
-    indifference: o.Indifference = None,
     again: Annotated[bool, typer.Option("--again", help="Decide again (e.g. with another --objective): a new round; the earlier ones stay as history.")] = False,
     round_: Annotated[int | None, typer.Option("--round", min=1, help="Show this round of the run's answer instead of the latest.")] = None,
     json_out: o.Json = False,
@@ -36,19 +37,17 @@ def recommend(
     latest round (verified, corrected or kept) and the earlier ones as history; --again decides a new round."""
     from specmeter.workflows import recommend as workflow
 
-    workflow.recommend(run_dir, workflow.Criteria.from_flags(objective, slo, max_num_seqs, min_gain, indifference),
-                       terminal(json_out), workflow.Ask(again=again, round=round_))
+    workflow.recommend(run_dir, decided_by(criteria, load), terminal(json_out), workflow.Ask(again=again, round=round_))
 
 
+@settings(Criteria, "criteria")
+@settings(LoadSpec, "load", only=("slo",))
 @settings(EngineSpec, "engine", only=("endpoint",))
 def verify(
     engine: dict[str, Any],
+    load: dict[str, Any],
+    criteria: dict[str, Any],
     run_dir: SweepDir,
-    objective: o.Objective = None,
-    slo: o.Slo = None,
-    max_num_seqs: o.MaxNumSeqs = None,
-    min_gain: o.MinGain = None,
-    indifference: o.Indifference = None,
     repeats: o.Repeats = None,
     rounds: o.Rounds = 2,
     api_key: o.ApiKey = None,
@@ -68,7 +67,6 @@ def verify(
     the pooled evidence becomes the next round (earlier rounds stay as history) and is verified too, while
     --rounds remain."""
     from specmeter.workflows import verify as workflow
-    from specmeter.workflows.recommend import Criteria
 
     if until_stable:
         note("specmeter verify --until-stable", "specmeter verify --rounds N (corrections are verified until one "
@@ -77,8 +75,7 @@ def verify(
         note("specmeter verify --out DIR", "specmeter verify --verify-dir DIR")
         verify_dir = verify_dir or out
     attach = parse.once(engine.get("endpoint"), "--endpoint", "verify attaches to one server already running the table")
-    criteria = Criteria.from_flags(objective, slo, max_num_seqs, min_gain, indifference)
-    workflow.verify(run_dir, workflow.VerifyRequest(criteria=criteria, given=recommendation, rounds=rounds,
+    workflow.verify(run_dir, workflow.VerifyRequest(criteria=decided_by(criteria, load), given=recommendation, rounds=rounds,
                                                     repeats=repeats, endpoint=attach, api_key=find_api_key(api_key),
                                                     verify_dir=verify_dir, every_point=every_point,
                                                     command=command_line()),

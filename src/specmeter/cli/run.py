@@ -13,22 +13,22 @@ from specmeter.cli import options as o
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
 from specmeter.cli.settings import settings
 from specmeter.config import flag_text as parse
+from specmeter.config.criteria import Criteria
 from specmeter.config.models import EngineSpec, LoadSpec
 from specmeter.config.workload import WorkloadSpec
 
 # The load settings the demo takes, with its own defaults: a workload small enough for a first run on a laptop.
-DEMO_LOAD = {"num_prompts": 12, "max_tokens": 96, "max_rounds": 4, "instances": 2}
+DEMO_LOAD = {"concurrency": "1,4,16", "num_prompts": 12, "max_tokens": 96, "max_rounds": 4, "instances": 2}
 
 
+@settings(Criteria, "criteria", only=("min_gain", "indifference"), defaults={"min_gain": 0.01})
 @settings(LoadSpec, "load", only=DEMO_LOAD, defaults=DEMO_LOAD)
 def demo(
     load: dict[str, Any],
-    concurrency: o.Concurrency = "1,4,16",
+    criteria: dict[str, Any],
     k: o.K = "2,4",
     repeats: o.Repeats = None,
     rounds: o.Rounds = 2,
-    min_gain: o.MinGain = 0.01,
-    indifference: o.Indifference = None,
     propose: o.Propose = None,
     propose_k: o.ProposeK = None,
     out: o.Out = Path("runs"),
@@ -49,11 +49,11 @@ def demo(
         note("specmeter demo --num-speculative-tokens K", "specmeter demo --k K")
         k = num_speculative_tokens
     workflow.demo(workflow.DemoRequest(
-        out=out, concurrency=parse.no_auto(concurrency or "1,4,16", "demo"), ks=parse.ks(k or "2,4"), load=load,
+        out=out, ks=parse.ks(k or "2,4"), load=load,
         repeats=repeats, rounds=rounds,
-        min_gain=0.01 if min_gain is None else min_gain,
+        min_gain=criteria["min_gain"],
         propose=DEFAULT_BUDGET if propose is None else propose,
-        propose_k=parse.k_range(propose_k) if propose_k else None, indifference=indifference,
+        propose_k=parse.k_range(propose_k) if propose_k else None, indifference=criteria.get("indifference"),
         command=command_line()), terminal())
 
 
@@ -68,15 +68,8 @@ def run(
     config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/workload/load sections (flags override it).")] = None,
     baseline: Annotated[bool, typer.Option(help="Also run the same engine with speculation off, for the speedup.")] = True,
     baseline_endpoint: Annotated[list[str] | None, typer.Option(help="Attach mode: a server with speculation off, for the speedup (repeat it for replicas).")] = None,
-    input_len: o.InputLen = None,
-    concurrency: o.Concurrency = None,
-    request_rate: o.RequestRate = None,
-    arrival: o.Arrival = None,
-    burstiness: o.Burstiness = None,
-    max_concurrency: o.MaxConcurrency = None,
     repeats: o.Repeats = 1,
     interleave: o.Interleave = False,
-    slo: o.Slo = None,
     api_key: o.ApiKey = None,
     out: o.Out = Path("runs"),
     name: o.Name = None,
@@ -96,12 +89,8 @@ def run(
     from specmeter.workflows import run as workflow
 
     one_spec = parse.once(spec, "--spec", "run measures one speculative config (`specmeter sweep` takes several)")
-    load_flags = {**load, "concurrency": parse.no_auto(concurrency, "run") if concurrency else None,
-                  "request_rate": parse.rates(request_rate) if request_rate else None, "arrival": arrival,
-                  "burstiness": burstiness, "max_concurrency": max_concurrency, "slo": parse.slo(slo) if slo else None}
     workflow.run(workflow.RunRequest(
-        config_file=config, engine=engine, spec_json=one_spec, load=load_flags, out=out, name=name,
-        workload={**workload, "input_len": parse.length_range(input_len, "run") if input_len else None},
+        config_file=config, engine=engine, spec_json=one_spec, load=load, out=out, name=name, workload=workload,
         baseline=baseline, baseline_endpoint=baseline_endpoint, interleave=bool(interleave),
         repeats=1 if repeats is None else repeats, api_key=find_api_key(api_key), command=command_line(),
         compare_random=compare_random, vocab_size=vocab_size,

@@ -17,6 +17,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from specmeter.config import flag_text as parse
+from specmeter.config.criteria import Criteria
+from specmeter.config.files import build_model
 from specmeter.config.flags import Flag, flagged
 
 Command = Callable[..., None]
@@ -33,9 +35,12 @@ def _bare(annotation: Any) -> Any:
     return annotation
 
 
-def _option_type(annotation: Any) -> Any:
-    """The type the option parses the text into: a list or a dict (KEY=VALUE items) is a repeatable option of text;
-    a choice of words (Literal) stays text, which the model refuses where it is none of them."""
+def _option_type(annotation: Any, flag: Flag) -> Any:
+    """The type the option parses the text into: text where the flag names its reader; a list or a dict (KEY=VALUE
+    items) is a repeatable option of text; a choice of words (Literal) stays text, which the model refuses where it
+    is none of them."""
+    if flag.text is not None:
+        return str
     annotation = _bare(annotation)
     if get_origin(annotation) in (list, dict):
         return list[str]
@@ -47,8 +52,10 @@ def _option_type(annotation: Any) -> Any:
 
 
 def _value(info: FieldInfo, flag: Flag, value: Any) -> Any:
-    """The value as the field takes it: a dict's KEY=VALUE items as a dict; nothing given (an empty repeatable
-    option) as None."""
+    """The value as the field takes it: text as the flag's reader reads it; a dict's KEY=VALUE items as a dict;
+    nothing given (an empty repeatable option) as None."""
+    if flag.text is not None and isinstance(value, str):
+        return flag.text(value, flag.name)
     if isinstance(value, list):
         if not value:
             return None
@@ -69,7 +76,7 @@ def _shown_default(info: FieldInfo) -> str | bool:
 
 
 def _parameter(prefix: str, name: str, info: FieldInfo, flag: Flag, default: Any) -> inspect.Parameter:
-    kind = _option_type(info.annotation)
+    kind = _option_type(info.annotation, flag)
     decls = [f"{flag.name}/{flag.negative}"] if kind is bool else [flag.name]
     given = default is not None  # a command's own default: shown as typer shows any default
     option = typer.Option(*decls, help=info.description, show_default=True if given else _shown_default(info))
@@ -100,3 +107,9 @@ def settings(model: type[BaseModel], into: str, *, only: Collection[str] | None 
         return command
 
     return wrap
+
+
+def decided_by(criteria: Mapping[str, Any], load: Mapping[str, Any]) -> Criteria:
+    """The criteria given (recommend's, verify's, a sweep's --verify), with --slo, the load's bounds, as goodput's."""
+    decided: Criteria = build_model(Criteria, {**criteria, "slo": load.get("slo")}, "command line")
+    return decided

@@ -10,9 +10,10 @@ import typer
 
 from specmeter.cli import options as o
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
-from specmeter.cli.settings import settings
+from specmeter.cli.settings import decided_by, settings
 from specmeter.common.errors import InputError
 from specmeter.config import flag_text as parse
+from specmeter.config.criteria import Criteria
 from specmeter.config.models import EngineSpec, LoadSpec
 from specmeter.config.workload import WorkloadSpec
 from specmeter.placement.inventory import parse_gpu_ids
@@ -39,6 +40,7 @@ def _slurm_options(executor: str, jobs: str, partition: str | None, account: str
                         jobs="drafter" if jobs == "drafter" else "node", max_attempts=max_attempts, options=extra)
 
 
+@settings(Criteria, "criteria", only=("objective", "min_gain", "indifference"))
 @settings(LoadSpec, "load")
 @settings(WorkloadSpec, "workload")
 @settings(EngineSpec, "engine")
@@ -46,15 +48,10 @@ def sweep(
     engine: dict[str, Any],
     workload: dict[str, Any],
     load: dict[str, Any],
+    criteria: dict[str, Any],
     file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
     spec: o.Spec = None,
     k: o.K = None,
-    concurrency: o.Concurrency = None,
-    request_rate: o.RequestRate = None,
-    arrival: o.Arrival = None,
-    burstiness: o.Burstiness = None,
-    max_concurrency: o.MaxConcurrency = None,
-    input_len: o.InputLen = None,
     repeats: o.Repeats = None,
     interleave: o.Interleave = None,
     api_key: o.ApiKey = None,
@@ -62,11 +59,7 @@ def sweep(
     name: o.Name = None,
     json_out: o.Json = False,
     verify: Annotated[bool, typer.Option("--verify", help="Then measure the K the step-cost model proposes (--propose), recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
-    objective: o.Objective = None,
-    slo: o.Slo = None,
     rounds: o.Rounds = 2,
-    min_gain: o.MinGain = None,
-    indifference: o.Indifference = None,
     propose: o.Propose = None,
     propose_k: o.ProposeK = None,
     ceiling: Annotated[bool, typer.Option("--ceiling", help="Add per drafter and K the same config at 100% synthetic acceptance (AL = K + 1; llama.cpp, or vLLM on a GPU build): the most that K could give here. Never recommended.")] = False,
@@ -98,16 +91,13 @@ def sweep(
         return
     from specmeter.workflows import sweep as workflow
     from specmeter.workflows.propose import DEFAULT_BUDGET, ProposeRequest
-    from specmeter.workflows.recommend import Criteria
     from specmeter.workflows.verify import VerifyRequest
 
-    shorthand = workflow.SweepFlags(specs=spec or [], k=parse.ks(k) if k else None,
-                                    concurrency=parse.levels_or_auto(concurrency) if concurrency else None,
-                                    request_rate=parse.rates(request_rate) if request_rate else None,
-)
+    objective, min_gain, indifference = (criteria.get(key) for key in ("objective", "min_gain", "indifference"))
+    shorthand = workflow.SweepFlags(specs=spec or [], k=parse.ks(k) if k else None)
     key = find_api_key(api_key)
     slurm = _slurm_options(executor, jobs, partition, account, time, gpus_per_job, max_attempts, slurm_option)
-    checks = VerifyRequest(criteria=Criteria.from_flags(objective, slo if objective == "goodput" else None),
+    checks = VerifyRequest(criteria=decided_by({"objective": objective}, load if objective == "goodput" else {}),
                            rounds=rounds, api_key=key,
                            off_is_an_answer=True, command=command_line()) if verify else None
     proposals = None
@@ -120,9 +110,7 @@ def sweep(
                                          interleave=interleave, min_gain=min_gain, indifference=indifference,
                                          ceiling=True if ceiling else None, name=name,
                                          engine=engine, api_key=key,
-                                         load={**load, "slo": parse.slo(slo) if slo else None, "arrival": arrival,
-                                               "burstiness": burstiness, "max_concurrency": max_concurrency},
-                                         workload={**workload, "input_len": parse.input_len(input_len) if input_len else None},
+                                         load=load, workload=workload,
                                          gpus=parse_gpu_ids(gpus, "--gpus") if gpus else None, dry_run=dry_run, command=command_line(),
                                          verify=checks, propose=proposals, slurm=slurm), terminal(json_out))
 

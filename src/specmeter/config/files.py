@@ -42,8 +42,9 @@ def laid_over(cls: type[M], section: M | Mapping[str, Any] | None, given: Mappin
     """The one merge of a file and the flags: the settings given (None: not given) over the file's section, over
     the fields' defaults, validated as the file is. A section already validated is returned as it is where no
     flag was given, and else read from its own values, never serialized (a secret in engine.extra_args stays
-    whole)."""
+    whole). A model's `REPLACES`: keys of which any one given replaces them all (a load's points)."""
     flags = {key: v for key, v in given.items() if v is not None}
+    replaces: tuple[str, ...] = getattr(cls, "REPLACES", ())
     own: Mapping[str, Any]
     if isinstance(section, cls):
         if not flags:
@@ -55,6 +56,8 @@ def laid_over(cls: type[M], section: M | Mapping[str, Any] | None, given: Mappin
         own = {}
     else:
         return build_model(cls, section, where)  # not a mapping: refused in one line
+    if set(flags) & set(replaces):
+        own = {key: v for key, v in own.items() if key not in replaces}
     return build_model(cls, {**own, **flags}, where)
 
 

@@ -54,13 +54,6 @@ def levels_or_auto(text: str, flag: str = "--concurrency") -> list[int] | str:
     return _positive_ints(text, flag, "auto or concurrency levels like 1,4,16")
 
 
-def no_auto(text: str, command: str, flag: str = "--concurrency") -> list[int]:
-    """Levels for a command without a load search."""
-    if "auto" in _items(text):
-        raise _bad(flag, text, f"{command} has no load search", "levels like 1,4,16 (`specmeter sweep` takes auto)")
-    return levels(text, flag)
-
-
 def ks(text: str, flag: str = "--k") -> list[int]:
     """Draft lengths K: `1,2,4`."""
     return _positive_ints(text, flag, "draft lengths K like 1,2,4")
@@ -108,21 +101,12 @@ def input_len(text: str, flag: str = "--input-len") -> InputLen:
     return values
 
 
-def one_length(text: str, command: str, flag: str = "--input-len") -> int:
-    """An input length where a command takes exactly one (N)."""
-    value = input_len(text, flag)
+def one_length(value: InputLen, command: str, flag: str = "--input-len") -> int:
+    """The input length read (`input_len`), where a command takes exactly one (N)."""
     if isinstance(value, tuple) or len(value) != 1:
-        raise _bad(flag, text, f"{command} takes one input length", "N, e.g. 1024")
+        shown = ":".join(map(str, value)) if isinstance(value, tuple) else ",".join(map(str, value))
+        raise _bad(flag, shown, f"{command} takes one input length", "N, e.g. 1024")
     return value[0]
-
-
-def length_range(text: str, command: str, flag: str = "--input-len") -> tuple[int, int]:
-    """An input-length range where a command keeps the dataset's prompts in one (LO:HI)."""
-    value = input_len(text, flag)
-    if not isinstance(value, tuple):
-        raise _bad(flag, text, f"{command} keeps the dataset's prompts in a range (a sweep file's "
-                   "workload.input_len makes lengths an axis)", "LO:HI, e.g. 0:512")
-    return value
 
 
 def pairs(items: list[str], flag: str) -> dict[str, str]:

@@ -5,8 +5,9 @@ help, the description; its default and bounds, pydantic's), so adding a setting 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
@@ -18,6 +19,10 @@ class Flag:
     list or dict field is repeatable (a dict's items given as KEY=VALUE)."""
 
     name: str  # e.g. "--duration" for duration_s
+    # The reader of the flag's text into the value a file gives the field (config/flag_text.py: `1,4,16` as
+    # [1, 4, 16]), called with the text and the flag's name, which its one-line refusal names; None: the field
+    # takes the option's value as typer parsed it.
+    text: Callable[[str, str], Any] | None = None
 
     @property
     def negative(self) -> str:
@@ -25,8 +30,12 @@ class Flag:
 
 
 def flagged(model: type[BaseModel]) -> Iterator[tuple[str, FieldInfo, Flag]]:
-    """The model's fields that a command line sets, in declaration order: (field name, field, its flag)."""
-    for name, info in model.model_fields.items():
-        flag = next((m for m in info.metadata if isinstance(m, Flag)), None)
-        if flag is not None:
-            yield name, info, flag
+    """The model's fields that a command line sets, in declaration order, then those of the shorthand its section
+    also takes (a model's `SHORTHAND`: keys its validation folds into its fields, as a load's concurrency into its
+    points): (field name, field, its flag)."""
+    shorthand: type[BaseModel] | None = getattr(model, "SHORTHAND", None)
+    for part in (model, shorthand) if shorthand is not None else (model,):
+        for name, info in part.model_fields.items():
+            flag = next((m for m in info.metadata if isinstance(m, Flag)), None)
+            if flag is not None:
+                yield name, info, flag

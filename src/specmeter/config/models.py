@@ -7,7 +7,7 @@ impossible value fails in one line that names the key and the fix.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AliasChoices,
@@ -20,20 +20,21 @@ from pydantic import (
 from specmeter.common.errors import InputError
 from specmeter.common.installed import module_available
 from specmeter.common.redact import redact_argv, redact_env
+from specmeter.config import flag_text
 from specmeter.config.dynamic_k import dynamic_k_at as dynamic_k_at  # re-exported: its users import it from here
 from specmeter.config.dynamic_k import validate_dynamic_k
 from specmeter.config.endpoints import Endpoint, endpoint_list, normalize_endpoint
 from specmeter.config.flags import Flag
-from specmeter.config.load_search import LoadSearch, parse_auto
+from specmeter.config.load_search import LoadSearch
 from specmeter.config.points import POINT_KINDS as POINT_KINDS  # re-exported, as the other point names below
 from specmeter.config.points import REQUESTS_PER_SLOT_FLOOR as REQUESTS_PER_SLOT_FLOOR
 from specmeter.config.points import ArrivalKind as ArrivalKind
 from specmeter.config.points import ConcurrencyPoint as ConcurrencyPoint
 from specmeter.config.points import LoadPoint as LoadPoint
+from specmeter.config.points import PointsShorthand, one_user, point_shorthand
 from specmeter.config.points import RatePoint as RatePoint
 from specmeter.config.points import SaturationRule as SaturationRule
 from specmeter.config.points import StrictModel as StrictModel
-from specmeter.config.points import one_user, point_shorthand
 from specmeter.config.slo import SLO
 from specmeter.config.synthetic import SyntheticAcceptance, synthetic_extra
 from specmeter.config.tree import TreeDraft, tree_extra
@@ -248,9 +249,14 @@ class EngineSpec(StrictModel):
 class LoadSpec(StrictModel):
     """The load points and how every request is made: identical for every configuration of a plan.
 
-    `concurrency: [1, 4]` and `request_rate: [2.0]` are shorthands for `points`; `concurrency: auto` searches that
-    axis (config/load_search.py): its start loads become the first points, and the sweep adds the ones it chooses.
+    `concurrency: [1, 4]` and `request_rate: [2.0]` are shorthands for `points` (config/points.py's
+    PointsShorthand); `concurrency: auto` searches that axis (config/load_search.py): its start loads become the
+    first points, and the sweep adds the ones it chooses.
     """
+
+    SHORTHAND: ClassVar[type[PointsShorthand]] = PointsShorthand
+    # Given over a section (a flag over a file), any of these replaces all of them: the points given are the points.
+    REPLACES: ClassVar[tuple[str, ...]] = ("points", "search", "concurrency", "request_rate")
 
     api: Annotated[Literal["chat", "completions"], Flag("--api")] = Field(
         default="chat", description="The API requests use: chat (/v1/chat/completions) or completions.")
@@ -316,8 +322,9 @@ class LoadSpec(StrictModel):
         "throughput no longer rising while latency grows; the higher loads of that axis are skipped, with the "
         "load, the numbers and why in summary.json.")
     saturation: SaturationRule = Field(default_factory=SaturationRule)
-    slo: SLO | None = Field(default=None, description="Per-request bounds (ttft_ms, tpot_ms, e2e_ms): every point "
-                            "reports its goodput, requests/s that met every bound, beside its throughput.")
+    slo: Annotated[SLO | None, Flag("--slo", text=flag_text.slo)] = Field(
+        default=None, description="Per-request bounds, e.g. ttft_ms=500,tpot_ms=50 (also e2e_ms): each point's "
+        "goodput, requests/s meeting them, beside its throughput; what --objective goodput maximises.")
 
     def point(self, point_id: str) -> LoadPoint | None:
         return next((p for p in self.points if p.id == point_id), None)
@@ -327,34 +334,10 @@ class LoadSpec(StrictModel):
     def _shorthands(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        data = dict(data)
-        conc, rates = data.pop("concurrency", None), data.pop("request_rate", None)
-        arrival = {k: data.pop(k) for k in ("arrival", "burstiness", "max_concurrency") if k in data}
-        if arrival and rates is None:  # over a section's own points (a flag over a file): each rate point's shape
-            shaped = _shaped(data.get("points"), arrival)
-            if shaped is None:
-                raise ValueError(f"{', '.join(arrival)} shape request-rate points: give request_rate too")
-            data["points"] = shaped
-        searches = [s for s in (parse_auto("concurrency", conc), parse_auto("request_rate", rates)) if s is not None]
-        for s in searches:  # the start loads are the axis's first points
-            if s.axis == "concurrency":
-                conc = [int(v) for v in s.start]
-            else:
-                rates = s.start
-        for v in _as_list(conc):
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ValueError(f"concurrency: {v!r} is not a whole number; give whole numbers, e.g. "
-                                 "concurrency: [1, 4, 16]")
-        for v in _as_list(rates):
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise ValueError(f"request_rate: {v!r} is not a number of requests/s; give numbers, e.g. "
-                                 "request_rate: [0.5, 2]")
-        if conc is not None or rates is not None:
-            if data.get("points"):
-                raise ValueError("give load points either as points or as concurrency/request_rate, not both")
-            data["points"] = [*(_as_list(conc)), *({"rate": r, **arrival} for r in _as_list(rates))]
-        if searches:
-            data["search"] = [*data.get("search", []), *searches]
+        short = {k: data[k] for k in PointsShorthand.model_fields if k in data}
+        data = {k: v for k, v in data.items() if k not in short}
+        if short:
+            data = PointsShorthand.model_validate(short).folded(data)
         if "points" in data and isinstance(data["points"], list):
             data["points"] = [point_shorthand(p) for p in data["points"]]
         return data
@@ -411,19 +394,3 @@ class LoadSpec(StrictModel):
         if dupes:
             raise ValueError(f"load point {dupes[0]} is listed twice; each point runs once (use repeats)")
         return points
-
-
-def _shaped(points: Any, arrival: dict[str, Any]) -> list[Any] | None:
-    """`points` with the arrival settings (arrival, burstiness, max_concurrency) over each request-rate point's;
-    None where none is a request-rate point."""
-    if not isinstance(points, list):
-        return None
-    raw = [p.model_dump() if isinstance(p, RatePoint) else point_shorthand(p) for p in points]
-    rate = [isinstance(r, dict) and r.get("kind") == "rate" for r in raw]
-    if not any(rate):
-        return None
-    return [{**r, **arrival} if is_rate else p for p, r, is_rate in zip(points, raw, rate)]
-
-
-def _as_list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else [] if value is None else [value]

@@ -8,6 +8,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from specmeter.config import flag_text
+from specmeter.config.flags import Flag
+from specmeter.config.load_search import parse_auto
+
 ArrivalKind = Literal["poisson", "gamma", "constant"]  # load/arrivals.py draws their send times
 
 
@@ -113,6 +117,73 @@ def point_shorthand(raw: Any) -> Any:
 
 LoadPoint = Annotated[ConcurrencyPoint | RatePoint, Field(discriminator="kind")]
 POINT_KINDS = ("concurrency", "rate")  # the discriminator tags of LoadPoint
+
+
+class PointsShorthand(StrictModel):
+    """The keys a load section may give its points by instead of `points`: `concurrency: [1, 4]`, `request_rate:
+    [2.0]` (either as `auto`: a load search, config/load_search.py), and the shape of each request-rate point.
+    LoadSpec folds them into its points and searches (`folded`)."""
+
+    concurrency: Annotated[Any, Flag("--concurrency", text=flag_text.levels_or_auto)] = Field(
+        default=None, description="Closed-loop load points: concurrency levels, e.g. 1,4,16 (sweep: or auto, a load "
+        "search that places the points).")
+    request_rate: Annotated[Any, Flag("--request-rate", text=flag_text.rates)] = Field(
+        default=None, description="Open-loop load points: conversations per second, e.g. 0.5,2.")
+    arrival: Annotated[ArrivalKind | None, Flag("--arrival")] = Field(
+        default=None, description="Open loop: poisson (default), gamma or constant arrivals (over a file: at each "
+        "of its request-rate points).")
+    burstiness: Annotated[float | None, Flag("--burstiness")] = Field(
+        default=None, description="Open loop, gamma: shape (1 = Poisson, < 1 burstier).")
+    max_concurrency: Annotated[int | None, Flag("--max-concurrency")] = Field(
+        default=None, description="Open loop: cap on requests in flight.")
+
+    def folded(self, data: dict[str, Any]) -> dict[str, Any]:
+        """A load section's other keys with these folded in: `points` (and `search` for an axis given as auto)."""
+        conc, rates = self.concurrency, self.request_rate
+        arrival: dict[str, Any] = {k: getattr(self, k) for k in ("arrival", "burstiness", "max_concurrency") if k in
+                   self.model_fields_set}
+        if arrival and rates is None:  # over a section's own points (a flag over a file): each rate point's shape
+            shaped = _shaped(data.get("points"), arrival)
+            if shaped is None:
+                raise ValueError(f"{', '.join(arrival)} shape request-rate points: give request_rate too")
+            data["points"] = shaped
+        searches = [s for s in (parse_auto("concurrency", conc), parse_auto("request_rate", rates)) if s is not None]
+        for s in searches:  # the start loads are the axis's first points
+            if s.axis == "concurrency":
+                conc = [int(v) for v in s.start]
+            else:
+                rates = s.start
+        for v in _as_list(conc):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"concurrency: {v!r} is not a whole number; give whole numbers, e.g. "
+                                 "concurrency: [1, 4, 16]")
+        for v in _as_list(rates):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ValueError(f"request_rate: {v!r} is not a number of requests/s; give numbers, e.g. "
+                                 "request_rate: [0.5, 2]")
+        if conc is not None or rates is not None:
+            if data.get("points"):
+                raise ValueError("give load points either as points or as concurrency/request_rate, not both")
+            data["points"] = [*(_as_list(conc)), *({"rate": r, **arrival} for r in _as_list(rates))]
+        if searches:
+            data["search"] = [*data.get("search", []), *searches]
+        return data
+
+
+def _shaped(points: Any, arrival: dict[str, Any]) -> list[Any] | None:
+    """`points` with the arrival settings (arrival, burstiness, max_concurrency) over each request-rate point's;
+    None where none is a request-rate point."""
+    if not isinstance(points, list):
+        return None
+    raw = [p.model_dump() if isinstance(p, RatePoint) else point_shorthand(p) for p in points]
+    rate = [isinstance(r, dict) and r.get("kind") == "rate" for r in raw]
+    if not any(rate):
+        return None
+    return [{**r, **arrival} if is_rate else p for p, r, is_rate in zip(points, raw, rate)]
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [] if value is None else [value]
 
 
 def one_user() -> list[LoadPoint]:

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
+from specmeter.config import flag_text
 from specmeter.config.flags import Flag
 from specmeter.config.points import StrictModel
 
@@ -29,7 +30,9 @@ class WorkloadSpec(StrictModel):
     options: Annotated[dict[str, Any], Flag("--dataset-option")] = Field(
         default_factory=dict, description="Loader option KEY=VALUE (repeatable), e.g. input_len=256 for "
         "random/sonnet, config=qualitative for speed-bench.")
-    input_len: list[int] | tuple[int, int] | None = None
+    input_len: Annotated[list[int] | tuple[int, int] | None, Flag("--input-len", text=flag_text.input_len)] = Field(
+        default=None, description="Input tokens (the target's tokenizer): N or N1,N2 (lengths), or LO:HI (the "
+        "dataset's prompts with LO <= tokens < HI, e.g. 0:512); run keeps a range, a sweep makes lengths an axis.")
     tokenizer: Annotated[str | None, Flag("--tokenizer")] = Field(
         default=None, description="The target's tokenizer, where tokens are counted from text (default: the target "
         "model).")

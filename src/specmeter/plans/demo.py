@@ -13,7 +13,7 @@ from typing import Any
 
 from specmeter.common.errors import InputError
 from specmeter.config.files import laid_over
-from specmeter.config.models import ConcurrencyPoint, EngineSpec, LoadSpec, Precision, SpecMethod
+from specmeter.config.models import EngineSpec, LoadSpec, Precision, SpecMethod
 from specmeter.data.workload import load_conversations
 from specmeter.execution.runner import Execution
 from specmeter.plans.sweep import CandidateSpec, SweepSpec
@@ -52,17 +52,16 @@ def demo_engine(model: Path | None = None) -> EngineSpec:
     )
 
 
-def demo_plan(levels: list[int], ks: list[int], given: Mapping[str, Any], *, repeats: int = 1,
+def demo_plan(ks: list[int], given: Mapping[str, Any], *, repeats: int = 1,
               precision: Precision = "adaptive", min_gain: float = 0.01,
               indifference: float | None = None) -> Execution:
     """A small sweep: the baseline and the draft model at each K, every server up together and alternating
     at each point, so drift between them is seconds, not minutes. `specmeter demo` then recommends a K per
     batch size from it and verifies that config on the same servers. `given`: the load settings given (the demo's
-    workload size, rounds and instances), over the demo's own."""
+    points, workload size, rounds and instances), over the demo's own."""
     engine = demo_engine()
     # Validated as a file's load section is: a setting out of its field's bounds (--instances 5) is one line.
-    own = {"points": [ConcurrencyPoint(concurrency=c) for c in levels], "temperature": 0.0, "warmup": 2,
-           "precision": precision}
+    own = {"temperature": 0.0, "warmup": 2, "precision": precision}
     load = laid_over(LoadSpec, own, given, "demo: load")
     draft = CandidateSpec.model_validate({"method": SpecMethod.draft_model, "num_speculative_tokens": ks,
                                           "draft_model": str(models_dir() / DRAFT)})

@@ -13,12 +13,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from specmeter.config.criteria import Objective as Objective  # re-exported: recommendation.json carries it
 from specmeter.config.models import SpecConfig
 from specmeter.config.slo import SLO as SLO  # re-exported: recommendation.json carries it
 from specmeter.schemas.analysis import HeadToHead
 from specmeter.schemas.proposal import ProposedK
 
-Objective = Literal["throughput", "tpot", "goodput"]
 Basis = Literal["measured", "interpolated", "below_measured", "unmeasured", "predicted"]
 
 

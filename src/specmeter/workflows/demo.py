@@ -9,26 +9,25 @@ from pathlib import Path
 from typing import Any
 
 from specmeter.common.errors import InputError
+from specmeter.config.criteria import check_indifference, check_min_gain
 from specmeter.execution.servers import ServerPool
 from specmeter.plans.demo import demo_plan
 from specmeter.rundir.store import new_run_id
 from specmeter.workflows.execute import measure_one, showing
 from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.propose import DEFAULT_BUDGET, ProposeRequest, propose
-from specmeter.workflows.recommend import check_indifference, check_min_gain
 from specmeter.workflows.terminal import Terminal
 from specmeter.workflows.verify import DeployAnswer, VerifyRequest, recommend_and_verify
 
 
 @dataclass(frozen=True)
 class DemoRequest:
-    """The demo's knobs: load points, draft lengths, workload size, and how rounds are decided (`repeats`
-    None: adaptive, each point until its decisions settle, at most `max_rounds`)."""
+    """The demo's knobs: draft lengths, the load (its points and workload size), and how rounds are decided
+    (`repeats` None: adaptive, each point until its decisions settle, at most `max_rounds`)."""
 
     out: Path
-    concurrency: list[int]
     ks: list[int]
-    load: dict[str, Any]  # LoadSpec settings: workload size (num_prompts, max_tokens), max_rounds, instances
+    load: dict[str, Any]  # LoadSpec settings: concurrency, workload size (num_prompts, max_tokens), max_rounds, ...
     repeats: int | None = None
     rounds: int = 2  # the most verification rounds
     min_gain: float = 0.01
@@ -38,7 +37,10 @@ class DemoRequest:
     command: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:  # each flag named, before anything is planned or started
-        for flag, values, example in (("-k", self.ks, "-k 2,4"), ("--concurrency", self.concurrency, "1,4,16"),
+        if self.load.get("concurrency") == "auto":
+            raise InputError("--concurrency auto: the demo has no load search; give levels like 1,4,16 (`specmeter "
+                             "sweep` takes auto)")
+        for flag, values, example in (("-k", self.ks, "-k 2,4"),
                                       ("--num-prompts", [self.load.get("num_prompts", 1)], "12"),
                                       ("--max-tokens", [self.load.get("max_tokens", 1)], "96")):
             if not values or any(v < 1 for v in values):
@@ -53,7 +55,7 @@ class DemoRequest:
 
 def demo(req: DemoRequest, term: Terminal) -> None:
     proposals = ProposeRequest(budget=req.propose, k_range=req.propose_k, repeats=req.repeats, command=req.command)
-    ex = demo_plan(req.concurrency, req.ks, req.load, repeats=req.repeats or 1,
+    ex = demo_plan(req.ks, req.load, repeats=req.repeats or 1,
                    precision="fixed" if req.repeats else "adaptive", min_gain=check_min_gain(req.min_gain) or 0.0,
                    indifference=check_indifference(req.indifference, req.min_gain))
     ex.command = req.command

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from specmeter.analysis.pool import pool
 from specmeter.common.errors import InputError, stored_file_message
+from specmeter.config.criteria import Criteria
 from specmeter.engines.deploy import sweep_engine, with_deploy_configs
 from specmeter.report.console import render_recommendation, to_rich
 from specmeter.report.pool import cells_table, held_lines, summary_lines
@@ -16,7 +17,6 @@ from specmeter.rundir.store import load_summary
 from specmeter.schemas.pool import Pooled
 from specmeter.schemas.results import RunSummary
 from specmeter.workflows.evidence import distinct_runs
-from specmeter.workflows.recommend import Criteria
 from specmeter.workflows.terminal import Terminal
 
 # The GPU check (benchmarks/gpu/check.sh) keeps its run's summary under this name in its results folder.

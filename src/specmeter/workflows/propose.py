@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specmeter.common.errors import InputError
+from specmeter.config.criteria import Criteria
 from specmeter.execution.servers import ServerPool
 from specmeter.plans.propose import propose_execution
 from specmeter.plans.verify import best_static
@@ -30,7 +31,7 @@ from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.results import RunSummary
 from specmeter.workflows.evidence import answer_evidence
 from specmeter.workflows.execute import measure_and_keep
-from specmeter.workflows.recommend import Criteria, decide
+from specmeter.workflows.recommend import decide
 from specmeter.workflows.terminal import Terminal
 
 # One proposed K: the model's best bet, measured. On the demo (K 2 and 4 at three loads) it is one more server

@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -17,15 +17,16 @@ from specmeter.analysis.by_length import per_length
 from specmeter.analysis.proposed import judged
 from specmeter.analysis.recommend import recommend as decide_table
 from specmeter.common.errors import InputError
-from specmeter.config import flag_text
+from specmeter.config.criteria import Criteria, check_indifference
 from specmeter.config.files import build_model
+from specmeter.config.flags import flagged
 from specmeter.engines.deploy import sweep_engine, with_deploy_configs
 from specmeter.report.console import QUIET, VERBOSE, render_recommendation, render_rounds
 from specmeter.report.recommendation import answer_document
 from specmeter.rundir.answer import Answer, Round, next_round, read_answer, write_round
 from specmeter.rundir.lock import writing
 from specmeter.rundir.store import load_summary
-from specmeter.schemas.recommend import SLO, Objective, Recommendation
+from specmeter.schemas.recommend import Recommendation
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 from specmeter.workflows.evidence import answer_evidence
@@ -33,38 +34,11 @@ from specmeter.workflows.execute import write_page
 from specmeter.workflows.terminal import Terminal
 
 
-@dataclass(frozen=True)
-class Criteria:
-    """How the table is decided: the objective, goodput's bounds, where the last range ends (None: the
-    run's max_num_seqs), what a costlier configuration must win by and within how much two are a tie (None:
-    the sweep's)."""
-
-    objective: Objective | None = None  # None: throughput
-    slo: SLO | None = None
-    max_num_seqs: int | None = None
-    min_gain: float | None = None
-    indifference: float | None = None
-
-    @classmethod
-    def from_flags(cls, objective: str | None, slo: str | None, max_num_seqs: int | None = None,
-                   min_gain: float | None = None, indifference: float | None = None) -> Criteria:
-        """--objective, --slo ttft_ms=500,tpot_ms=50, --max-num-seqs, --min-gain and --indifference, checked."""
-        if objective is not None and objective not in ("throughput", "tpot", "goodput"):
-            raise InputError(f"--objective {objective!r}: choose throughput, tpot or goodput")
-        if max_num_seqs is not None and max_num_seqs < 1:
-            raise InputError(f"--max-num-seqs {max_num_seqs}: the engine's batch limit is at least 1, e.g. "
-                             "--max-num-seqs 256 (or leave it out to read it from the run)")
-        bounds = flag_text.slo(slo) if slo is not None else None
-        return cls(cast(Objective | None, objective), bounds, max_num_seqs, check_min_gain(min_gain),
-                   check_indifference(indifference, min_gain))
-
-    def differences(self, rec: Recommendation) -> list[tuple[str, str, str]]:
-        """The criteria given here that differ from those `rec` was decided with: (flag, given, rec's)."""
-        given = {"--objective": (self.objective, rec.objective), "--slo": (self.slo, rec.slo),
-                 "--max-num-seqs": (self.max_num_seqs, rec.max_num_seqs), "--min-gain": (self.min_gain, rec.min_gain),
-                 "--indifference": (self.indifference, rec.indifference)}
-        return [(name, _show(mine), _show(theirs)) for name, (mine, theirs) in given.items()
-                if mine is not None and mine != theirs]
+def differences(criteria: Criteria, rec: Recommendation) -> list[tuple[str, str, str]]:
+    """The criteria given that differ from those `rec` was decided with: (flag, given, rec's)."""
+    flags = {name: flag.name for name, _info, flag in flagged(Criteria)} | {"slo": "--slo"}
+    given = [(flags[name], getattr(criteria, name), getattr(rec, name)) for name in Criteria.model_fields]
+    return [(flag, _show(mine), _show(theirs)) for flag, mine, theirs in given if mine is not None and mine != theirs]
 
 
 def _show(value: object) -> str:
@@ -75,7 +49,7 @@ def _show(value: object) -> str:
 
 def refuse_other_criteria(run_dir: Path, answer: Answer, criteria: Criteria, command: str) -> None:
     """A run with an answer is not decided again by accident: criteria other than its answer's need --again."""
-    differ = criteria.differences(answer.recommendation)
+    differ = differences(criteria, answer.recommendation)
     if differ:
         n = answer.latest.number
         was = ", ".join(f"{name} {theirs}" for name, _, theirs in differ)
@@ -83,23 +57,6 @@ def refuse_other_criteria(run_dir: Path, answer: Answer, criteria: Criteria, com
         raise InputError(f"{run_dir}: its answer, round {n} (verification {answer.latest.verification}), was decided "
                          f"with {was}; `specmeter recommend {run_dir} {flags} --again` decides a new round {n + 1} "
                          "(the earlier rounds stay as history)" + (", then verify it" if command == "verify" else ""))
-
-
-def check_min_gain(value: float | None) -> float | None:
-    if value is not None and not 0.0 <= value < 1.0:
-        raise InputError(f"--min-gain {value}: give a fraction in [0, 1), e.g. 0.01 for 1%")
-    return value
-
-
-def check_indifference(value: float | None, min_gain: float | None) -> float | None:
-    """--indifference: a fraction, no narrower than the minimum gain (where that is known here)."""
-    if value is not None and not 0.0 <= value < 1.0:
-        raise InputError(f"--indifference {value}: give a fraction in [0, 1), e.g. 0.03: a costlier "
-                         "configuration at most 3% better ties")
-    if value is not None and min_gain is not None and value < min_gain:
-        raise InputError(f"--indifference {value:g} is below the minimum gain {min_gain:g}: a tie straddles 1 + min "
-                         f"gain, so a narrower zone never holds one; give --indifference {min_gain:g} or more")
-    return value
 
 
 def decide(run_dir: Path, criteria: Criteria) -> Recommendation:
@@ -167,7 +124,7 @@ def _decide_round(run_dir: Path, criteria: Criteria, term: Terminal, current: An
     rec = decide(run_dir, criteria)
     number = next_round(run_dir)
     if current is not None:
-        differ = criteria.differences(current.recommendation)
+        differ = differences(criteria, current.recommendation)
         rec.changes = [f"decided again after round {current.latest.number} (verification "
                        f"{current.latest.verification}), with "
                        + (", ".join(f"{name} {mine}" for name, mine, _ in differ) or "the same criteria")]

@@ -71,20 +71,20 @@ def build_plan_inputs(
     if unknown:
         raise SpecmeterError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}; use engine, spec, workload "
                              "and load")
-    engine = laid_over(EngineSpec, raw.get("engine"), cli_engine, f"{where}: engine")
     workload = laid_over(WorkloadSpec, raw.get("workload"), cli_workload or {}, f"{where}: workload")
-    if workload.lengths:
-        raise InputError(f"{where}: workload.input_len {workload.lengths}: run keeps the dataset's prompts in a "
-                         "range (a sweep file's workload.input_len makes lengths an axis); give LO:HI, e.g. 0:512")
+    if workload.lengths:  # named as it was given: the flag, else the file's key
+        said = (f"--input-len {','.join(map(str, workload.lengths))}" if "input_len" in (cli_workload or {}) else
+                f"{where}: workload.input_len {workload.lengths}")
+        raise InputError(f"{said}: run keeps the dataset's prompts in a range (a sweep file's workload.input_len "
+                         "makes lengths an axis); give LO:HI, e.g. 0:512")
     file_load = raw.get("load") or {}
-    if isinstance(file_load, dict):  # else refused as not a mapping
-        file_load = dict(file_load)
-        if cli_load.get("concurrency") is not None or cli_load.get("request_rate") is not None:
-            for key in ("points", "concurrency", "request_rate"):  # the flags' load points replace the file's
-                file_load.pop(key, None)
-        if workload.num_prompts is not None:  # as a sweep file reads it: over the file's load, under the flag
-            file_load["num_prompts"] = workload.num_prompts
+    if isinstance(file_load, dict) and workload.num_prompts is not None:  # else refused as not a mapping
+        file_load = {**file_load, "num_prompts": workload.num_prompts}  # as a sweep file reads it: under the flag
     load = laid_over(LoadSpec, file_load, cli_load, f"{where}: load")
+    if load.search:
+        said = "--concurrency auto" if "concurrency" in cli_load else f"{where}: load.{load.search[0].key} auto"
+        raise InputError(f"{said}: run has no load search; give levels like 1,4,16 (`specmeter sweep` takes auto)")
+    engine = laid_over(EngineSpec, raw.get("engine"), cli_engine, f"{where}: engine")
     if cli_spec is not None:
         spec = parse_spec_json(cli_spec)
     else:

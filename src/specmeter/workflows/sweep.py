@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from specmeter.common.errors import InputError
+from specmeter.config.criteria import check_indifference, check_min_gain
 from specmeter.config.files import build_model, laid_over
 from specmeter.config.models import EngineSpec, LoadSpec
 from specmeter.config.workload import WorkloadSpec
@@ -34,7 +35,6 @@ from specmeter.schemas.plan import PlannedConfig
 from specmeter.workflows.execute import measure_and_keep, measure_one, showing, write_page
 from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.propose import ProposeRequest, propose
-from specmeter.workflows.recommend import check_indifference, check_min_gain
 from specmeter.workflows.slurm import sweep_on_slurm
 from specmeter.workflows.terminal import Terminal
 from specmeter.workflows.verify import DeployAnswer, VerifyRequest, answering, recommend_and_verify
@@ -42,18 +42,16 @@ from specmeter.workflows.verify import DeployAnswer, VerifyRequest, answering, r
 
 @dataclass(frozen=True)
 class SweepFlags:
-    """The shorthand `--model M --spec '{...}' --k 1,2,4 --concurrency 1,4,16`, parsed (None: not given); the
-    engine's settings (--model among them) are the request's `engine`."""
+    """The shorthand `--model M --spec '{...}' --k 1,2,4`, parsed (None: not given); the engine's settings
+    (--model among them) are the request's `engine`, its load points (--concurrency) the request's `load`."""
 
     specs: list[str] = field(default_factory=list)  # JSON objects of speculative-config keys
     k: list[int] | None = None
-    concurrency: list[int] | str | None = None  # or "auto": a load search chooses the concurrencies
-    request_rate: list[float] | None = None
 
     def given(self) -> bool:
-        """Whether any flag that defines the sweep itself was given (they, --model and a sweep file exclude each
+        """Whether any flag that defines the candidates was given (they, --model and a sweep file exclude each
         other)."""
-        return bool(self.specs or self.k or self.concurrency or self.request_rate)
+        return bool(self.specs or self.k)
 
 
 @dataclass(frozen=True)
@@ -97,16 +95,7 @@ def sweep_from_flags(flags: SweepFlags, engine: dict[str, Any]) -> SweepSpec:
         if flags.k:
             cand["num_speculative_tokens"] = flags.k
         candidates.append(cand)
-    load: dict[str, Any] = {"concurrency": flags.concurrency, "request_rate": flags.request_rate}
-    if load["concurrency"] is None and load["request_rate"] is None:
-        load["concurrency"] = [1]
-    raw = {
-        "workload": {},
-        "engine": engine,
-        "candidates": candidates,
-        "load": {key: v for key, v in load.items() if v is not None},
-    }
-    spec: SweepSpec = build_model(SweepSpec, raw, "command line")
+    spec: SweepSpec = build_model(SweepSpec, {"engine": engine, "candidates": candidates}, "command line")
     return spec
 
 
@@ -123,16 +112,16 @@ def sweep_spec(req: SweepRequest) -> SweepSpec:
     # The file's zone counts too: a --min-gain above it needs a wider --indifference.
     check_indifference(sw.indifference if req.indifference is None else req.indifference,
                        sw.min_gain if gain is None else gain)
-    updates = {key: v for key, v in (("repeats", req.repeats), ("interleave", req.interleave), ("min_gain", gain),
-                                     ("indifference", req.indifference), ("ceiling", req.ceiling))
-               if v is not None}
+    updates = {"repeats": req.repeats, "interleave": req.interleave, "min_gain": gain,
+               "indifference": req.indifference, "ceiling": req.ceiling}
     where = str(req.file) if req.file is not None else "command line"
     workload = laid_over(WorkloadSpec, sw.workload, req.workload, f"{where}: workload")
     if req.load.get("num_prompts") is not None:  # --num-prompts over the file's workload.num_prompts too
         workload = workload.model_copy(update={"num_prompts": None})
-    sw = sw.model_copy(update={"engine": laid_over(EngineSpec, sw.engine, req.engine, f"{where}: engine"),
-                               "workload": workload, "load": laid_over(LoadSpec, sw.load, req.load, f"{where}: load")})
-    return SweepSpec.model_validate({**sw.model_dump(by_alias=False), **updates}) if updates else sw
+    sections = {"engine": laid_over(EngineSpec, sw.engine, req.engine, f"{where}: engine"), "workload": workload,
+                "load": laid_over(LoadSpec, sw.load, req.load, f"{where}: load")}
+    return laid_over(SweepSpec, sw, {**sections, **updates}, where)  # validated once more as a whole: a search
+    # given as a flag interleaves the sweep, as one in the file does
 
 
 def sweep(req: SweepRequest, term: Terminal) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from specmeter.analysis.correction import correct, disagreements, same_table
 from specmeter.analysis.identity import table_mismatch
 from specmeter.common.errors import InputError
+from specmeter.config.criteria import Criteria
 from specmeter.config.endpoints import normalize_endpoint
 from specmeter.config.models import SpecConfig
 from specmeter.engines.deploy import sweep_engine, with_deploy_configs
@@ -36,7 +37,7 @@ from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 from specmeter.workflows.evidence import answer_evidence
 from specmeter.workflows.execute import measure_and_keep, showing, write_page
-from specmeter.workflows.recommend import Criteria, decide, read_recommendation, refuse_other_criteria
+from specmeter.workflows.recommend import decide, read_recommendation, refuse_other_criteria
 from specmeter.workflows.terminal import Terminal
 
 RECOMMENDATION = "recommendation.json"

@@ -320,13 +320,13 @@ def test_the_recommendation_records_the_zone_its_ties_were_named_in() -> None:
 
 
 def test_indifference_flags_are_checked_and_count_as_criteria() -> None:
-    from specmeter.workflows.recommend import Criteria
+    from specmeter.config.criteria import Criteria
+    from specmeter.workflows.recommend import differences
 
     with pytest.raises(InputError, match=r"--indifference 0.02 is below the minimum gain 0.05"):
-        Criteria.from_flags(None, None, min_gain=0.05, indifference=0.02)
+        Criteria(min_gain=0.05, indifference=0.02)
     with pytest.raises(InputError, match=r"--indifference 1.5: give a fraction in \[0, 1\)"):
-        Criteria.from_flags(None, None, indifference=1.5)
+        Criteria(indifference=1.5)
     rec = recommend(*sweep(CLEAR, BATCHES))
-    assert Criteria.from_flags(None, None, indifference=rec.indifference).differences(rec) == []
-    assert Criteria.from_flags(None, None, indifference=0.05).differences(rec) == [
-        ("--indifference", "0.05", str(rec.indifference))]
+    assert differences(Criteria(indifference=rec.indifference), rec) == []
+    assert differences(Criteria(indifference=0.05), rec) == [("--indifference", "0.05", str(rec.indifference))]

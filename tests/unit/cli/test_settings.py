@@ -128,3 +128,40 @@ def test_top_p_is_one_field_from_the_command_line_to_the_request(monkeypatch: py
     assert build_request(Conversation(id="c", turns=["hi"]), 0, [], load, "m").body["top_p"] == 0.9
     with pytest.raises(InputError, match="top_p"):
         build_plan_inputs(None, {"model": "m"}, None, {"top_p": 1.5})
+
+
+def test_load_points_given_as_flags_replace_the_files_in_run_and_sweep(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    """--concurrency is one field's flag (LoadSpec's shorthand): its text read once at the command line, the points
+    made by the model; over a file, the points given replace the file's, in run and sweep alike, and auto (a load
+    search) interleaves the sweep as the file's own would."""
+    from specmeter.workflows.run import build_plan_inputs
+    from specmeter.workflows.sweep import sweep_spec
+
+    asked: dict[str, Any] = {}
+    monkeypatch.setattr("specmeter.workflows.run.run", lambda req, term: asked.setdefault("run", req))
+    monkeypatch.setattr("specmeter.workflows.sweep.sweep", lambda req, term: asked.setdefault("sweep", req))
+    (tmp_path / "run.yaml").write_text("engine: {model: m}\nload: {points: [{rate: 2}]}\n")
+    (tmp_path / "sweep.yaml").write_text("engine: {model: m}\ncandidates: [{method: ngram, num_speculative_tokens: 2}]"
+                                         "\nload: {concurrency: [1, 2]}\n")
+    runner = CliRunner()
+    assert runner.invoke(app, ["run", "--config", str(tmp_path / "run.yaml"), "--concurrency", "2,8"]).exit_code == 0
+    assert runner.invoke(app, ["sweep", str(tmp_path / "sweep.yaml"), "--concurrency", "auto"]).exit_code == 0
+    assert asked["run"].load["concurrency"] == [2, 8]  # read once, as a file gives it
+    run_load = build_plan_inputs(tmp_path / "run.yaml", {}, None, asked["run"].load).load
+    assert [p.id for p in run_load.points] == ["c2", "c8"]
+    spec = sweep_spec(asked["sweep"])
+    assert [s.axis for s in spec.load.search] == ["concurrency"] and spec.interleave
+    assert [p.id for p in spec.load.points] == ["c1", "c8", "c64"]  # the search's start points, not the file's
+
+
+def test_a_load_search_is_refused_where_the_command_has_none(tmp_path: Path) -> None:
+    from specmeter.workflows.run import build_plan_inputs
+
+    with pytest.raises(InputError, match=r"^--concurrency auto: run has no load search"):
+        build_plan_inputs(None, {"model": "m"}, None, {"concurrency": "auto"})
+    (tmp_path / "run.yaml").write_text("engine: {model: m}\nload: {concurrency: auto}\n")
+    with pytest.raises(InputError, match=r"run.yaml: load.concurrency auto: run has no load search"):
+        build_plan_inputs(tmp_path / "run.yaml", {}, None, {})
+    result = CliRunner().invoke(app, ["demo", "--concurrency", "auto", "--out", str(tmp_path)])
+    assert isinstance(result.exception, InputError) and "demo has no load search" in str(result.exception)

@@ -309,7 +309,7 @@ def test_arrival_flags_over_a_sections_points_shape_each_request_rate_point() ->
         ({"request_rate": [2, 2.0]}, ["'points'", "r2", "twice"]),
         ({"request_rate": [1], "burstiness": 0.5}, ["'points.0'", "burstiness", "gamma"]),
         ({"request_rate": [0]}, ["'points.0.rate'"]),
-        ({"request_rate": [1], "arrival": "bursty"}, ["'points.0.arrival'"]),
+        ({"request_rate": [1], "arrival": "bursty"}, ["'arrival'", "gamma"]),  # the key the section gave
         ({"request_rate": [1], "max_concurrency": 0}, ["'points.0.max_concurrency'"]),
         ({"points": [{"kind": "closed", "concurrency": 2}]}, ["'points.0'", "closed"]),
         ({"points": [{"concurrency": 2, "rate": 1}]}, ["'points.0"]),

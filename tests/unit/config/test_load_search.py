@@ -37,7 +37,7 @@ from specmeter.plans.sweep import SweepSpec, read_sweep_file
 from specmeter.rundir.store import load_summary
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.search import Bracket
-from specmeter.workflows.sweep import SweepFlags, sweep_from_flags
+from specmeter.workflows.sweep import SweepFlags, SweepRequest, sweep_spec
 
 LAUNCH = {"model": "/models/target"}
 STORED = Path(__file__).resolve().parents[2] / "fixtures" / "runs" / "20261123-180233-demo"
@@ -323,9 +323,10 @@ def test_compare_workloads_refuses_a_search() -> None:
                                workload=WorkloadSelection(dataset="sample"))
 
 
-def test_the_sweep_shorthand_takes_concurrency_auto() -> None:
-    sw = sweep_from_flags(SweepFlags(specs=['{"method": "ngram"}'], k=[2, 4], concurrency=levels_or_auto("auto")),
-                          {"model": "/models/target"})
+def test_the_sweep_shorthand_takes_concurrency_auto(tmp_path: Path) -> None:
+    flags = SweepFlags(specs=['{"method": "ngram"}'], k=[2, 4])
+    sw = sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine={"model": "/models/target"},
+                                 load={"concurrency": levels_or_auto("auto")}))
     assert [s.axis for s in sw.load.search] == ["concurrency"] and sw.interleave
     assert levels_or_auto("1,4") == [1, 4]
 

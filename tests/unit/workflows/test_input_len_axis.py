@@ -16,6 +16,7 @@ from rich.console import Console
 from fakeengine.drive import RecordingReporter
 from fakeengine.server import FakeEngine
 from specmeter.common.errors import InputError
+from specmeter.config.criteria import Criteria
 from specmeter.config.models import LoadSpec
 from specmeter.data.shaping import check_lengths, shaped_conversations, speed_bench_config
 from specmeter.data.workload import load_conversations
@@ -26,7 +27,7 @@ from specmeter.report.plots_load import speedup
 from specmeter.rundir.run_data import load_run
 from specmeter.rundir.store import RunStore, load_summary
 from specmeter.workflows.plan import PlanRequest, plan_run
-from specmeter.workflows.recommend import Criteria, recommend
+from specmeter.workflows.recommend import recommend
 from specmeter.workflows.resume import resume
 from specmeter.workflows.sweep import SweepRequest, sweep
 from specmeter.workflows.terminal import Terminal

@@ -16,6 +16,7 @@ from test_recommend import CLEAR, Interval, recommend, sweep
 
 from specmeter.analysis.correction import REPEAT_OFFSET, pooled
 from specmeter.analysis.proposed import judged
+from specmeter.config.criteria import Criteria
 from specmeter.config.models import SpecConfig
 from specmeter.data.workload import load_conversations
 from specmeter.execution.rounds import Rounds
@@ -36,7 +37,7 @@ from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 from specmeter.workflows import propose as workflow
 from specmeter.workflows.evidence import answer_evidence
-from specmeter.workflows.recommend import Criteria, decide
+from specmeter.workflows.recommend import decide
 from specmeter.workflows.terminal import Terminal
 
 K2, K3, K4, K5 = "draft_model-k2", "draft_model-k3", "draft_model-k4", "draft_model-k5"
