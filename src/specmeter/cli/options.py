@@ -18,8 +18,6 @@ from specmeter.common.errors import InputError
 # ---- what a run sends and where it goes ----------------------------------------------------------------------
 Spec = Annotated[list[str] | None, typer.Option(help='A speculative config as JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\' (repeatable where a command compares several); "synthetic_acceptance": {"rates": [...]} or {"length": L} sets acceptance instead of verifying (benchmarking only).')]
 K = Annotated[str | None, typer.Option("-k", "--k", help="Draft lengths K, a list: 1,2,4.")]
-Repeats = Annotated[int | None, typer.Option(min=1, help="Fixed rounds of every point per configuration (default: run 1; sweep, verify, demo: the file's, else adaptive until the point's decisions settle or none is likely to end as a win; verify's one proof point, where every point is carried from the sweep: one).")]
-Interleave = Annotated[bool | None, typer.Option(help="Keep every server up together and alternate them at each point, a wave of requests at a time at concurrency points (needs memory for all).")]
 ApiKey = Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}); never written anywhere.")]
 Out = Annotated[Path, typer.Option(help="Directory that receives the new run directory.")]
 Name = Annotated[str | None, typer.Option(help="Run directory name (default: timestamp + label).")]

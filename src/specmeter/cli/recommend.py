@@ -14,6 +14,7 @@ from specmeter.cli.settings import decided_by, settings
 from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
 from specmeter.config.models import EngineSpec, LoadSpec
+from specmeter.config.schedule import Schedule
 
 SweepDir = Annotated[Path, typer.Argument(help="A sweep's run directory.")]
 
@@ -40,6 +41,7 @@ def recommend(
     workflow.recommend(run_dir, decided_by(criteria, load), terminal(json_out), workflow.Ask(again=again, round=round_))
 
 
+@settings(Schedule, "schedule", only=("repeats",))
 @settings(Criteria, "criteria")
 @settings(LoadSpec, "load", only=("slo",))
 @settings(EngineSpec, "engine", only=("endpoint",))
@@ -47,8 +49,8 @@ def verify(
     engine: dict[str, Any],
     load: dict[str, Any],
     criteria: dict[str, Any],
+    schedule: dict[str, Any],
     run_dir: SweepDir,
-    repeats: o.Repeats = None,
     rounds: o.Rounds = 2,
     api_key: o.ApiKey = None,
     recommendation: Annotated[Path | None, typer.Option(help="Verify this recommendation.json (e.g. one you edited) as a new round, instead of the run's answer.")] = None,
@@ -76,7 +78,7 @@ def verify(
         verify_dir = verify_dir or out
     attach = parse.once(engine.get("endpoint"), "--endpoint", "verify attaches to one server already running the table")
     workflow.verify(run_dir, workflow.VerifyRequest(criteria=decided_by(criteria, load), given=recommendation, rounds=rounds,
-                                                    repeats=repeats, endpoint=attach, api_key=find_api_key(api_key),
+                                                    repeats=schedule.get("repeats"), endpoint=attach, api_key=find_api_key(api_key),
                                                     verify_dir=verify_dir, every_point=every_point,
                                                     command=command_line()),
                     terminal(json_out))

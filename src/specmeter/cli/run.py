@@ -14,20 +14,23 @@ from specmeter.cli.args import command_line, find_api_key, note, resume_run, ter
 from specmeter.cli.settings import settings
 from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
+from specmeter.config.files import build_model
 from specmeter.config.models import EngineSpec, LoadSpec
+from specmeter.config.schedule import Schedule
 from specmeter.config.workload import WorkloadSpec
 
 # The load settings the demo takes, with its own defaults: a workload small enough for a first run on a laptop.
 DEMO_LOAD = {"concurrency": "1,4,16", "num_prompts": 12, "max_tokens": 96, "max_rounds": 4, "instances": 2}
 
 
+@settings(Schedule, "schedule", only=("repeats",))
 @settings(Criteria, "criteria", only=("min_gain", "indifference"), defaults={"min_gain": 0.01})
 @settings(LoadSpec, "load", only=DEMO_LOAD, defaults=DEMO_LOAD)
 def demo(
     load: dict[str, Any],
     criteria: dict[str, Any],
+    schedule: dict[str, Any],
     k: o.K = "2,4",
-    repeats: o.Repeats = None,
     rounds: o.Rounds = 2,
     propose: o.Propose = None,
     propose_k: o.ProposeK = None,
@@ -50,13 +53,14 @@ def demo(
         k = num_speculative_tokens
     workflow.demo(workflow.DemoRequest(
         out=out, ks=parse.ks(k or "2,4"), load=load,
-        repeats=repeats, rounds=rounds,
+        repeats=schedule.get("repeats"), rounds=rounds,
         min_gain=criteria["min_gain"],
         propose=DEFAULT_BUDGET if propose is None else propose,
         propose_k=parse.k_range(propose_k) if propose_k else None, indifference=criteria.get("indifference"),
         command=command_line()), terminal())
 
 
+@settings(Schedule, "schedule")
 @settings(LoadSpec, "load")
 @settings(WorkloadSpec, "workload")
 @settings(EngineSpec, "engine")
@@ -64,12 +68,11 @@ def run(
     engine: dict[str, Any],
     workload: dict[str, Any],
     load: dict[str, Any],
+    schedule: dict[str, Any],
     spec: o.Spec = None,
     config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/workload/load sections (flags override it).")] = None,
     baseline: Annotated[bool, typer.Option(help="Also run the same engine with speculation off, for the speedup.")] = True,
     baseline_endpoint: Annotated[list[str] | None, typer.Option(help="Attach mode: a server with speculation off, for the speedup (repeat it for replicas).")] = None,
-    repeats: o.Repeats = 1,
-    interleave: o.Interleave = False,
     api_key: o.ApiKey = None,
     out: o.Out = Path("runs"),
     name: o.Name = None,
@@ -91,8 +94,7 @@ def run(
     one_spec = parse.once(spec, "--spec", "run measures one speculative config (`specmeter sweep` takes several)")
     workflow.run(workflow.RunRequest(
         config_file=config, engine=engine, spec_json=one_spec, load=load, out=out, name=name, workload=workload,
-        baseline=baseline, baseline_endpoint=baseline_endpoint, interleave=bool(interleave),
-        repeats=1 if repeats is None else repeats, api_key=find_api_key(api_key), command=command_line(),
+        baseline=baseline, baseline_endpoint=baseline_endpoint, schedule=build_model(Schedule, schedule, "command line"), api_key=find_api_key(api_key), command=command_line(),
         compare_random=compare_random, vocab_size=vocab_size,
     ), terminal(json_out))
 

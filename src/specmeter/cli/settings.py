@@ -66,9 +66,9 @@ def _value(info: FieldInfo, flag: Flag, value: Any) -> Any:
     return value
 
 
-def _shown_default(info: FieldInfo) -> str | bool:
+def _shown_default(info: FieldInfo, flag: Flag) -> str | bool:
     default = info.get_default(call_default_factory=True)
-    if default is None or default == [] or default == {}:
+    if not flag.default_shown or default is None or default == [] or default == {}:
         return False
     if isinstance(default, bool):
         return "on" if default else "off"
@@ -79,7 +79,10 @@ def _parameter(prefix: str, name: str, info: FieldInfo, flag: Flag, default: Any
     kind = _option_type(info.annotation, flag)
     decls = [f"{flag.name}/{flag.negative}"] if kind is bool else [flag.name]
     given = default is not None  # a command's own default: shown as typer shows any default
-    option = typer.Option(*decls, help=info.description, show_default=True if given else _shown_default(info))
+    bounds = {key: getattr(m, attr) for m in info.metadata for key, attr in (("min", "ge"), ("max", "le"))
+              if flag.parse_bounds and hasattr(m, attr)}
+    option = typer.Option(*decls, help=info.description, show_default=True if given else _shown_default(info, flag),
+                          **bounds)
     return inspect.Parameter(f"{prefix}__{name}", inspect.Parameter.KEYWORD_ONLY, default=default,
                              annotation=Annotated[kind if given else kind | None, option])
 

@@ -15,6 +15,7 @@ from specmeter.common.errors import InputError
 from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
 from specmeter.config.models import EngineSpec, LoadSpec
+from specmeter.config.schedule import Schedule
 from specmeter.config.workload import WorkloadSpec
 from specmeter.placement.inventory import parse_gpu_ids
 
@@ -40,6 +41,7 @@ def _slurm_options(executor: str, jobs: str, partition: str | None, account: str
                         jobs="drafter" if jobs == "drafter" else "node", max_attempts=max_attempts, options=extra)
 
 
+@settings(Schedule, "schedule")
 @settings(Criteria, "criteria", only=("objective", "min_gain", "indifference"))
 @settings(LoadSpec, "load")
 @settings(WorkloadSpec, "workload")
@@ -49,11 +51,10 @@ def sweep(
     workload: dict[str, Any],
     load: dict[str, Any],
     criteria: dict[str, Any],
+    schedule: dict[str, Any],
     file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
     spec: o.Spec = None,
     k: o.K = None,
-    repeats: o.Repeats = None,
-    interleave: o.Interleave = None,
     api_key: o.ApiKey = None,
     out: o.Out = Path("runs"),
     name: o.Name = None,
@@ -104,10 +105,10 @@ def sweep(
     if checks is not None or propose or propose_k:  # (without --verify the workflow refuses them)
         proposals = ProposeRequest(budget=DEFAULT_BUDGET if propose is None else propose,
                                    k_range=parse.k_range(propose_k) if propose_k else None,
-                                   criteria=checks.criteria if checks is not None else Criteria(), repeats=repeats,
+                                   criteria=checks.criteria if checks is not None else Criteria(),
+                                   repeats=schedule.get("repeats"),
                                    api_key=key, command=command_line())
-    workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, repeats=repeats,
-                                         interleave=interleave, min_gain=min_gain, indifference=indifference,
+    workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, schedule=schedule, min_gain=min_gain, indifference=indifference,
                                          ceiling=True if ceiling else None, name=name,
                                          engine=engine, api_key=key,
                                          load=load, workload=workload,

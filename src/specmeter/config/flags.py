@@ -23,6 +23,10 @@ class Flag:
     # [1, 4, 16]), called with the text and the flag's name, which its one-line refusal names; None: the field
     # takes the option's value as typer parsed it.
     text: Callable[[str, str], Any] | None = None
+    default_shown: bool = True  # False where the commands default differently and the help says how
+    # The field's bounds (ge, le) checked as the command line parses the value, in its own words, where a command
+    # takes the setting without validating a model of it (the demo's and verify's --repeats).
+    parse_bounds: bool = False
 
     @property
     def negative(self) -> str:

@@ -60,6 +60,7 @@ from specmeter.config.endpoints import Endpoint, normalize_endpoint
 from specmeter.config.files import build_model, load_yaml
 from specmeter.config.k_range import measured_spread, parse_k_range
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig, SpecMethod, StrictModel
+from specmeter.config.schedule import Schedule
 from specmeter.config.synthetic import SyntheticAcceptance
 from specmeter.config.workload import WorkloadSpec
 from specmeter.placement.inventory import parse_gpu_ids
@@ -174,8 +175,9 @@ def _values(value: Any) -> list[Any]:
     return [value]
 
 
-class SweepSpec(StrictModel):
-    """A sweep file: a workload, an engine and target, candidates, load points, repeats."""
+class SweepSpec(Schedule):
+    """A sweep file: a workload, an engine and target, candidates, load points, and how they run (repeats,
+    interleave)."""
 
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     engine: EngineSpec
@@ -183,8 +185,6 @@ class SweepSpec(StrictModel):
                                                "list: its data-parallel replicas).")
     candidates: list[CandidateSpec] = Field(min_length=1)
     load: LoadSpec = Field(default_factory=LoadSpec)
-    repeats: int = Field(default=1, ge=1)
-    interleave: bool = False
     seed: int | None = Field(default=None, description="Sets load.seed: sampling, selection and arrivals.")
     min_gain: float = Field(default=0.01, ge=0.0, lt=1.0, description="A costlier configuration must beat a "
                             "cheaper one head to head by more than this fraction to be chosen.")

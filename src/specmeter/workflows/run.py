@@ -11,6 +11,7 @@ from specmeter.common.errors import InputError, SpecmeterError
 from specmeter.config.endpoints import Endpoint
 from specmeter.config.files import build_model, laid_over, load_yaml, parse_spec_json
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
+from specmeter.config.schedule import Schedule
 from specmeter.config.workload import WorkloadSpec
 from specmeter.data.matched import vocab_from_model
 from specmeter.data.selection import output_policy
@@ -37,8 +38,7 @@ class RunRequest:
     workload: dict[str, Any] = field(default_factory=dict)  # WorkloadSpec keys
     baseline: bool = True
     baseline_endpoint: Endpoint | None = None
-    interleave: bool = False
-    repeats: int = 1
+    schedule: Schedule = field(default_factory=Schedule)  # --repeats, --interleave
     api_key: str | None = None
     command: list[str] = field(default_factory=list)
     # compare-workloads: the same pair on matched random tokens too, over this vocabulary (None: the model's).
@@ -114,7 +114,8 @@ def run(req: RunRequest, term: Terminal) -> None:
                                       workload=workload)
     else:
         plan = run_plan(eng, sp, ld, baseline=req.baseline, baseline_endpoint=req.baseline_endpoint,
-                        workload=workload, interleave=req.interleave, repeats=req.repeats)
+                        workload=workload, interleave=req.schedule.interleave,
+                        repeats=req.schedule.repeats)
     ex = Execution(plan=plan, conversations=convs, api_key=req.api_key, command=req.command)
     label = ("compare-" if req.compare_random else "") + sp.label()
     measure_one(ex, req.out / (req.name or new_run_id(label)), term)

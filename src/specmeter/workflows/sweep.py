@@ -62,8 +62,7 @@ class SweepRequest:
     out: Path
     file: Path | None = None
     flags: SweepFlags = field(default_factory=SweepFlags)
-    repeats: int | None = None
-    interleave: bool | None = None
+    schedule: dict[str, Any] = field(default_factory=dict)  # Schedule settings given as flags, over the file's
     min_gain: float | None = None
     indifference: float | None = None
     ceiling: bool | None = None
@@ -112,7 +111,7 @@ def sweep_spec(req: SweepRequest) -> SweepSpec:
     # The file's zone counts too: a --min-gain above it needs a wider --indifference.
     check_indifference(sw.indifference if req.indifference is None else req.indifference,
                        sw.min_gain if gain is None else gain)
-    updates = {"repeats": req.repeats, "interleave": req.interleave, "min_gain": gain,
+    updates = {**req.schedule, "min_gain": gain,
                "indifference": req.indifference, "ceiling": req.ceiling}
     where = str(req.file) if req.file is not None else "command line"
     workload = laid_over(WorkloadSpec, sw.workload, req.workload, f"{where}: workload")
