@@ -22,11 +22,6 @@ ApiKey = Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0
 Out = Annotated[Path, typer.Option(help="Directory that receives the new run directory.")]
 Name = Annotated[str | None, typer.Option(help="Run directory name (default: timestamp + label).")]
 
-# ---- how a table is decided -----------------------------------------------------------------------------------
-Rounds = Annotated[int, typer.Option(min=1, help="The most verification rounds: a table verification contradicts is corrected and verified again.")]
-Propose = Annotated[int | None, typer.Option(min=0, help="Before the answer is decided: measure at most N draft lengths K the sweep did not run, where the step-cost model calibrated on it predicts one beats the K chosen at a measured point by more than the indifference zone; each runs head to head against that K and enters the table only where it beats it (default: 1; 0: none).")]
-ProposeK = Annotated[str | None, typer.Option(help="The Ks a proposal may take, LOW-HIGH, e.g. 1-6 (default: a sweep file's num_speculative_tokens LO-HI, else the swept Ks' span widened by one on each side).")]
-
 # ---- predictions --------------------------------------------------------------------------------------------
 Batch = Annotated[str, typer.Option(help="Engine batch sizes to predict, e.g. 1,8,64.")]
 Acceptance = Annotated[str | None, typer.Option(help="Acceptance: a run directory (RUN or RUN:CONFIG_ID), an iid rate (0.7) or per-position rates (0.8,0.6,0.45); plan: instead of the run's own.")]

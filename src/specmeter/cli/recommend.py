@@ -13,8 +13,10 @@ from specmeter.cli.args import command_line, find_api_key, note, terminal
 from specmeter.cli.settings import decided_by, settings
 from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
+from specmeter.config.files import build_model
 from specmeter.config.models import EngineSpec, LoadSpec
 from specmeter.config.schedule import Schedule
+from specmeter.config.tune import Tuning
 
 SweepDir = Annotated[Path, typer.Argument(help="A sweep's run directory.")]
 
@@ -41,6 +43,7 @@ def recommend(
     workflow.recommend(run_dir, decided_by(criteria, load), terminal(json_out), workflow.Ask(again=again, round=round_))
 
 
+@settings(Tuning, "tuning", only=("rounds",))
 @settings(Schedule, "schedule", only=("repeats",))
 @settings(Criteria, "criteria")
 @settings(LoadSpec, "load", only=("slo",))
@@ -50,8 +53,8 @@ def verify(
     load: dict[str, Any],
     criteria: dict[str, Any],
     schedule: dict[str, Any],
+    tuning: dict[str, Any],
     run_dir: SweepDir,
-    rounds: o.Rounds = 2,
     api_key: o.ApiKey = None,
     recommendation: Annotated[Path | None, typer.Option(help="Verify this recommendation.json (e.g. one you edited) as a new round, instead of the run's answer.")] = None,
     verify_dir: Annotated[Path | None, typer.Option(help="Run directory of the verification (default: a new one inside RUN_DIR).")] = None,
@@ -77,7 +80,8 @@ def verify(
         note("specmeter verify --out DIR", "specmeter verify --verify-dir DIR")
         verify_dir = verify_dir or out
     attach = parse.once(engine.get("endpoint"), "--endpoint", "verify attaches to one server already running the table")
-    workflow.verify(run_dir, workflow.VerifyRequest(criteria=decided_by(criteria, load), given=recommendation, rounds=rounds,
+    workflow.verify(run_dir, workflow.VerifyRequest(criteria=decided_by(criteria, load), given=recommendation,
+                                                    rounds=build_model(Tuning, tuning, "command line").rounds,
                                                     repeats=schedule.get("repeats"), endpoint=attach, api_key=find_api_key(api_key),
                                                     verify_dir=verify_dir, every_point=every_point,
                                                     command=command_line()),

@@ -17,12 +17,14 @@ from specmeter.config.criteria import Criteria
 from specmeter.config.files import build_model
 from specmeter.config.models import EngineSpec, LoadSpec
 from specmeter.config.schedule import Schedule
+from specmeter.config.tune import Tuning
 from specmeter.config.workload import WorkloadSpec
 
 # The load settings the demo takes, with its own defaults: a workload small enough for a first run on a laptop.
 DEMO_LOAD = {"concurrency": "1,4,16", "num_prompts": 12, "max_tokens": 96, "max_rounds": 4, "instances": 2}
 
 
+@settings(Tuning, "tuning")
 @settings(Schedule, "schedule", only=("repeats",))
 @settings(Criteria, "criteria", only=("min_gain", "indifference"), defaults={"min_gain": 0.01})
 @settings(LoadSpec, "load", only=DEMO_LOAD, defaults=DEMO_LOAD)
@@ -30,10 +32,8 @@ def demo(
     load: dict[str, Any],
     criteria: dict[str, Any],
     schedule: dict[str, Any],
+    tuning: dict[str, Any],
     k: o.K = "2,4",
-    rounds: o.Rounds = 2,
-    propose: o.Propose = None,
-    propose_k: o.ProposeK = None,
     out: o.Out = Path("runs"),
     num_speculative_tokens: Annotated[str | None, typer.Option("--num-speculative-tokens", hidden=True)] = None,
 ) -> None:
@@ -46,17 +46,15 @@ def demo(
     against the baseline and the best static K on the same servers, and corrects the table where
     verification contradicts it."""
     from specmeter.workflows import demo as workflow
-    from specmeter.workflows.propose import DEFAULT_BUDGET
 
     if num_speculative_tokens is not None:
         note("specmeter demo --num-speculative-tokens K", "specmeter demo --k K")
         k = num_speculative_tokens
     workflow.demo(workflow.DemoRequest(
         out=out, ks=parse.ks(k or "2,4"), load=load,
-        repeats=schedule.get("repeats"), rounds=rounds,
+        repeats=schedule.get("repeats"), tuning=build_model(Tuning, tuning, "command line"),
         min_gain=criteria["min_gain"],
-        propose=DEFAULT_BUDGET if propose is None else propose,
-        propose_k=parse.k_range(propose_k) if propose_k else None, indifference=criteria.get("indifference"),
+        indifference=criteria.get("indifference"),
         command=command_line()), terminal())
 
 

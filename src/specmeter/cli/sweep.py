@@ -14,8 +14,10 @@ from specmeter.cli.settings import decided_by, settings
 from specmeter.common.errors import InputError
 from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
+from specmeter.config.files import build_model
 from specmeter.config.models import EngineSpec, LoadSpec
 from specmeter.config.schedule import Schedule
+from specmeter.config.tune import Tuning
 from specmeter.config.workload import WorkloadSpec
 from specmeter.placement.inventory import parse_gpu_ids
 
@@ -41,6 +43,7 @@ def _slurm_options(executor: str, jobs: str, partition: str | None, account: str
                         jobs="drafter" if jobs == "drafter" else "node", max_attempts=max_attempts, options=extra)
 
 
+@settings(Tuning, "tuning")
 @settings(Schedule, "schedule")
 @settings(Criteria, "criteria", only=("objective", "min_gain", "indifference"))
 @settings(LoadSpec, "load")
@@ -52,6 +55,7 @@ def sweep(
     load: dict[str, Any],
     criteria: dict[str, Any],
     schedule: dict[str, Any],
+    tuning: dict[str, Any],
     file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
     spec: o.Spec = None,
     k: o.K = None,
@@ -60,9 +64,6 @@ def sweep(
     name: o.Name = None,
     json_out: o.Json = False,
     verify: Annotated[bool, typer.Option("--verify", help="Then measure the K the step-cost model proposes (--propose), recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
-    rounds: o.Rounds = 2,
-    propose: o.Propose = None,
-    propose_k: o.ProposeK = None,
     ceiling: Annotated[bool, typer.Option("--ceiling", help="Add per drafter and K the same config at 100% synthetic acceptance (AL = K + 1; llama.cpp, or vLLM on a GPU build): the most that K could give here. Never recommended.")] = False,
     gpus: Annotated[str | None, typer.Option(help="GPU ids the sweep may use, e.g. 0,1 (nvidia-smi's indices; default: the file's gpus, else CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists). Interleaved servers get GPUs of their own, or share them with equal memory fractions.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the servers and where each would run (GPUs, tensor parallel, memory fraction), then exit without starting anything.")] = False,
@@ -91,20 +92,20 @@ def sweep(
         resume_run(resume, api_key, json_out)
         return
     from specmeter.workflows import sweep as workflow
-    from specmeter.workflows.propose import DEFAULT_BUDGET, ProposeRequest
+    from specmeter.workflows.propose import ProposeRequest
     from specmeter.workflows.verify import VerifyRequest
 
     objective, min_gain, indifference = (criteria.get(key) for key in ("objective", "min_gain", "indifference"))
     shorthand = workflow.SweepFlags(specs=spec or [], k=parse.ks(k) if k else None)
     key = find_api_key(api_key)
+    tune: Tuning = build_model(Tuning, tuning, "command line")
     slurm = _slurm_options(executor, jobs, partition, account, time, gpus_per_job, max_attempts, slurm_option)
     checks = VerifyRequest(criteria=decided_by({"objective": objective}, load if objective == "goodput" else {}),
-                           rounds=rounds, api_key=key,
+                           rounds=tune.rounds, api_key=key,
                            off_is_an_answer=True, command=command_line()) if verify else None
     proposals = None
-    if checks is not None or propose or propose_k:  # (without --verify the workflow refuses them)
-        proposals = ProposeRequest(budget=DEFAULT_BUDGET if propose is None else propose,
-                                   k_range=parse.k_range(propose_k) if propose_k else None,
+    if checks is not None or tuning.get("propose") or tune.propose_k:  # (without --verify the workflow refuses them)
+        proposals = ProposeRequest(budget=tune.propose, k_range=tune.propose_k,
                                    criteria=checks.criteria if checks is not None else Criteria(),
                                    repeats=schedule.get("repeats"),
                                    api_key=key, command=command_line())

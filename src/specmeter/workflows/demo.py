@@ -10,12 +10,13 @@ from typing import Any
 
 from specmeter.common.errors import InputError
 from specmeter.config.criteria import check_indifference, check_min_gain
+from specmeter.config.tune import Tuning
 from specmeter.execution.servers import ServerPool
 from specmeter.plans.demo import demo_plan
 from specmeter.rundir.store import new_run_id
 from specmeter.workflows.execute import measure_one, showing
 from specmeter.workflows.plan import calibrate_sweep
-from specmeter.workflows.propose import DEFAULT_BUDGET, ProposeRequest, propose
+from specmeter.workflows.propose import ProposeRequest, propose
 from specmeter.workflows.terminal import Terminal
 from specmeter.workflows.verify import DeployAnswer, VerifyRequest, recommend_and_verify
 
@@ -29,11 +30,9 @@ class DemoRequest:
     ks: list[int]
     load: dict[str, Any]  # LoadSpec settings: concurrency, workload size (num_prompts, max_tokens), max_rounds, ...
     repeats: int | None = None
-    rounds: int = 2  # the most verification rounds
+    tuning: Tuning = field(default_factory=Tuning)  # the proposed Ks and the verification rounds
     min_gain: float = 0.01
     indifference: float | None = None  # None: the sweep's default
-    propose: int = DEFAULT_BUDGET  # the most proposed Ks measured (0: none)
-    propose_k: tuple[int, int] | None = None  # the Ks a proposal may take (None: the span of -k widened by one)
     command: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:  # each flag named, before anything is planned or started
@@ -54,13 +53,14 @@ class DemoRequest:
 
 
 def demo(req: DemoRequest, term: Terminal) -> None:
-    proposals = ProposeRequest(budget=req.propose, k_range=req.propose_k, repeats=req.repeats, command=req.command)
+    proposals = ProposeRequest(budget=req.tuning.propose, k_range=req.tuning.propose_k, repeats=req.repeats,
+                               command=req.command)
     ex = demo_plan(req.ks, req.load, repeats=req.repeats or 1,
                    precision="fixed" if req.repeats else "adaptive", min_gain=check_min_gain(req.min_gain) or 0.0,
                    indifference=check_indifference(req.indifference, req.min_gain))
     ex.command = req.command
     run_dir = req.out / new_run_id("demo")
-    verify = VerifyRequest(verify_dir=run_dir / "verify", off_is_an_answer=True, rounds=req.rounds,
+    verify = VerifyRequest(verify_dir=run_dir / "verify", off_is_an_answer=True, rounds=req.tuning.rounds,
                            command=req.command)
     with ServerPool() as pool, showing(run_dir, term):  # the answer first, once every round has run
         cal = calibrate_sweep(run_dir, measure_one(ex, run_dir, term, pool, show=False), term)

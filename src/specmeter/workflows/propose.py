@@ -14,6 +14,7 @@ from pathlib import Path
 
 from specmeter.common.errors import InputError
 from specmeter.config.criteria import Criteria
+from specmeter.config.tune import DEFAULT_BUDGET
 from specmeter.execution.servers import ServerPool
 from specmeter.plans.propose import propose_execution
 from specmeter.plans.verify import best_static
@@ -37,7 +38,6 @@ from specmeter.workflows.terminal import Terminal
 # One proposed K: the model's best bet, measured. On the demo (K 2 and 4 at three loads) it is one more server
 # start and, at the points it could win, the sweep's rounds again with one configuration more; each further K
 # costs about as much again, for a smaller predicted edge.
-DEFAULT_BUDGET = 1
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,7 @@ def test_old_forms_reach_the_same_requests_as_the_new(recorded: dict[str, Any]) 
 
 def test_the_demo_takes_the_proposal_budget_and_range(recorded: dict[str, Any]) -> None:
     invoke("demo", "--propose", "0", "--propose-k", "1-6")
-    assert recorded["demo"][0].propose == 0 and recorded["demo"][0].propose_k == (1, 6)
+    assert recorded["demo"][0].tuning.propose == 0 and recorded["demo"][0].tuning.propose_k == (1, 6)
 
 
 def test_verify_rounds_alone_sets_the_rounds(recorded: dict[str, Any]) -> None:
