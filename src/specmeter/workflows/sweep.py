@@ -78,6 +78,18 @@ class SweepRequest:
     gpus: list[str] | None = None  # --gpus: over the file's gpus
     dry_run: bool = False  # print the servers and their placement, start nothing
 
+    def __post_init__(self) -> None:  # what the request cannot ask together, before any file is read
+        if self.propose is not None and self.verify is None:
+            raise InputError("--propose measures the Ks the step-cost model proposes in the tune loop that --verify "
+                             "runs on the sweep's servers: add --verify (or drop --propose)")
+        if self.verify is not None and self.slurm is not None:
+            raise InputError("--verify runs the recommended config on the sweep's servers, which end with their "
+                             "Slurm jobs; sweep on Slurm without --verify, then `specmeter verify RUN_DIR` where a "
+                             "server can run")
+        if self.slurm is not None and self.gpus is not None:
+            raise InputError("--gpus names GPUs of this machine; on Slurm each job places its servers on the GPUs of "
+                             "its own allocation: drop --gpus (ask for them with --gpus-per-job)")
+
 
 def sweep_from_flags(flags: SweepFlags, engine: dict[str, Any]) -> SweepSpec:
     """The sweep file the shorthand flags (and the engine's settings given) stand for, validated as one."""
@@ -127,43 +139,55 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
     """Validate everything before a server starts, measure the sweep into a new run directory, and with
     `req.verify` measure the Ks the step-cost model proposes (`req.propose`), recommend and verify on the same
     servers (one JSON document for all of it under --json)."""
-    if req.propose is not None and req.verify is None:
-        raise InputError("--propose measures the Ks the step-cost model proposes in the tune loop that --verify runs "
-                         "on the sweep's servers: add --verify (or drop --propose)")
     sw = sweep_spec(req)
-    configs = sw.configs()  # the baseline first
-    if req.verify is not None and req.slurm is not None:
-        raise InputError("--verify runs the recommended config on the sweep's servers, which end with their Slurm "
-                         "jobs; sweep on Slurm without --verify, then `specmeter verify RUN_DIR` where a server "
-                         "can run")
-    if req.slurm is not None and req.gpus is not None:
-        raise InputError("--gpus names GPUs of this machine; on Slurm each job places its servers on the GPUs of its "
-                         "own allocation: drop --gpus (ask for them with --gpus-per-job)")
     # On Slurm the GPUs are those of each job's allocation, known only there: each job places its own servers.
     placement = None if req.slurm is not None else sweep_placement(sw, req.gpus)
     if req.verify is not None:  # refused before the sweep, not after it
-        check_verifiable(sw.engine.kind, "--verify")
-        if not configs[0].engine.launch:
-            raise InputError("--verify: the sweep attaches to a running baseline server, so specmeter cannot "
-                             "launch the config it recommends; sweep without --verify, then start a server with "
-                             "the recommended config and run `specmeter verify RUN_DIR --endpoint URL`")
-        if placement is not None and placement.mode != "cpu" and len(placement.servers) > 1:
-            raise InputError("--verify keeps the sweep's servers up and starts the recommended config beside them on "
-                             "the baseline's GPUs, which placement does not plan yet; sweep without --verify, then "
-                             "start the recommended config and run `specmeter verify RUN_DIR --endpoint URL`")
+        refuse_unverifiable(sw, placement)
+    ex = prepared(sw, placement, req, term)
+    if req.dry_run:  # after every check a real run makes, so a dry run that passes is one a real run starts
+        show_placement(sw, placement, term)
+        return
+    run_dir = req.out / (req.name or new_run_id(f"sweep-{len(ex.plan.configs)}configs"))
+    if req.slurm is not None:
+        sweep_on_slurm(ex, run_dir, req.slurm, term)
+    elif req.verify is None:
+        with showing(run_dir, term):  # shown once calibrated: the drafters' table carries their step costs
+            if calibrate_sweep(run_dir, measure_one(ex, run_dir, term, show=False), term) is not None:
+                write_page(run_dir, term)
+    else:
+        tune(ex, run_dir, req.verify, req.propose, term)
+
+
+def refuse_unverifiable(sw: SweepSpec, placement: Placement | None) -> None:
+    """--verify launches the config it recommends beside the sweep's servers: refused where it cannot."""
+    check_verifiable(sw.engine.kind, "--verify")
+    if not sw.configs()[0].engine.launch:
+        raise InputError("--verify: the sweep attaches to a running baseline server, so specmeter cannot launch the "
+                         "config it recommends; sweep without --verify, then start a server with the recommended "
+                         "config and run `specmeter verify RUN_DIR --endpoint URL`")
+    if placement is not None and placement.mode != "cpu" and len(placement.servers) > 1:
+        raise InputError("--verify keeps the sweep's servers up and starts the recommended config beside them on the "
+                         "baseline's GPUs, which placement does not plan yet; sweep without --verify, then start the "
+                         "recommended config and run `specmeter verify RUN_DIR --endpoint URL`")
+    if sw.workload.lengths:
+        raise InputError("--verify: a workload.input_len axis gives a table per input length; sweep without --verify "
+                         "and read `specmeter recommend RUN_DIR`")
+
+
+def prepared(sw: SweepSpec, placement: Placement | None, req: SweepRequest, term: Terminal) -> Execution:
+    """The sweep's execution: local models checked, the workload loaded (one per input length of an axis), and
+    what the user should know before it starts said once."""
+    configs = sw.configs()  # the baseline first
     notes = []
     for cfg in configs:
         if cfg.engine.launch:
             check_local_models(cfg.engine, cfg.spec)
             notes += [n for n in launch_notes(cfg.engine, cfg.spec) if n not in notes]  # one per setting, not per K
-    ld = sw.effective_load()
-    w = sw.workload
+    ld, w = sw.effective_load(), sw.workload
     tokenizer = w.tokenizer or sw.engine.model
     by_length: dict[int, list[Conversation]] = {}
     if w.lengths:
-        if req.verify is not None:
-            raise InputError("--verify: a workload.input_len axis gives a table per input length; sweep without "
-                             "--verify and read `specmeter recommend RUN_DIR`")
         check_lengths(w.lengths, w.dataset, tokenizer, ld.max_tokens, sw.engine.max_model_len)
         by_length, workload = load_lengths(w.dataset, w.path, ld, w.lengths, w.categories, w.options, tokenizer)
         convs = by_length[w.lengths[0]]
@@ -171,39 +195,27 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
         convs, workload = load_conversations(w.dataset, w.path, ld, categories=w.categories, options=w.options,
                                              input_len=w.length_range, tokenizer=tokenizer)
     if warning := output_policy(ld).warning():
-        term.note.print(f"[yellow]note: {warning}[/]")
+        notes.insert(0, warning)
     if placement is not None and placement.warning:
-        term.note.print(f"[yellow]note: {placement.warning}[/]")
+        notes.insert(1 if warning else 0, placement.warning)
+    if req.propose is None and (ranges := k_ranges(configs)):
+        notes.append(f"{ranges}: the sweep measures these Ks of each range; the others are proposed by the "
+                     "step-cost model and measured head to head with --verify (or predicted by `specmeter plan "
+                     "RUN_DIR`)")
     for note in notes:
         term.note.print(f"[yellow]note: {note}[/]", highlight=False)
-    if req.propose is None and (ranges := k_ranges(configs)):
-        term.note.print(f"[yellow]note: {ranges}: the sweep measures these Ks of each range; the others are "
-                        "proposed by the step-cost model and measured head to head with --verify (or predicted by "
-                        "`specmeter plan RUN_DIR`)[/]", highlight=False)
-    ex = Execution(plan=sw.plan(workload, placement), conversations=convs, api_key=req.api_key, command=req.command,
-                   by_length=by_length)
-    if req.dry_run:  # after every check a real run makes, so a dry run that passes is one a real run starts
-        if placement is None:
-            term.out.print(f"[bold]sweep --dry-run[/]: {len(configs)} configurations; on Slurm each job places its "
-                           "servers on the GPUs of its allocation when it starts; nothing submitted")
-            return
-        show_placement(sw, placement, term)
-        return
-    run_dir = req.out / (req.name or new_run_id(f"sweep-{len(ex.plan.configs)}configs"))
-    if req.slurm is not None:
-        sweep_on_slurm(ex, run_dir, req.slurm, term)
-        return
-    if req.verify is None:
-        # Shown once calibrated: the drafters' table carries what the fit says each costs per step.
-        with showing(run_dir, term):
-            if calibrate_sweep(run_dir, measure_one(ex, run_dir, term, show=False), term) is not None:
-                write_page(run_dir, term)
-        return
+    return Execution(plan=sw.plan(workload, placement), conversations=convs, api_key=req.api_key,
+                     command=req.command, by_length=by_length)
+
+
+def tune(ex: Execution, run_dir: Path, verify: VerifyRequest, proposals: ProposeRequest | None,
+         term: Terminal) -> None:
+    """The sweep, then the Ks proposed measured and recommend -> verify -> correct, all on the sweep's servers."""
     with ServerPool() as pool, answering(DeployAnswer(), term) as answer, showing(run_dir, term):
         cal = calibrate_sweep(run_dir, measure_and_keep(ex, run_dir, term, answer.keep_sweep, pool, show=False), term)
-        if req.propose is not None:
-            propose(run_dir, cal, req.propose, term, pool, answer.proposals.append)
-        recommend_and_verify(run_dir, req.verify, term, pool, answer)
+        if proposals is not None:
+            propose(run_dir, cal, proposals, term, pool, answer.proposals.append)
+        recommend_and_verify(run_dir, verify, term, pool, answer)
 
 
 def k_ranges(configs: list[PlannedConfig]) -> str:
@@ -225,8 +237,13 @@ def sweep_placement(sw: SweepSpec, gpus: list[str] | None) -> Placement:
     return sw.place(found, source)
 
 
-def show_placement(sw: SweepSpec, placement: Placement, term: Terminal) -> None:
-    """`--dry-run`: the servers, where each would run and with what memory, and nothing started."""
+def show_placement(sw: SweepSpec, placement: Placement | None, term: Terminal) -> None:
+    """`--dry-run`: the servers, where each would run and with what memory, and nothing started (on Slurm, where
+    each job places its own, their count)."""
+    if placement is None:
+        term.out.print(f"[bold]sweep --dry-run[/]: {len(sw.configs())} configurations; on Slurm each job places its "
+                       "servers on the GPUs of its allocation when it starts; nothing submitted")
+        return
     together = sw.interleaved(placement)
     if term.json_out:
         term.emit(placement.model_dump_json(indent=2))

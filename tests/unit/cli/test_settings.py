@@ -15,13 +15,17 @@ from typer.testing import CliRunner
 from specmeter.cli import app
 from specmeter.cli import run as run_cli
 from specmeter.common.errors import InputError
+from specmeter.config.criteria import Criteria
 from specmeter.config.flags import flagged
 from specmeter.config.models import EngineSpec, LoadSpec
+from specmeter.config.schedule import Schedule
+from specmeter.config.tune import Tuning
 from specmeter.config.workload import WorkloadSpec
 
 LOAD = list(flagged(LoadSpec))
-SETTINGS = [*LOAD, *flagged(EngineSpec), *flagged(WorkloadSpec)]
-INTO = {"load", "engine", "workload"}  # the parameters the flagged settings arrive in
+SETTINGS = [*LOAD, *flagged(EngineSpec), *flagged(WorkloadSpec), *flagged(Schedule)]  # run's and sweep's alike
+MODELS = (LoadSpec, EngineSpec, WorkloadSpec, Schedule, Criteria, Tuning)  # every model a command takes flags from
+INTO = {"load", "engine", "workload", "schedule", "criteria", "tuning"}  # the parameters their settings arrive in
 
 
 def options(command: str) -> dict[str, Any]:
@@ -45,9 +49,14 @@ def test_the_demo_takes_its_load_settings_at_its_own_defaults() -> None:
         assert taken[flag.name].default == default
 
 
+def test_each_flag_is_one_field() -> None:
+    flags = [flag.name for model in MODELS for _name, _info, flag in flagged(model)]
+    assert len(flags) == len(set(flags)), sorted(f for f in flags if flags.count(f) > 1)
+
+
 def test_no_setting_is_declared_again_in_the_command_line() -> None:
     """Wherever a command takes a flagged setting's flag, the option is the one made from its field."""
-    names = {flag.name for _name, _info, flag in SETTINGS}
+    names = {flag.name for model in MODELS for _name, _info, flag in flagged(model)}
     group: Any = typer.main.get_command(app)
     commands = [(name, c) for name, c in group.commands.items() if not hasattr(c, "commands")]
     commands += [(f"data {name}", c) for name, c in group.commands["data"].commands.items()]
