@@ -11,14 +11,13 @@ import typer
 
 from specmeter.cli import options as o
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
-from specmeter.cli.settings import settings
+from specmeter.cli.settings import measuring, settings
 from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
 from specmeter.config.files import build_model
-from specmeter.config.models import EngineSpec, LoadSpec
+from specmeter.config.models import LoadSpec
 from specmeter.config.schedule import Schedule
 from specmeter.config.tune import Tuning
-from specmeter.config.workload import WorkloadSpec
 
 # The load settings the demo takes, with its own defaults: a workload small enough for a first run on a laptop.
 DEMO_LOAD = {"concurrency": "1,4,16", "num_prompts": 12, "max_tokens": 96, "max_rounds": 4, "instances": 2}
@@ -58,10 +57,7 @@ def demo(
         command=command_line()), terminal())
 
 
-@settings(Schedule, "schedule")
-@settings(LoadSpec, "load")
-@settings(WorkloadSpec, "workload")
-@settings(EngineSpec, "engine")
+@measuring
 def run(
     engine: dict[str, Any],
     workload: dict[str, Any],

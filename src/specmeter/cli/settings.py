@@ -20,6 +20,9 @@ from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
 from specmeter.config.files import build_model
 from specmeter.config.flags import Flag, flagged
+from specmeter.config.models import EngineSpec, LoadSpec
+from specmeter.config.schedule import Schedule
+from specmeter.config.workload import WorkloadSpec
 
 Command = Callable[..., None]
 
@@ -110,6 +113,17 @@ def settings(model: type[BaseModel], into: str, *, only: Collection[str] | None 
         return command
 
     return wrap
+
+
+# What every command that measures a plan takes, run and sweep alike (the last is the first in --help).
+MEASURING = (("engine", EngineSpec), ("workload", WorkloadSpec), ("load", LoadSpec), ("schedule", Schedule))
+
+
+def measuring(func: Command) -> Command:
+    """The command with the settings of MEASURING, each arriving in the parameter of its name."""
+    for into, model in MEASURING:
+        func = settings(model, into)(func)
+    return func
 
 
 def decided_by(criteria: Mapping[str, Any], load: Mapping[str, Any]) -> Criteria:

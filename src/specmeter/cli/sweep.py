@@ -10,15 +10,12 @@ import typer
 
 from specmeter.cli import options as o
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
-from specmeter.cli.settings import decided_by, settings
+from specmeter.cli.settings import decided_by, measuring, settings
 from specmeter.common.errors import InputError
 from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
 from specmeter.config.files import build_model
-from specmeter.config.models import EngineSpec, LoadSpec
-from specmeter.config.schedule import Schedule
 from specmeter.config.tune import Tuning
-from specmeter.config.workload import WorkloadSpec
 from specmeter.placement.inventory import parse_gpu_ids
 
 if TYPE_CHECKING:
@@ -44,11 +41,8 @@ def _slurm_options(executor: str, jobs: str, partition: str | None, account: str
 
 
 @settings(Tuning, "tuning")
-@settings(Schedule, "schedule")
 @settings(Criteria, "criteria", only=("objective", "min_gain", "indifference"))
-@settings(LoadSpec, "load")
-@settings(WorkloadSpec, "workload")
-@settings(EngineSpec, "engine")
+@measuring
 def sweep(
     engine: dict[str, Any],
     workload: dict[str, Any],
