@@ -4,7 +4,8 @@ turned into one line that names the key and the fix."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -12,7 +13,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from specmeter.common.errors import InputError, validation_message
-from specmeter.config.models import POINT_KINDS, SpecConfig
+from specmeter.config.models import POINT_KINDS, EngineSpec, LoadSpec, SpecConfig
+from specmeter.config.workload import WorkloadSpec
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -59,6 +61,30 @@ def laid_over(cls: type[M], section: M | Mapping[str, Any] | None, given: Mappin
     if set(flags) & set(replaces):
         own = {key: v for key, v in own.items() if key not in replaces}
     return build_model(cls, {**own, **flags}, where)
+
+
+@dataclass(frozen=True)
+class Sections:
+    """The settings sections of a run file or a sweep file, with the flags given over them."""
+
+    workload: WorkloadSpec
+    load: LoadSpec
+    engine: EngineSpec
+
+
+def sections_over(file: Mapping[str, Any] | BaseModel, given: Mapping[str, Mapping[str, Any]], where: str) -> Sections:
+    """Each settings section of `file` (a run file as read, or a sweep file validated) with the flags `given` for
+    it over it, by laid_over: the flags, then the file, then the fields' defaults. A file's workload.num_prompts is
+    its second key for load.num_prompts, and wins there; --num-prompts wins over both."""
+    section: Callable[[str], Any] = (lambda name: getattr(file, name)) if isinstance(file, BaseModel) else file.get
+    workload = laid_over(WorkloadSpec, section("workload"), given.get("workload", {}), f"{where}: workload")
+    load = laid_over(LoadSpec, section("load"), given.get("load", {}), f"{where}: load")
+    engine = laid_over(EngineSpec, section("engine"), given.get("engine", {}), f"{where}: engine")
+    if given.get("load", {}).get("num_prompts") is not None:
+        workload = workload.model_copy(update={"num_prompts": None})
+    elif workload.num_prompts is not None:
+        load = load.model_copy(update={"num_prompts": workload.num_prompts})
+    return Sections(workload, load, engine)
 
 
 def load_yaml(path: Path) -> dict[str, Any]:

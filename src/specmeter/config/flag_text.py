@@ -40,11 +40,6 @@ def _positive_ints(text: str, flag: str, form: str) -> list[int]:
     return values
 
 
-def levels(text: str, flag: str = "--concurrency") -> list[int]:
-    """Concurrency levels: `1,4,16`."""
-    return _positive_ints(text, flag, "concurrency levels like 1,4,16")
-
-
 def levels_or_auto(text: str, flag: str = "--concurrency") -> list[int] | str:
     """Concurrency levels, or `auto`: a load search chooses them (sweep)."""
     if text.strip() == "auto":

@@ -9,7 +9,7 @@ from typing import Any
 
 from specmeter.common.errors import InputError, SpecmeterError
 from specmeter.config.endpoints import Endpoint
-from specmeter.config.files import build_model, laid_over, load_yaml, parse_spec_json
+from specmeter.config.files import build_model, load_yaml, parse_spec_json, sections_over
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
 from specmeter.config.schedule import Schedule
 from specmeter.config.workload import WorkloadSpec
@@ -71,20 +71,17 @@ def build_plan_inputs(
     if unknown:
         raise SpecmeterError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}; use engine, spec, workload "
                              "and load")
-    workload = laid_over(WorkloadSpec, raw.get("workload"), cli_workload or {}, f"{where}: workload")
+    given = {"workload": cli_workload or {}, "load": cli_load, "engine": cli_engine}
+    laid = sections_over(raw, given, where)
+    workload, load, engine = laid.workload, laid.load, laid.engine
     if workload.lengths:  # named as it was given: the flag, else the file's key
-        said = (f"--input-len {','.join(map(str, workload.lengths))}" if "input_len" in (cli_workload or {}) else
+        said = (f"--input-len {','.join(map(str, workload.lengths))}" if "input_len" in given["workload"] else
                 f"{where}: workload.input_len {workload.lengths}")
         raise InputError(f"{said}: run keeps the dataset's prompts in a range (a sweep file's workload.input_len "
                          "makes lengths an axis); give LO:HI, e.g. 0:512")
-    file_load = raw.get("load") or {}
-    if isinstance(file_load, dict) and workload.num_prompts is not None:  # else refused as not a mapping
-        file_load = {**file_load, "num_prompts": workload.num_prompts}  # as a sweep file reads it: under the flag
-    load = laid_over(LoadSpec, file_load, cli_load, f"{where}: load")
     if load.search:
         said = "--concurrency auto" if "concurrency" in cli_load else f"{where}: load.{load.search[0].key} auto"
         raise InputError(f"{said}: run has no load search; give levels like 1,4,16 (`specmeter sweep` takes auto)")
-    engine = laid_over(EngineSpec, raw.get("engine"), cli_engine, f"{where}: engine")
     if cli_spec is not None:
         spec = parse_spec_json(cli_spec)
     else:

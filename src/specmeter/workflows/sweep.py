@@ -12,9 +12,7 @@ from typing import Any
 
 from specmeter.common.errors import InputError
 from specmeter.config.criteria import check_indifference, check_min_gain
-from specmeter.config.files import build_model, laid_over
-from specmeter.config.models import EngineSpec, LoadSpec
-from specmeter.config.workload import WorkloadSpec
+from specmeter.config.files import build_model, laid_over, sections_over
 from specmeter.data.model import Conversation
 from specmeter.data.selection import output_policy
 from specmeter.data.shaping import check_lengths
@@ -126,11 +124,8 @@ def sweep_spec(req: SweepRequest) -> SweepSpec:
     updates = {**req.schedule, "min_gain": gain,
                "indifference": req.indifference, "ceiling": req.ceiling}
     where = str(req.file) if req.file is not None else "command line"
-    workload = laid_over(WorkloadSpec, sw.workload, req.workload, f"{where}: workload")
-    if req.load.get("num_prompts") is not None:  # --num-prompts over the file's workload.num_prompts too
-        workload = workload.model_copy(update={"num_prompts": None})
-    sections = {"engine": laid_over(EngineSpec, sw.engine, req.engine, f"{where}: engine"), "workload": workload,
-                "load": laid_over(LoadSpec, sw.load, req.load, f"{where}: load")}
+    laid = sections_over(sw, {"engine": req.engine, "workload": req.workload, "load": req.load}, where)
+    sections = {"engine": laid.engine, "workload": laid.workload, "load": laid.load}
     return laid_over(SweepSpec, sw, {**sections, **updates}, where)  # validated once more as a whole: a search
     # given as a flag interleaves the sweep, as one in the file does
 

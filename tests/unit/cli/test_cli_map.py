@@ -146,9 +146,9 @@ def one_line_error(res: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.mark.parametrize(("args", "says"), [
     (["sweep", "--concurrency", "1,auto"], "--concurrency 1,auto: auto stands alone"),
-    (["run", "--concurrency", "auto"], "--concurrency auto: run has no load search"),
+    (["run", "--model", "m", "--concurrency", "auto"], "--concurrency auto: run has no load search"),
     (["sweep", "--k", "2,x"], "--k 2,x: 'x' is not a whole number; give draft lengths K like 1,2,4"),
-    (["run", "--input-len", "512"], "--input-len 512: run keeps the dataset's prompts in a range"),
+    (["run", "--model", "m", "--input-len", "512"], "--input-len 512: run keeps the dataset's prompts in a range"),
     (["run", "--input-len", "9:3"], "--input-len 9:3: a range's LO is below its HI"),
     (["estimate", "--hardware", "h100", "--input-len", "0:512"], "--input-len 0:512: estimate takes one input length"),
     (["run", "--request-rate", "fast"], "--request-rate fast: not numbers"),
@@ -165,7 +165,7 @@ def test_a_malformed_flag_value_is_one_line_naming_the_flag(args: list[str], say
 
 
 def test_every_parser_raises_one_line_input_errors() -> None:
-    for call in (lambda: parse.levels("0"), lambda: parse.levels_or_auto("auto,4"), lambda: parse.ks(""),
+    for call in (lambda: parse.levels_or_auto("0"), lambda: parse.levels_or_auto("auto,4"), lambda: parse.ks(""),
                  lambda: parse.sizes("1,-2", "--batch", "1,8"), lambda: parse.rates("0"),
                  lambda: parse.input_len("1,1"), lambda: parse.input_len("a:b"), lambda: parse.one_length("1,2", "x"),
                  lambda: parse.pairs(["=v"], "--engine-env"), lambda: parse.options(["k"], "--dataset-option"),
