@@ -14,7 +14,7 @@ from typing import Any
 
 from specmeter.analysis.headtohead import Paired, Side, compare
 from specmeter.common.errors import InputError
-from specmeter.config.models import LoadPoint
+from specmeter.config.models import IN_REQUEST, LoadPoint
 from specmeter.metrics.sd import sum_counts
 from specmeter.rundir.run_data import RunData
 from specmeter.schemas.compare import (
@@ -35,7 +35,7 @@ from specmeter.schemas.results import ConfigResult
 WORKLOAD_FIELDS = ("dataset", "path", "categories", "options", "input_len", "num_prompts", "seed",
                    "conversation_ids")
 # What changes the outputs or how many requests go out: the sampling and the request settings.
-LOAD_FIELDS = ("api", "max_tokens", "ignore_eos", "temperature", "top_p", "seed", "num_prompts", "duration_s")
+LOAD_FIELDS = ("api", "max_tokens", "ignore_eos", *IN_REQUEST, "seed", "num_prompts", "duration_s")
 
 ALLOW_FLAG = "--allow-different-workloads"
 _ROLE_ORDER = {Role.baseline: 0, Role.candidate: 1, Role.verification: 2}

@@ -6,6 +6,7 @@ impossible value fails in one line that names the key and the fix.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -246,6 +247,13 @@ class EngineSpec(StrictModel):
         return any("***" in a for a in self.extra_args) or "***" in self.env.values()
 
 
+@dataclass(frozen=True)
+class InRequest:
+    """Marks a load field every request carries in its body under the field's name, where set (None: the server's
+    own default): a sampling parameter. load/requests.py sends them and analysis/compare.py compares them, so a new
+    one is its field alone."""
+
+
 class LoadSpec(StrictModel):
     """The load points and how every request is made: identical for every configuration of a plan.
 
@@ -275,9 +283,9 @@ class LoadSpec(StrictModel):
     max_tokens: Annotated[int, Flag("--max-tokens")] = Field(default=128, ge=1, description="Output cap per request.")
     ignore_eos: Annotated[bool, Flag("--ignore-eos")] = Field(
         default=False, description="Force max-tokens outputs (biases acceptance).")
-    temperature: Annotated[float, Flag("--temperature")] = Field(
+    temperature: Annotated[float, Flag("--temperature"), InRequest()] = Field(
         default=0.0, ge=0.0, description="Sampling temperature (0: greedy).")
-    top_p: Annotated[float | None, Flag("--top-p")] = Field(
+    top_p: Annotated[float | None, Flag("--top-p"), InRequest()] = Field(
         default=None, gt=0.0, le=1.0, description="Nucleus sampling: the probability mass sampled from (None: the "
         "server's default).")
     seed: int = 0
@@ -325,6 +333,10 @@ class LoadSpec(StrictModel):
     slo: Annotated[SLO | None, Flag("--slo", text=flag_text.slo)] = Field(
         default=None, description="Per-request bounds, e.g. ttft_ms=500,tpot_ms=50 (also e2e_ms): each point's "
         "goodput, requests/s meeting them, beside its throughput; what --objective goodput maximises.")
+
+    def request_fields(self) -> dict[str, Any]:
+        """What every request's body carries of the fields marked InRequest: those set, by name."""
+        return {name: getattr(self, name) for name in IN_REQUEST if getattr(self, name) is not None}
 
     def point(self, point_id: str) -> LoadPoint | None:
         return next((p for p in self.points if p.id == point_id), None)
@@ -394,3 +406,7 @@ class LoadSpec(StrictModel):
         if dupes:
             raise ValueError(f"load point {dupes[0]} is listed twice; each point runs once (use repeats)")
         return points
+
+
+IN_REQUEST = tuple(name for name, info in LoadSpec.model_fields.items()
+                   if any(isinstance(m, InRequest) for m in info.metadata))

@@ -21,13 +21,11 @@ def build_request(
     body: dict[str, Any] = {
         "model": model,
         **output_policy(load).request_fields(conv),
-        "temperature": load.temperature,
+        **load.request_fields(),
         "stream": True,
         # continuous usage gives cumulative completion_tokens per chunk: exact tokens per chunk.
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }
-    if load.top_p is not None:
-        body["top_p"] = load.top_p
     if load.temperature > 0:
         body["seed"] = load.seed
     if conv.prompt_token_ids is not None:
