@@ -288,6 +288,9 @@ class LoadSpec(StrictModel):
     top_p: Annotated[float | None, Flag("--top-p"), InRequest()] = Field(
         default=None, gt=0.0, le=1.0, description="Nucleus sampling: the probability mass sampled from (None: the "
         "server's default).")
+    top_k: Annotated[int | None, Flag("--top-k"), InRequest()] = Field(
+        default=None, ge=1, description="Top-k sampling: only the k likeliest tokens are sampled from (None: the "
+        "server's default).")
     seed: int = 0
     request_timeout_s: Annotated[float, Flag("--request-timeout")] = Field(
         default=300.0, gt=0, description="Seconds before one request counts as timed out.")

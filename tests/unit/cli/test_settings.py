@@ -174,3 +174,23 @@ def test_a_load_search_is_refused_where_the_command_has_none(tmp_path: Path) -> 
         build_plan_inputs(tmp_path / "run.yaml", {}, None, {})
     result = CliRunner().invoke(app, ["demo", "--concurrency", "auto", "--out", str(tmp_path)])
     assert isinstance(result.exception, InputError) and "demo has no load search" in str(result.exception)
+
+
+def test_top_k_is_one_field_from_the_command_line_and_the_file_to_the_request(tmp_path: Path) -> None:
+    """A load setting added as one field: a file key and a flag of run and sweep (flag over file), its help the
+    field's, refused out of bounds naming the key, sent by the client, and compared between runs."""
+    from specmeter.analysis.compare import LOAD_FIELDS
+    from specmeter.data.model import Conversation
+    from specmeter.load.requests import build_request
+    from specmeter.workflows.run import build_plan_inputs
+
+    described = LoadSpec.model_fields["top_k"].description
+    assert options("run")["--top-k"].help == options("sweep")["--top-k"].help == described
+    (tmp_path / "run.yaml").write_text("engine: {model: m}\nload: {top_k: 20}\n")
+    assert build_plan_inputs(tmp_path / "run.yaml", {}, None, {}).load.top_k == 20
+    load = build_plan_inputs(tmp_path / "run.yaml", {}, None, {"top_k": 5}).load
+    assert build_request(Conversation(id="c", turns=["hi"]), 0, [], load, "m").body["top_k"] == 5
+    assert "top_k" not in build_request(Conversation(id="c", turns=["hi"]), 0, [], LoadSpec(), "m").body
+    assert "top_k" in LOAD_FIELDS  # two runs sampled differently are not the same workload
+    with pytest.raises(InputError, match="top_k"):
+        build_plan_inputs(None, {"model": "m"}, None, {"top_k": 0})
