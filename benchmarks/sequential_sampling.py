@@ -200,8 +200,8 @@ def main() -> int:
     run_dir = args.run_dir
     if run_dir is None:  # the demo's sweep (its pair, K 2 and 4, concurrency 1/4/16), in the fixed design
         run_dir = args.out / "fixed"
-        ex = demo_plan([1, 4, 16], [2, 4], {"num_prompts": 12, "max_tokens": 96}, repeats=args.max_rounds,
-                       precision="fixed")
+        given = {"concurrency": [1, 4, 16], "num_prompts": 12, "max_tokens": 96}
+        ex = demo_plan([2, 4], given, repeats=args.max_rounds, precision="fixed")
         execute(ex, RunStore(run_dir))
     fixed = load_summary(run_dir)
     records = latest_records(RunStore(run_dir).read_records())
