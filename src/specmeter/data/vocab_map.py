@@ -12,7 +12,6 @@ EAGLE-3 training picks its draft vocabulary.
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -20,13 +19,13 @@ from typing import Any, Literal
 import numpy as np
 
 from specmeter.common.errors import InputError
+from specmeter.common.safetensors import read_header
 
 MapKind = Literal["d2t", "t2d", "ids", "top"]
 MAP_FORMATS = ("a safetensors file (or a draft model directory) holding d2t or t2d, a .npy or .json list of "
                "target token ids, or --top N with --corpus")
 _SAFETENSORS_DTYPES = {"BOOL": np.bool_, "U8": np.uint8, "I8": np.int8, "I16": np.int16, "U16": np.uint16,
                        "I32": np.int32, "U32": np.uint32, "I64": np.int64, "U64": np.uint64}
-_HEADER_LIMIT = 100 * 1024 * 1024  # a header longer than this is not a safetensors header
 
 
 @dataclass(frozen=True)
@@ -106,12 +105,11 @@ def _map_name(name: str) -> str | None:
 def _safetensors_maps(path: Path) -> dict[str, np.ndarray]:
     """The d2t / t2d tensors of a safetensors file, reading only their bytes (a checkpoint can be gigabytes)."""
     try:
+        read = read_header(path)
+        if read is None:
+            raise ValueError("no safetensors header")
+        header, start = read
         with path.open("rb") as fh:
-            raw = fh.read(8)
-            (length,) = struct.unpack("<Q", raw) if len(raw) == 8 else (0,)
-            if not 0 < length <= _HEADER_LIMIT:
-                raise ValueError("no safetensors header")
-            header = json.loads(fh.read(length))
             out: dict[str, np.ndarray] = {}
             for name, info in header.items():
                 which = _map_name(name)
@@ -121,7 +119,7 @@ def _safetensors_maps(path: Path) -> dict[str, np.ndarray]:
                 if dtype is None:
                     raise ValueError(f"tensor {name} has dtype {info.get('dtype')}, not an integer or bool")
                 begin, end = info["data_offsets"]
-                fh.seek(8 + length + begin)
+                fh.seek(start + begin)
                 data = np.frombuffer(fh.read(end - begin), dtype=np.dtype(dtype).newbyteorder("<"))
                 out[which] = data.reshape(info.get("shape") or [-1])
             return out

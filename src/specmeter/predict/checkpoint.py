@@ -8,27 +8,17 @@ from __future__ import annotations
 
 import json
 import math
-import struct
 from pathlib import Path
 from typing import Any
 
-MAX_HEADER = 100 * 2**20  # a header this large is not a safetensors header
+from specmeter.common.safetensors import read_header
+
 INDEX = "model.safetensors.index.json"
 
 
 def _header(path: Path) -> dict[str, Any] | None:
-    try:
-        with path.open("rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                return None
-            (size,) = struct.unpack("<Q", head)
-            if size > MAX_HEADER:
-                return None
-            parsed = json.loads(f.read(size))
-    except (OSError, ValueError):
-        return None
-    return parsed if isinstance(parsed, dict) else None
+    read = read_header(path)
+    return None if read is None else read[0]
 
 
 # An EAGLE-3 head's draft-vocabulary maps (offsets and a mask over the target's ids): stored beside the weights,
