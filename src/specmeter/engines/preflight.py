@@ -8,6 +8,7 @@ from typing import Any
 
 from specmeter.common.errors import InputError
 from specmeter.common.hashing import file_sha256
+from specmeter.common.safetensors import read_header
 from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 
 
@@ -59,6 +60,8 @@ def check_local_models(engine: EngineSpec, spec: SpecConfig) -> None:
     for role, path in (("target model", target), ("draft model", draft)):
         if path is not None:
             _check_exists(role, path)
+    if spec.method is SpecMethod.mtp and target is not None and draft is None and not _gguf(target):
+        _check_mtp_layers(target)
     # A GGUF file carries its vocabulary inside; llama-server compares the pair's itself when it loads them.
     if target is None or draft is None or _gguf(target) or _gguf(draft):
         return
@@ -75,6 +78,42 @@ def check_local_models(engine: EngineSpec, spec: SpecConfig) -> None:
             f"draft model {draft} uses a different tokenizer than target {target} ({what}); "
             "draft_model speculation needs a draft trained on the target's tokenizer"
         )
+
+
+# Where an MTP layer's weights are in the checkpoints vLLM serves: mtp.* or model.mtp_layers.* (Qwen3-Next,
+# Qwen3.5, MiMo, ERNIE, Nemotron-H, ...), an extra decoder layer with eh_proj beside enorm and hnorm (DeepSeek,
+# GLM-4.5, Step-3.5, ...), nextn (the GGUF names llama.cpp converts them to).
+MTP_MARKS = ("mtp", "eh_proj", "nextn")
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+
+
+def _tensor_names(model_dir: Path) -> set[str] | None:
+    """The tensor names of a local checkpoint, from its shard index or its safetensors headers (None: no
+    safetensors to read them from, or one not readable)."""
+    try:
+        weight_map = json.loads((model_dir / SAFETENSORS_INDEX).read_text(encoding="utf-8")).get("weight_map")
+        if isinstance(weight_map, dict):
+            return set(weight_map)
+    except (OSError, ValueError, AttributeError):
+        pass
+    files = sorted(model_dir.glob("*.safetensors"))
+    headers = [read_header(f) for f in files]
+    if not files or any(h is None for h in headers):
+        return None
+    return {name for h in headers if h is not None for name in h[0] if name != "__metadata__"}
+
+
+def _check_mtp_layers(target: Path) -> None:
+    """An MTP drafter is the target's own MTP layers: a checkpoint quantized or converted without them loads, on
+    the engines that do not check it, with a random head that accepts almost nothing, and says nothing."""
+    names = _tensor_names(target)
+    if names is None or any(mark in name for name in names for mark in MTP_MARKS):
+        return
+    raise InputError(f"target model {target}: method mtp drafts with the target's own MTP layers, but none of its "
+                     f"{len(names)} tensors is one (no name with {', '.join(MTP_MARKS)}; see {SAFETENSORS_INDEX}'s "
+                     "weight_map or the safetensors headers): a checkpoint quantized or converted without them drafts "
+                     "with a random head and accepts almost nothing; use one that keeps its MTP layers, or another "
+                     "drafter")
 
 
 def launch_notes(engine: EngineSpec, spec: SpecConfig) -> list[str]:
