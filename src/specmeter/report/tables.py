@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from specmeter.analysis.drafter_weights import untrained_drafters
 from specmeter.load.turns import runs_whole
 from specmeter.report.decisions import (
     decision_table,
@@ -315,6 +316,7 @@ def notes(summary: RunSummary) -> list[Note]:
         if config.server_error:
             out.append(Note(f"{config.config_id}: server failed to start: {config.server_error}", warn=True))
     out += [Note(line, warn=True) for line in summary.analysis.offload]
+    out += [Note(line, warn=True) for line in untrained_drafters(summary)]
     if (host := host_line(summary)) is not None:
         out.append(Note(host[0], warn=host[1]))
     if any(c.workload == "random" for c in summary.plan.configs):

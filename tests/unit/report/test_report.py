@@ -264,3 +264,17 @@ def test_repeats_are_numbered() -> None:
     out = rendered(summary)
     assert "concurrency 4 #1" in out and "concurrency 4 #2" in out
     assert "2 repeats" in out
+
+
+def test_a_model_drafter_that_accepts_almost_nothing_is_one_warning() -> None:
+    """Many drafts, almost none accepted: the drafter's weights are probably missing or random (one line naming the
+    configuration and how to check); a drafter with few drafts, or one that accepts, gets no such line."""
+    dead = SDCounts(source="counters", num_steps=1000, num_draft_tokens=4000, num_accepted_tokens=3,
+                    accepted_per_pos=[3, 0, 0, 0])
+    few = SDCounts(source="counters", num_steps=10, num_draft_tokens=40, num_accepted_tokens=0,
+                   accepted_per_pos=[0, 0, 0, 0])
+    warned = [n for n in notes(make_summary(counters=dead, per_request=dead)) if "missing or random" in n.text]
+    assert len(warned) == 1 and warned[0].warn and warned[0].text.startswith(SD_ID)
+    assert "3 of 4000" in warned[0].text and "tensor names" in warned[0].text
+    for counts in (few, SD_COUNTS):
+        assert not [n for n in notes(make_summary(counters=counts, per_request=counts)) if "missing or" in n.text]
