@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 MAX_HEADER = 100 * 2**20  # a header this large is not a safetensors header
+INDEX = "model.safetensors.index.json"  # a sharded checkpoint's: each tensor's shard (weight_map), total_size
 
 
 def read_header(path: Path) -> tuple[dict[str, Any], int] | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from specmeter.common.errors import InputError
 from specmeter.common.hashing import file_sha256
-from specmeter.common.safetensors import read_header
+from specmeter.common.safetensors import INDEX, read_header
 from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 
 
@@ -84,14 +84,13 @@ def check_local_models(engine: EngineSpec, spec: SpecConfig) -> None:
 # Qwen3.5, MiMo, ERNIE, Nemotron-H, ...), an extra decoder layer with eh_proj beside enorm and hnorm (DeepSeek,
 # GLM-4.5, Step-3.5, ...), nextn (the GGUF names llama.cpp converts them to).
 MTP_MARKS = ("mtp", "eh_proj", "nextn")
-SAFETENSORS_INDEX = "model.safetensors.index.json"
 
 
 def _tensor_names(model_dir: Path) -> set[str] | None:
     """The tensor names of a local checkpoint, from its shard index or its safetensors headers (None: no
     safetensors to read them from, or one not readable)."""
     try:
-        weight_map = json.loads((model_dir / SAFETENSORS_INDEX).read_text(encoding="utf-8")).get("weight_map")
+        weight_map = json.loads((model_dir / INDEX).read_text(encoding="utf-8")).get("weight_map")
         if isinstance(weight_map, dict):
             return set(weight_map)
     except (OSError, ValueError, AttributeError):
@@ -110,7 +109,7 @@ def _check_mtp_layers(target: Path) -> None:
     if names is None or any(mark in name for name in names for mark in MTP_MARKS):
         return
     raise InputError(f"target model {target}: method mtp drafts with the target's own MTP layers, but none of its "
-                     f"{len(names)} tensors is one (no name with {', '.join(MTP_MARKS)}; see {SAFETENSORS_INDEX}'s "
+                     f"{len(names)} tensors is one (no name with {', '.join(MTP_MARKS)}; see {INDEX}'s "
                      "weight_map or the safetensors headers): a checkpoint quantized or converted without them drafts "
                      "with a random head and accepts almost nothing; use one that keeps its MTP layers, or another "
                      "drafter")

@@ -11,9 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from specmeter.common.safetensors import read_header
-
-INDEX = "model.safetensors.index.json"
+from specmeter.common.safetensors import INDEX, read_header
 
 
 def _header(path: Path) -> dict[str, Any] | None:
