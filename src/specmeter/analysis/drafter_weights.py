@@ -21,9 +21,9 @@ def untrained_drafters(summary: RunSummary) -> list[str]:
         result = summary.config(cfg.id)
         if cfg.spec.method not in MODEL_DRAFTERS or cfg.spec.synthetic or result is None:
             continue
-        counts = [p.sd.headline for p in result.points if p.sd.available and p.sd.headline is not None]
-        drafted = sum(c.num_draft_tokens for c in counts if c is not None)
-        accepted = sum(c.num_accepted_tokens for c in counts if c is not None)
+        counts = [c for p in result.points if p.sd.available and (c := p.sd.headline) is not None]
+        drafted = sum(c.num_draft_tokens for c in counts)
+        accepted = sum(c.num_accepted_tokens for c in counts)
         if drafted >= MIN_DRAFTED and accepted < NEAR_ZERO * drafted:
             out.append(f"{cfg.id}: accepted {accepted} of {drafted} drafted tokens ({accepted / drafted:.1%}): its "
                        f"{cfg.spec.method.value} drafter's weights are probably missing or random (a checkpoint "

@@ -5,7 +5,7 @@ wherever it is given. Below the models, so a sweep file's own min_gain and indif
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
@@ -15,7 +15,7 @@ from specmeter.config.points import StrictModel
 from specmeter.config.slo import SLO
 
 Objective = Literal["throughput", "tpot", "goodput"]
-OBJECTIVES = ("throughput", "tpot", "goodput")
+OBJECTIVES: tuple[str, ...] = get_args(Objective)
 
 
 def check_min_gain(value: float | None) -> float | None:
