@@ -11,11 +11,10 @@ import typer
 
 from specmeter.cli import options as o
 from specmeter.cli.args import note, terminal
-from specmeter.cli.settings import settings
+from specmeter.cli.settings import settings, validated
 from specmeter.common.errors import InputError
 from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
-from specmeter.config.files import build_model
 from specmeter.config.flags import flagged
 
 MaxAlDrop = Annotated[str | None, typer.Option(help="With --check: the largest drop in acceptance length allowed, a percentage (2%) or a fraction (0.02); default 2%.")]
@@ -77,7 +76,7 @@ def compare(
             raise InputError("--pool takes runs of one plan, without --check, --allow-different-workloads or --plots")
         from specmeter.workflows.pool import pool_runs
 
-        pool_runs(run_dirs, build_model(Criteria, criteria, "command line"), terminal(json_out))
+        pool_runs(run_dirs, validated(Criteria, criteria), terminal(json_out))
         return
     if decide:
         raise InputError(f"{' and '.join(decide)} decide the pooled answer: add --pool (compare RUN RUN ... --pool)")

@@ -10,16 +10,14 @@ import typer
 
 from specmeter.cli import options as o
 from specmeter.cli.args import command_line, find_api_key, note, terminal
-from specmeter.cli.settings import decided_by, settings
+from specmeter.cli.settings import decided_by, settings, validated
 from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
-from specmeter.config.files import build_model
 from specmeter.config.models import EngineSpec, LoadSpec
 from specmeter.config.schedule import Schedule
 from specmeter.config.tune import Tuning
 
 SweepDir = Annotated[Path, typer.Argument(help="A sweep's run directory.")]
-
 
 
 @settings(Criteria, "criteria")
@@ -81,7 +79,7 @@ def verify(
         verify_dir = verify_dir or out
     attach = parse.once(engine.get("endpoint"), "--endpoint", "verify attaches to one server already running the table")
     workflow.verify(run_dir, workflow.VerifyRequest(criteria=decided_by(criteria, load), given=recommendation,
-                                                    rounds=build_model(Tuning, tuning, "command line").rounds,
+                                                    rounds=validated(Tuning, tuning).rounds,
                                                     repeats=schedule.get("repeats"), endpoint=attach, api_key=find_api_key(api_key),
                                                     verify_dir=verify_dir, every_point=every_point,
                                                     command=command_line()),

@@ -11,10 +11,9 @@ import typer
 
 from specmeter.cli import options as o
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
-from specmeter.cli.settings import measuring, settings
+from specmeter.cli.settings import measuring, settings, validated
 from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
-from specmeter.config.files import build_model
 from specmeter.config.models import LoadSpec
 from specmeter.config.schedule import Schedule
 from specmeter.config.tune import Tuning
@@ -51,7 +50,7 @@ def demo(
         k = num_speculative_tokens
     workflow.demo(workflow.DemoRequest(
         out=out, ks=parse.ks(k or "2,4"), load=load,
-        repeats=schedule.get("repeats"), tuning=build_model(Tuning, tuning, "command line"),
+        repeats=schedule.get("repeats"), tuning=validated(Tuning, tuning),
         min_gain=criteria["min_gain"],
         indifference=criteria.get("indifference"),
         command=command_line()), terminal())
@@ -88,7 +87,8 @@ def run(
     one_spec = parse.once(spec, "--spec", "run measures one speculative config (`specmeter sweep` takes several)")
     workflow.run(workflow.RunRequest(
         config_file=config, engine=engine, spec_json=one_spec, load=load, out=out, name=name, workload=workload,
-        baseline=baseline, baseline_endpoint=baseline_endpoint, schedule=build_model(Schedule, schedule, "command line"), api_key=find_api_key(api_key), command=command_line(),
+        baseline=baseline, baseline_endpoint=baseline_endpoint, schedule=validated(Schedule, schedule),
+        api_key=find_api_key(api_key), command=command_line(),
         compare_random=compare_random, vocab_size=vocab_size,
     ), terminal(json_out))
 

@@ -10,7 +10,7 @@ import functools
 import inspect
 import types
 from collections.abc import Callable, Collection, Mapping
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import typer
 from pydantic import BaseModel
@@ -25,6 +25,7 @@ from specmeter.config.schedule import Schedule
 from specmeter.config.workload import WorkloadSpec
 
 Command = Callable[..., None]
+M = TypeVar("M", bound=BaseModel)
 
 
 def _bare(annotation: Any) -> Any:
@@ -126,7 +127,11 @@ def measuring(func: Command) -> Command:
     return func
 
 
+def validated(model: type[M], given: Mapping[str, Any]) -> M:
+    """The settings of `model` given on the command line, over its defaults, validated (one line where not)."""
+    return build_model(model, dict(given), "command line")
+
+
 def decided_by(criteria: Mapping[str, Any], load: Mapping[str, Any]) -> Criteria:
     """The criteria given (recommend's, verify's, a sweep's --verify), with --slo, the load's bounds, as goodput's."""
-    decided: Criteria = build_model(Criteria, {**criteria, "slo": load.get("slo")}, "command line")
-    return decided
+    return validated(Criteria, {**criteria, "slo": load.get("slo")})

@@ -10,11 +10,10 @@ import typer
 
 from specmeter.cli import options as o
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
-from specmeter.cli.settings import decided_by, measuring, settings
+from specmeter.cli.settings import decided_by, measuring, settings, validated
 from specmeter.common.errors import InputError
 from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
-from specmeter.config.files import build_model
 from specmeter.config.tune import Tuning
 from specmeter.placement.inventory import parse_gpu_ids
 
@@ -92,7 +91,7 @@ def sweep(
     objective, min_gain, indifference = (criteria.get(key) for key in ("objective", "min_gain", "indifference"))
     shorthand = workflow.SweepFlags(specs=spec or [], k=parse.ks(k) if k else None)
     key = find_api_key(api_key)
-    tune: Tuning = build_model(Tuning, tuning, "command line")
+    tune = validated(Tuning, tuning)
     slurm = _slurm_options(executor, jobs, partition, account, time, gpus_per_job, max_attempts, slurm_option)
     checks = VerifyRequest(criteria=decided_by({"objective": objective}, load if objective == "goodput" else {}),
                            rounds=tune.rounds, api_key=key,
@@ -103,7 +102,8 @@ def sweep(
                                    criteria=checks.criteria if checks is not None else Criteria(),
                                    repeats=schedule.get("repeats"),
                                    api_key=key, command=command_line())
-    workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, schedule=schedule, min_gain=min_gain, indifference=indifference,
+    workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, schedule=schedule, min_gain=min_gain,
+                                         indifference=indifference,
                                          ceiling=True if ceiling else None, name=name,
                                          engine=engine, api_key=key,
                                          load=load, workload=workload,
