@@ -15,7 +15,7 @@ from specmeter.common.errors import InputError
 from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
 from specmeter.config.tune import Tuning
-from specmeter.placement.inventory import parse_gpu_ids
+from specmeter.plans.sweep import SweepSpec
 
 if TYPE_CHECKING:
     from specmeter.schemas.jobs import SlurmOptions
@@ -39,6 +39,7 @@ def _slurm_options(executor: str, jobs: str, partition: str | None, account: str
                         jobs="drafter" if jobs == "drafter" else "node", max_attempts=max_attempts, options=extra)
 
 
+@settings(SweepSpec, "top", only=("ceiling", "gpus"))
 @settings(Tuning, "tuning")
 @settings(Criteria, "criteria", only=("objective", "min_gain", "indifference"))
 @measuring
@@ -49,6 +50,7 @@ def sweep(
     criteria: dict[str, Any],
     schedule: dict[str, Any],
     tuning: dict[str, Any],
+    top: dict[str, Any],
     file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
     spec: o.Spec = None,
     k: o.K = None,
@@ -57,8 +59,6 @@ def sweep(
     name: o.Name = None,
     json_out: o.Json = False,
     verify: Annotated[bool, typer.Option("--verify", help="Then measure the K the step-cost model proposes (--propose), recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
-    ceiling: Annotated[bool, typer.Option("--ceiling", help="Add per drafter and K the same config at 100% synthetic acceptance (AL = K + 1; llama.cpp, or vLLM on a GPU build): the most that K could give here. Never recommended.")] = False,
-    gpus: Annotated[str | None, typer.Option(help="GPU ids the sweep may use, e.g. 0,1 (nvidia-smi's indices; default: the file's gpus, else CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists). Interleaved servers get GPUs of their own, or share them with equal memory fractions.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the servers and where each would run (GPUs, tensor parallel, memory fraction), then exit without starting anything.")] = False,
     executor: Annotated[str, typer.Option(help="Where the plan runs: local (here, the default) or slurm (jobs submitted with sbatch, one node each, watched, resubmitted when they end unfinished, merged into the run directory).")] = "local",
     jobs: Annotated[str, typer.Option(help="With --executor slurm: node (the whole plan in one job, on one node) or drafter (a job per drafter, all its K, with its own baseline on the same node).")] = "node",
@@ -88,7 +88,7 @@ def sweep(
     from specmeter.workflows.propose import ProposeRequest
     from specmeter.workflows.verify import VerifyRequest
 
-    objective, min_gain, indifference = (criteria.get(key) for key in ("objective", "min_gain", "indifference"))
+    objective = criteria.get("objective")
     shorthand = workflow.SweepFlags(specs=spec or [], k=parse.ks(k) if k else None)
     key = find_api_key(api_key)
     tune = validated(Tuning, tuning)
@@ -102,12 +102,10 @@ def sweep(
                                    criteria=checks.criteria if checks is not None else Criteria(),
                                    repeats=schedule.get("repeats"),
                                    api_key=key, command=command_line())
-    workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, schedule=schedule, min_gain=min_gain,
-                                         indifference=indifference,
-                                         ceiling=True if ceiling else None, name=name,
-                                         engine=engine, api_key=key,
-                                         load=load, workload=workload,
-                                         gpus=parse_gpu_ids(gpus, "--gpus") if gpus else None, dry_run=dry_run, command=command_line(),
+    decided: dict[str, Any] = {key: criteria[key] for key in ("min_gain", "indifference") if key in criteria}
+    workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, top={**schedule, **decided, **top},
+                                         name=name, engine=engine, api_key=key, load=load, workload=workload,
+                                         dry_run=dry_run, command=command_line(),
                                          verify=checks, propose=proposals, slurm=slurm), terminal(json_out))
 
 

@@ -58,6 +58,7 @@ from pydantic.fields import FieldInfo
 from specmeter.common.errors import InputError, validation_message
 from specmeter.config.endpoints import Endpoint, normalize_endpoint
 from specmeter.config.files import build_model, load_yaml
+from specmeter.config.flags import Flag
 from specmeter.config.k_range import measured_spread, parse_k_range
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig, SpecMethod, StrictModel
 from specmeter.config.schedule import Schedule
@@ -192,11 +193,14 @@ class SweepSpec(Schedule):
                                        "settled at most this fraction better than a cheaper one is a tie: the cheaper "
                                        "is kept, and a point whose decisions are settled or tied stops sampling. At "
                                        "least min_gain (equal: no ties). Default: 0.03, or min_gain where larger.")
-    ceiling: bool = Field(default=False, description="Add, per drafter and K of the launched candidates, the same "
-                          "configuration at 100% synthetic acceptance (AL = K + 1): the most any drafter of that cost "
-                          "could give at that K on this engine and hardware. Never recommended.")
-    gpus: list[str] | None = Field(default=None, description="GPU ids the sweep may use, e.g. [0, 1] or '0,1' "
-                                   "(None: CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists).")
+    ceiling: Annotated[bool, Flag("--ceiling")] = Field(
+        default=False, description="Add, per drafter and K of the launched candidates, the same configuration at 100% "
+        "synthetic acceptance (AL = K + 1; llama.cpp, or vLLM on a GPU build): the most any drafter of that cost could "
+        "give at that K on this engine and hardware. Never recommended.")
+    gpus: Annotated[list[str] | None, Flag("--gpus", text=parse_gpu_ids)] = Field(
+        default=None, description="GPU ids the sweep may use, e.g. 0,1 (nvidia-smi's indices; default: "
+        "CUDA_VISIBLE_DEVICES, else every GPU nvidia-smi lists). Interleaved servers get GPUs of their own, or share "
+        "them with equal memory fractions.")
 
     @field_validator("gpus", mode="before")
     @classmethod

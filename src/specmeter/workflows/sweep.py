@@ -60,10 +60,9 @@ class SweepRequest:
     out: Path
     file: Path | None = None
     flags: SweepFlags = field(default_factory=SweepFlags)
-    schedule: dict[str, Any] = field(default_factory=dict)  # Schedule settings given as flags, over the file's
-    min_gain: float | None = None
-    indifference: float | None = None
-    ceiling: bool | None = None
+    # The sweep file's top-level settings given as flags, over the file's: repeats, interleave, min_gain,
+    # indifference, ceiling, gpus.
+    top: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
     api_key: str | None = None
     command: list[str] = field(default_factory=list)
@@ -73,7 +72,6 @@ class SweepRequest:
     workload: dict[str, Any] = field(default_factory=dict)  # WorkloadSpec settings given as flags, over the file's
     load: dict[str, Any] = field(default_factory=dict)  # LoadSpec settings given as flags, over the file's
     slurm: SlurmOptions | None = None  # --executor slurm: run the plan as Slurm jobs (None: here)
-    gpus: list[str] | None = None  # --gpus: over the file's gpus
     dry_run: bool = False  # print the servers and their placement, start nothing
 
     def __post_init__(self) -> None:  # what the request cannot ask together, before any file is read
@@ -84,7 +82,7 @@ class SweepRequest:
             raise InputError("--verify runs the recommended config on the sweep's servers, which end with their "
                              "Slurm jobs; sweep on Slurm without --verify, then `specmeter verify RUN_DIR` where a "
                              "server can run")
-        if self.slurm is not None and self.gpus is not None:
+        if self.slurm is not None and "gpus" in self.top:
             raise InputError("--gpus names GPUs of this machine; on Slurm each job places its servers on the GPUs of "
                              "its own allocation: drop --gpus (ask for them with --gpus-per-job)")
 
@@ -109,24 +107,20 @@ def sweep_from_flags(flags: SweepFlags, engine: dict[str, Any]) -> SweepSpec:
 
 
 def sweep_spec(req: SweepRequest) -> SweepSpec:
-    """The sweep as asked: the file or the flags, with --repeats, --interleave, --min-gain, --indifference and
-    --ceiling over them."""
+    """The sweep as asked: the file or the flags, with the top-level settings given as flags over them."""
     if req.file is not None:
         if req.flags.given() or req.engine.get("model"):
             raise InputError(f"{req.file}: give the sweep either as a file or as --model/--spec/--k flags, not both")
         sw = read_sweep_file(req.file)
     else:
         sw = sweep_from_flags(req.flags, req.engine)
-    gain = check_min_gain(req.min_gain)
+    gain, zone = check_min_gain(req.top.get("min_gain")), req.top.get("indifference")
     # The file's zone counts too: a --min-gain above it needs a wider --indifference.
-    check_indifference(sw.indifference if req.indifference is None else req.indifference,
-                       sw.min_gain if gain is None else gain)
-    updates = {**req.schedule, "min_gain": gain,
-               "indifference": req.indifference, "ceiling": req.ceiling}
+    check_indifference(sw.indifference if zone is None else zone, sw.min_gain if gain is None else gain)
     where = str(req.file) if req.file is not None else "command line"
     laid = sections_over(sw, {"engine": req.engine, "workload": req.workload, "load": req.load}, where)
     sections = {"engine": laid.engine, "workload": laid.workload, "load": laid.load}
-    return laid_over(SweepSpec, sw, {**sections, **updates}, where)  # validated once more as a whole: a search
+    return laid_over(SweepSpec, sw, {**sections, **req.top}, where)  # validated once more as a whole: a search
     # given as a flag interleaves the sweep, as one in the file does
 
 
@@ -136,7 +130,7 @@ def sweep(req: SweepRequest, term: Terminal) -> None:
     servers (one JSON document for all of it under --json)."""
     sw = sweep_spec(req)
     # On Slurm the GPUs are those of each job's allocation, known only there: each job places its own servers.
-    placement = None if req.slurm is not None else sweep_placement(sw, req.gpus)
+    placement = None if req.slurm is not None else sweep_placement(sw, "gpus" in req.top)
     if req.verify is not None:  # refused before the sweep, not after it
         refuse_unverifiable(sw, placement)
     ex = prepared(sw, placement, req, term)
@@ -225,10 +219,10 @@ def k_ranges(configs: list[PlannedConfig]) -> str:
                      for (who, (lo, hi)), ks in runs.items())
 
 
-def sweep_placement(sw: SweepSpec, gpus: list[str] | None) -> Placement:
-    """Where the sweep's servers run: on the GPUs of --gpus, else the file's gpus, else those found here."""
-    by = "--gpus" if gpus is not None else "the sweep file's gpus"
-    found, source = detect_gpus(gpus if gpus is not None else sw.gpus, by, os.environ)
+def sweep_placement(sw: SweepSpec, flagged: bool) -> Placement:
+    """Where the sweep's servers run: on the GPUs of --gpus (`flagged`), else the file's gpus, else those found
+    here."""
+    found, source = detect_gpus(sw.gpus, "--gpus" if flagged else "the sweep file's gpus", os.environ)
     return sw.place(found, source)
 
 

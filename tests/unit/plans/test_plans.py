@@ -362,7 +362,8 @@ def test_sweep_flags_set_min_gain_and_indifference_over_the_file(tmp_path: Path)
 
     flags, engine = SweepFlags(specs=['{"method": "ngram", "num_speculative_tokens": 2}']), {"model": "m"}
     assert sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine=engine)).plan(WORKLOAD).indifference == 0.03
-    asked = sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine=engine, indifference=0.05)).plan(WORKLOAD)
+    asked = sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine=engine,
+                                    top={"indifference": 0.05})).plan(WORKLOAD)
     assert (asked.min_gain, asked.indifference) == (0.01, 0.05)
-    wider = sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine=engine, min_gain=0.04)).plan(WORKLOAD)
+    wider = sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine=engine, top={"min_gain": 0.04})).plan(WORKLOAD)
     assert (wider.min_gain, wider.indifference) == (0.04, 0.04)  # the default follows a larger min gain
