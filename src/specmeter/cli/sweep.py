@@ -18,12 +18,12 @@ from specmeter.config.tune import Tuning
 from specmeter.plans.sweep import SweepSpec
 
 if TYPE_CHECKING:
-    from specmeter.schemas.jobs import SlurmOptions
+    from specmeter.config.slurm import SlurmOptions
 
 def _slurm_options(executor: str, jobs: str, partition: str | None, account: str | None, time: str | None,
                    gpus_per_job: int | None, max_attempts: int, options: list[str] | None) -> SlurmOptions | None:
     """The Slurm flags as options (None: --executor local, where they must not be given)."""
-    from specmeter.schemas.jobs import SlurmOptions
+    from specmeter.config.slurm import SlurmOptions
     given = [name for name, value in (("--partition", partition), ("--account", account), ("--time", time),
                                       ("--gpus-per-job", gpus_per_job), ("--slurm-option", options)) if value]
     if executor == "local":

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 
 from specmeter.common.errors import InputError
-from specmeter.schemas.jobs import Grouping, JobGroup
+from specmeter.config.slurm import Grouping
+from specmeter.schemas.jobs import JobGroup
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
 
 NODE_GROUP = "node"

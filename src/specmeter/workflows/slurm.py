@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from specmeter.common.errors import InputError, RunIncomplete
+from specmeter.config.slurm import SlurmOptions
 from specmeter.execution.runner import Execution
 from specmeter.executors.groups import plan_for_jobs, sub_plan
 from specmeter.executors.layout import AttemptDir, read_state, write_state
@@ -18,7 +19,7 @@ from specmeter.executors.slurm import Driver
 from specmeter.executors.slurm_cli import Slurm, SlurmCli
 from specmeter.report.console import render
 from specmeter.rundir.store import SUMMARY, load_summary
-from specmeter.schemas.jobs import SlurmOptions, SlurmRun
+from specmeter.schemas.jobs import SlurmRun
 from specmeter.workflows.execute import write_page
 from specmeter.workflows.plan import calibrate_sweep
 from specmeter.workflows.recompute import recompute

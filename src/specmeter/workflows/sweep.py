@@ -13,6 +13,7 @@ from typing import Any
 from specmeter.common.errors import InputError
 from specmeter.config.criteria import check_indifference, check_min_gain
 from specmeter.config.files import build_model, laid_over, sections_over
+from specmeter.config.slurm import SlurmOptions
 from specmeter.data.model import Conversation
 from specmeter.data.selection import output_policy
 from specmeter.data.shaping import check_lengths
@@ -27,7 +28,6 @@ from specmeter.plans.verify import check_verifiable
 from specmeter.report.console import print_tables
 from specmeter.report.placement import placement_notes, placement_table
 from specmeter.rundir.store import new_run_id
-from specmeter.schemas.jobs import SlurmOptions
 from specmeter.schemas.placement import Placement
 from specmeter.schemas.plan import PlannedConfig
 from specmeter.workflows.execute import measure_and_keep, measure_one, showing, write_page

@@ -18,6 +18,7 @@ from fakeengine.drive import RecordingReporter, attach_pair
 from fakeengine.server import FakeEngine
 from specmeter.common.errors import InputError, RunIncomplete, SpecmeterError
 from specmeter.config.models import LoadSpec
+from specmeter.config.slurm import SlurmOptions
 from specmeter.data.workload import load_conversations
 from specmeter.execution.runner import Execution
 from specmeter.executors.groups import plan_for_jobs, sub_plan
@@ -27,7 +28,7 @@ from specmeter.executors.slurm import judge, settled
 from specmeter.executors.slurm_cli import Queued, parse_queue, parse_sacct, parse_sbatch
 from specmeter.plans.sweep import SweepSpec
 from specmeter.rundir.store import CAPTURES, REQUESTS, RunStore, atomic_write_text, load_summary
-from specmeter.schemas.jobs import JobAttempt, SlurmOptions
+from specmeter.schemas.jobs import JobAttempt
 from specmeter.schemas.plan import Role, WorkloadSelection
 from specmeter.workflows.slurm import sweep_on_slurm
 from specmeter.workflows.slurm_job import run_job
