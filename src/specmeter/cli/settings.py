@@ -63,6 +63,8 @@ def _value(info: FieldInfo, flag: Flag, value: Any) -> Any:
     if isinstance(value, list):
         if not value:
             return None
+        if flag.items is not None:
+            return flag.items(value, flag.name)
         field_type = _bare(info.annotation)
         if get_origin(field_type) is dict:  # text values, or any JSON value (numbers, true, lists)
             text = get_args(field_type)[1] is str

@@ -4,41 +4,21 @@ workflow."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from specmeter.cli import options as o
 from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
 from specmeter.cli.settings import decided_by, measuring, settings, validated
-from specmeter.common.errors import InputError
 from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
+from specmeter.config.slurm import Executor
 from specmeter.config.tune import Tuning
 from specmeter.plans.sweep import SweepSpec
 
-if TYPE_CHECKING:
-    from specmeter.config.slurm import SlurmOptions
 
-def _slurm_options(executor: str, jobs: str, partition: str | None, account: str | None, time: str | None,
-                   gpus_per_job: int | None, max_attempts: int, options: list[str] | None) -> SlurmOptions | None:
-    """The Slurm flags as options (None: --executor local, where they must not be given)."""
-    from specmeter.config.slurm import SlurmOptions
-    given = [name for name, value in (("--partition", partition), ("--account", account), ("--time", time),
-                                      ("--gpus-per-job", gpus_per_job), ("--slurm-option", options)) if value]
-    if executor == "local":
-        if given or jobs != "node":
-            raise InputError(f"{', '.join(given) or '--jobs'} applies to --executor slurm; add --executor slurm")
-        return None
-    if executor != "slurm":
-        raise InputError(f"--executor {executor}: no such executor; give local or slurm")
-    if jobs not in ("node", "drafter"):
-        raise InputError(f"--jobs {jobs}: no such grouping; give node or drafter")
-    extra = parse.sbatch_options(options or [])
-    return SlurmOptions(partition=partition, account=account, time=time, gpus_per_job=gpus_per_job,
-                        jobs="drafter" if jobs == "drafter" else "node", max_attempts=max_attempts, options=extra)
-
-
+@settings(Executor, "executor")
 @settings(SweepSpec, "top", only=("ceiling", "gpus"))
 @settings(Tuning, "tuning")
 @settings(Criteria, "criteria", only=("objective", "min_gain", "indifference"))
@@ -51,6 +31,7 @@ def sweep(
     schedule: dict[str, Any],
     tuning: dict[str, Any],
     top: dict[str, Any],
+    executor: dict[str, Any],
     file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
     spec: o.Spec = None,
     k: o.K = None,
@@ -60,14 +41,6 @@ def sweep(
     json_out: o.Json = False,
     verify: Annotated[bool, typer.Option("--verify", help="Then measure the K the step-cost model proposes (--propose), recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the servers and where each would run (GPUs, tensor parallel, memory fraction), then exit without starting anything.")] = False,
-    executor: Annotated[str, typer.Option(help="Where the plan runs: local (here, the default) or slurm (jobs submitted with sbatch, one node each, watched, resubmitted when they end unfinished, merged into the run directory).")] = "local",
-    jobs: Annotated[str, typer.Option(help="With --executor slurm: node (the whole plan in one job, on one node) or drafter (a job per drafter, all its K, with its own baseline on the same node).")] = "node",
-    partition: Annotated[str | None, typer.Option(help="With --executor slurm: the partition jobs run in.")] = None,
-    account: Annotated[str | None, typer.Option(help="With --executor slurm: the account jobs are charged to.")] = None,
-    time: Annotated[str | None, typer.Option(help="With --executor slurm: each job's time limit, e.g. 04:00:00.")] = None,
-    gpus_per_job: Annotated[int | None, typer.Option(min=0, help="With --executor slurm: GPUs of one node each job asks for (its servers are placed on them).")] = None,
-    max_attempts: Annotated[int, typer.Option(min=1, help="With --executor slurm: attempts per job group before it is given up (each resubmission resumes the last one's finished cells on the same node).")] = 3,
-    slurm_option: Annotated[list[str] | None, typer.Option(help="With --executor slurm: another sbatch option KEY=VALUE (repeatable), e.g. mem=64G, or KEY alone, e.g. exclusive.")] = None,
     resume: Annotated[Path | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Which drafter and which K pay, at which load, and where does speculation stop paying?
@@ -92,7 +65,7 @@ def sweep(
     shorthand = workflow.SweepFlags(specs=spec or [], k=parse.ks(k) if k else None)
     key = find_api_key(api_key)
     tune = validated(Tuning, tuning)
-    slurm = _slurm_options(executor, jobs, partition, account, time, gpus_per_job, max_attempts, slurm_option)
+    slurm = validated(Executor, executor).slurm()
     checks = VerifyRequest(criteria=decided_by({"objective": objective}, load if objective == "goodput" else {}),
                            rounds=tune.rounds, api_key=key,
                            off_is_an_answer=True, command=command_line()) if verify else None

@@ -126,13 +126,13 @@ def options(items: list[str], flag: str) -> dict[str, Any]:
     return out
 
 
-def sbatch_options(items: list[str]) -> dict[str, str]:
+def sbatch_options(items: list[str], flag: str = "--slurm-option") -> dict[str, str]:
     """`--slurm-option KEY=VALUE` or `KEY` alone (sbatch's --KEY=VALUE, --KEY)."""
     out: dict[str, str] = {}
     for item in items:
         key, _sep, value = item.partition("=")
         if not key or key.startswith("-"):
-            raise _bad("--slurm-option", item, "not KEY=VALUE or KEY (sbatch's option without its dashes)",
+            raise _bad(flag, item, "not KEY=VALUE or KEY (sbatch's option without its dashes)",
                        "e.g. mem=64G or exclusive")
         out[key] = value
     return out

@@ -23,6 +23,9 @@ class Flag:
     # [1, 4, 16]), called with the text and the flag's name, which its one-line refusal names; None: the field
     # takes the option's value as typer parsed it.
     text: Callable[[str, str], Any] | None = None
+    # The reader of a repeatable flag's items into the field's value, called with the items and the flag's name;
+    # None: a dict field's items are KEY=VALUE pairs.
+    items: Callable[[list[str], str], Any] | None = None
     default_shown: bool = True  # False where the commands default differently and the help says how
     # The field's bounds (ge, le) checked as the command line parses the value, in its own words, where a command
     # takes the setting without validating a model of it (the demo's and verify's --repeats).

@@ -4,23 +4,58 @@ how configurations group into jobs, attempts, and any other sbatch option. A run
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+
+from specmeter.common.errors import InputError
+from specmeter.config import flag_text
+from specmeter.config.flags import Flag, flagged
 
 Grouping = Literal["node", "drafter"]
+SLURM = "With --executor slurm: "  # how each Slurm setting's help begins
 
 
 class SlurmOptions(BaseModel):
     """How the driver asks Slurm for allocations (`sweep --executor slurm ...`)."""
 
-    partition: str | None = None
-    account: str | None = None
-    time: str | None = Field(default=None, description="Each job's time limit, in Slurm's form (e.g. 04:00:00).")
-    gpus_per_job: int | None = Field(default=None, ge=0, description="GPUs of one node each job asks for.")
-    jobs: Grouping = Field(default="node", description="node: the whole plan in one job on one node; drafter: one "
-                           "job per drafter (all its K) with its own baseline on the same node.")
-    max_attempts: int = Field(default=3, ge=1, description="A group is given up after this many attempts.")
-    options: dict[str, str] = Field(default_factory=dict, description="More sbatch options, KEY -> VALUE "
-                                    "(`--slurm-option mem=16G` is sbatch's --mem=16G).")
+    partition: Annotated[str | None, Flag("--partition")] = Field(
+        default=None, description=SLURM + "the partition jobs run in.")
+    account: Annotated[str | None, Flag("--account")] = Field(
+        default=None, description=SLURM + "the account jobs are charged to.")
+    time: Annotated[str | None, Flag("--time")] = Field(
+        default=None, description=SLURM + "each job's time limit, in Slurm's form (e.g. 04:00:00).")
+    gpus_per_job: Annotated[int | None, Flag("--gpus-per-job")] = Field(
+        default=None, ge=0, description=SLURM + "GPUs of one node each job asks for (its servers are placed on them).")
+    jobs: Annotated[Grouping, Flag("--jobs")] = Field(
+        default="node", description=SLURM + "node (the whole plan in one job, on one node) or drafter (a job per "
+        "drafter, all its K, with its own baseline on the same node).")
+    max_attempts: Annotated[int, Flag("--max-attempts")] = Field(
+        default=3, ge=1, description=SLURM + "attempts per job group before it is given up (each resubmission resumes "
+        "the last one's finished cells on the same node).")
+    options: Annotated[dict[str, str], Flag("--slurm-option", items=flag_text.sbatch_options)] = Field(
+        default_factory=dict, description=SLURM + "another sbatch option KEY=VALUE (repeatable), e.g. mem=64G, or KEY "
+        "alone, e.g. exclusive (sbatch's --mem=64G, --exclusive).")
     poll_s: float = Field(default=10.0, gt=0, description="Seconds between two looks at the queue.")
+
+
+class Executor(SlurmOptions):
+    """Where a sweep's plan runs: here, or as Slurm jobs asked for with the Slurm settings, which apply only there."""
+
+    executor: Annotated[Literal["local", "slurm"], Flag("--executor")] = Field(
+        default="local", description="Where the plan runs: local (here, the default) or slurm (jobs submitted with "
+        "sbatch, one node each, watched, resubmitted when they end unfinished, merged into the run directory).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _slurm_settings_on_slurm(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("executor", "local") == "local":
+            given = [flag.name for name, _info, flag in flagged(SlurmOptions) if data.get(name) is not None]
+            if given:
+                verb = "applies" if len(given) == 1 else "apply"
+                raise InputError(f"{', '.join(given)} {verb} to --executor slurm; add --executor slurm")
+        return data
+
+    def slurm(self) -> SlurmOptions | None:
+        """The Slurm settings where the plan runs on Slurm (None: here)."""
+        return SlurmOptions.model_validate(self.model_dump(exclude={"executor"})) if self.executor == "slurm" else None
