@@ -1,10 +1,9 @@
 """What every command of the command line reads the same way: the consoles and the Terminal it speaks through
-(with the verbosity -q/-v set), the API key, the command line as a run directory records it, and the note an
+(with the verbosity -q/-v set), the command line as a run directory records it, and the note an
 old form of a command prints. Below every other cli module, so each can use it."""
 
 from __future__ import annotations
 
-import os
 import sys
 from contextvars import ContextVar
 from pathlib import Path
@@ -15,7 +14,6 @@ from specmeter.common.redact import redact_argv
 from specmeter.report.progress import RichReporter
 from specmeter.workflows.terminal import Terminal
 
-API_KEY_ENV = ("SPECMETER_API_KEY", "OPENAI_API_KEY")
 # -q/-v of the command running (options.with_verbosity sets it), for the Terminal it makes.
 VERBOSITY: ContextVar[int] = ContextVar("verbosity", default=0)
 
@@ -39,19 +37,9 @@ def resume_run(run_dir: Path, api_key: str | None, json_out: bool) -> None:
     """`specmeter resume RUN` (and the old `run --resume`, `sweep --resume`)."""
     from specmeter.workflows import resume as workflow
 
-    workflow.resume(run_dir, find_api_key(api_key), terminal(json_out))
+    workflow.resume(run_dir, api_key, terminal(json_out))
 
 
 def command_line() -> list[str]:
     """The command line as the run directory records it (secrets masked)."""
     return ["specmeter", *redact_argv(sys.argv[1:])]
-
-
-def find_api_key(given: str | None) -> str | None:
-    """The --api-key given, else the first of API_KEY_ENV set."""
-    if given:
-        return given
-    for name in API_KEY_ENV:
-        if os.environ.get(name):
-            return os.environ[name]
-    return None

@@ -12,15 +12,12 @@ from typing import Annotated, Any
 
 import typer
 
-from specmeter.cli.args import API_KEY_ENV, VERBOSITY
+from specmeter.cli.args import VERBOSITY
 from specmeter.common.errors import InputError
 
 # ---- what a run sends and where it goes ----------------------------------------------------------------------
 Spec = Annotated[list[str] | None, typer.Option(help='A speculative config as JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\' (repeatable where a command compares several); "synthetic_acceptance": {"rates": [...]} or {"length": L} sets acceptance instead of verifying (benchmarking only).')]
 K = Annotated[str | None, typer.Option("-k", "--k", help="Draft lengths K, a list: 1,2,4.")]
-ApiKey = Annotated[str | None, typer.Option(help=f"API key (else ${API_KEY_ENV[0]} or ${API_KEY_ENV[1]}); never written anywhere.")]
-Out = Annotated[Path, typer.Option(help="Directory that receives the new run directory.")]
-Name = Annotated[str | None, typer.Option(help="Run directory name (default: timestamp + label).")]
 
 # ---- predictions --------------------------------------------------------------------------------------------
 Batch = Annotated[str, typer.Option(help="Engine batch sizes to predict, e.g. 1,8,64.")]

@@ -9,9 +9,10 @@ from typing import Annotated, Any
 import typer
 
 from specmeter.cli import options as o
-from specmeter.cli.args import command_line, find_api_key, note, terminal
+from specmeter.cli.args import command_line, note, terminal
 from specmeter.cli.settings import decided_by, settings, validated
 from specmeter.config import flag_text as parse
+from specmeter.config.access import Access
 from specmeter.config.criteria import Criteria
 from specmeter.config.models import EngineSpec, LoadSpec
 from specmeter.config.schedule import Schedule
@@ -41,6 +42,7 @@ def recommend(
     workflow.recommend(run_dir, decided_by(criteria, load), terminal(json_out), workflow.Ask(again=again, round=round_))
 
 
+@settings(Access, "access", validate=True)
 @settings(Tuning, "tuning", only=("rounds",))
 @settings(Schedule, "schedule", only=("repeats",))
 @settings(Criteria, "criteria")
@@ -52,8 +54,8 @@ def verify(
     criteria: dict[str, Any],
     schedule: dict[str, Any],
     tuning: dict[str, Any],
+    access: Access,
     run_dir: SweepDir,
-    api_key: o.ApiKey = None,
     recommendation: Annotated[Path | None, typer.Option(help="Verify this recommendation.json (e.g. one you edited) as a new round, instead of the run's answer.")] = None,
     verify_dir: Annotated[Path | None, typer.Option(help="Run directory of the verification (default: a new one inside RUN_DIR).")] = None,
     every_point: Annotated[bool, typer.Option("--every-point", help="Run every point the sweep measured, also those where every decision behind the table's K was settled (by default the sweep's evidence stands there).")] = False,
@@ -80,7 +82,7 @@ def verify(
     attach = parse.once(engine.get("endpoint"), "--endpoint", "verify attaches to one server already running the table")
     workflow.verify(run_dir, workflow.VerifyRequest(criteria=decided_by(criteria, load), given=recommendation,
                                                     rounds=validated(Tuning, tuning).rounds,
-                                                    repeats=schedule.get("repeats"), endpoint=attach, api_key=find_api_key(api_key),
+                                                    repeats=schedule.get("repeats"), endpoint=attach, api_key=access.api_key,
                                                     verify_dir=verify_dir, every_point=every_point,
                                                     command=command_line()),
                     terminal(json_out))

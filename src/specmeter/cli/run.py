@@ -10,11 +10,13 @@ from typing import Annotated, Any
 import typer
 
 from specmeter.cli import options as o
-from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
+from specmeter.cli.args import command_line, note, resume_run, terminal
 from specmeter.cli.settings import measuring, settings, validated
 from specmeter.config import flag_text as parse
+from specmeter.config.access import Access
 from specmeter.config.criteria import Criteria
 from specmeter.config.models import LoadSpec
+from specmeter.config.output import RunOutput
 from specmeter.config.schedule import Schedule
 from specmeter.config.tune import Tuning
 
@@ -22,6 +24,7 @@ from specmeter.config.tune import Tuning
 DEMO_LOAD = {"concurrency": "1,4,16", "num_prompts": 12, "max_tokens": 96, "max_rounds": 4, "instances": 2}
 
 
+@settings(RunOutput, "output", only=("out",), validate=True)
 @settings(Tuning, "tuning")
 @settings(Schedule, "schedule", only=("repeats",))
 @settings(Criteria, "criteria", only=("min_gain", "indifference"), defaults={"min_gain": 0.01})
@@ -31,8 +34,8 @@ def demo(
     criteria: dict[str, Any],
     schedule: dict[str, Any],
     tuning: dict[str, Any],
+    output: RunOutput,
     k: o.K = "2,4",
-    out: o.Out = Path("runs"),
     num_speculative_tokens: Annotated[str | None, typer.Option("--num-speculative-tokens", hidden=True)] = None,
 ) -> None:
     """Start here: see speculative decoding measured, recommended and verified in one command.
@@ -49,26 +52,27 @@ def demo(
         note("specmeter demo --num-speculative-tokens K", "specmeter demo --k K")
         k = num_speculative_tokens
     workflow.demo(workflow.DemoRequest(
-        out=out, ks=parse.ks(k or "2,4"), load=load,
+        out=output.out, ks=parse.ks(k or "2,4"), load=load,
         repeats=schedule.get("repeats"), tuning=validated(Tuning, tuning),
         min_gain=criteria["min_gain"],
         indifference=criteria.get("indifference"),
         command=command_line()), terminal())
 
 
+@settings(Access, "access", validate=True)
+@settings(RunOutput, "output", validate=True)
 @measuring
 def run(
     engine: dict[str, Any],
     workload: dict[str, Any],
     load: dict[str, Any],
     schedule: dict[str, Any],
+    output: RunOutput,
+    access: Access,
     spec: o.Spec = None,
     config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/workload/load sections (flags override it).")] = None,
     baseline: Annotated[bool, typer.Option(help="Also run the same engine with speculation off, for the speedup.")] = True,
     baseline_endpoint: Annotated[list[str] | None, typer.Option(help="Attach mode: a server with speculation off, for the speedup (repeat it for replicas).")] = None,
-    api_key: o.ApiKey = None,
-    out: o.Out = Path("runs"),
-    name: o.Name = None,
     json_out: o.Json = False,
     compare_random: Annotated[bool, typer.Option("--compare-random", help="Also run the same config on random tokens of the dataset's lengths, side by side: how much of the speedup is the workload's.")] = False,
     vocab_size: Annotated[int | None, typer.Option(help="With --compare-random: the target's vocabulary size (read from a local model if not given).")] = None,
@@ -80,15 +84,16 @@ def run(
     servers (--endpoint) or launch one (--model)."""
     if resume is not None:
         note("specmeter run --resume RUN", "specmeter resume RUN")
-        resume_run(resume, api_key, json_out)
+        resume_run(resume, access.api_key, json_out)
         return
     from specmeter.workflows import run as workflow
 
     one_spec = parse.once(spec, "--spec", "run measures one speculative config (`specmeter sweep` takes several)")
     workflow.run(workflow.RunRequest(
-        config_file=config, engine=engine, spec_json=one_spec, load=load, out=out, name=name, workload=workload,
+        config_file=config, engine=engine, spec_json=one_spec, load=load, out=output.out, name=output.name,
+        workload=workload,
         baseline=baseline, baseline_endpoint=baseline_endpoint, schedule=validated(Schedule, schedule),
-        api_key=find_api_key(api_key), command=command_line(),
+        api_key=access.api_key, command=command_line(),
         compare_random=compare_random, vocab_size=vocab_size,
     ), terminal(json_out))
 
@@ -106,13 +111,14 @@ compare_workloads.__signature__ = inspect.Signature(  # type: ignore[attr-define
 )
 
 
+@settings(Access, "access", validate=True)
 def resume(
+    access: Access,
     run_dir: Annotated[Path, typer.Argument(help="A run directory of an interrupted run, sweep or demo.")],
-    api_key: o.ApiKey = None,
     json_out: o.Json = False,
 ) -> None:
     """Finish an interrupted run, sweep or demo: only the points not yet finished run again.
 
     From the plan the run directory stored, into the same directory. A sweep on Slurm: watch its jobs again,
     resubmit the groups without a complete attempt, and merge."""
-    resume_run(run_dir, api_key, json_out)
+    resume_run(run_dir, access.api_key, json_out)

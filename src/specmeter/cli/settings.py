@@ -10,6 +10,7 @@ import functools
 import inspect
 import types
 from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import typer
@@ -50,7 +51,7 @@ def _option_type(annotation: Any, flag: Flag) -> Any:
         return list[str]
     if get_origin(annotation) is Literal:
         return str
-    if annotation in (bool, int, float, str):
+    if annotation in (bool, int, float, str, Path):
         return annotation
     raise TypeError(f"a Flag on a field of type {annotation!r}: the command line has no form for it")
 
@@ -94,10 +95,11 @@ def _parameter(prefix: str, name: str, info: FieldInfo, flag: Flag, default: Any
 
 
 def settings(model: type[BaseModel], into: str, *, only: Collection[str] | None = None,
-             defaults: Mapping[str, Any] | None = None) -> Callable[[Command], Command]:
+             defaults: Mapping[str, Any] | None = None, validate: bool = False) -> Callable[[Command], Command]:
     """The command with an option per flagged field of `model` (those in `only`, where given), its parameter
-    `into` receiving the values given by field name. `defaults`: the command's own default of a field, which it
-    then always receives (the demo's workload size); the others are left out where not given."""
+    `into` receiving the values given by field name, or with `validate` the model they make (no file lies under
+    them). `defaults`: the command's own default of a field, which it then always receives (the demo's workload
+    size); the others are left out where not given."""
     fields = [(name, info, flag) for name, info, flag in flagged(model) if only is None or name in only]
     own = dict(defaults or {})
 
@@ -108,7 +110,8 @@ def settings(model: type[BaseModel], into: str, *, only: Collection[str] | None 
         @functools.wraps(func)
         def command(*args: Any, **kwargs: Any) -> None:
             given = {name: _value(info, flag, kwargs.pop(f"{into}__{name}", None)) for name, info, flag in fields}
-            func(*args, **kwargs, **{into: {k: v for k, v in given.items() if v is not None}})
+            values = {k: v for k, v in given.items() if v is not None}
+            func(*args, **kwargs, **{into: validated(model, values) if validate else values})
 
         keyword = [p for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
         positional = [p for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]

@@ -9,15 +9,19 @@ from typing import Annotated, Any
 import typer
 
 from specmeter.cli import options as o
-from specmeter.cli.args import command_line, find_api_key, note, resume_run, terminal
+from specmeter.cli.args import command_line, note, resume_run, terminal
 from specmeter.cli.settings import decided_by, measuring, settings, validated
 from specmeter.config import flag_text as parse
+from specmeter.config.access import Access
 from specmeter.config.criteria import Criteria
+from specmeter.config.output import RunOutput
 from specmeter.config.slurm import Executor
 from specmeter.config.tune import Tuning
 from specmeter.plans.sweep import SweepSpec
 
 
+@settings(Access, "access", validate=True)
+@settings(RunOutput, "output", validate=True)
 @settings(Executor, "executor")
 @settings(SweepSpec, "top", only=("ceiling", "gpus"))
 @settings(Tuning, "tuning")
@@ -32,12 +36,11 @@ def sweep(
     tuning: dict[str, Any],
     top: dict[str, Any],
     executor: dict[str, Any],
+    output: RunOutput,
+    access: Access,
     file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
     spec: o.Spec = None,
     k: o.K = None,
-    api_key: o.ApiKey = None,
-    out: o.Out = Path("runs"),
-    name: o.Name = None,
     json_out: o.Json = False,
     verify: Annotated[bool, typer.Option("--verify", help="Then measure the K the step-cost model proposes (--propose), recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the servers and where each would run (GPUs, tensor parallel, memory fraction), then exit without starting anything.")] = False,
@@ -55,7 +58,7 @@ def sweep(
     when they end unfinished and merged into the run directory; the report names each number's node."""
     if resume is not None:
         note("specmeter sweep --resume RUN", "specmeter resume RUN")
-        resume_run(resume, api_key, json_out)
+        resume_run(resume, access.api_key, json_out)
         return
     from specmeter.workflows import sweep as workflow
     from specmeter.workflows.propose import ProposeRequest
@@ -63,7 +66,7 @@ def sweep(
 
     objective = criteria.get("objective")
     shorthand = workflow.SweepFlags(specs=spec or [], k=parse.ks(k) if k else None)
-    key = find_api_key(api_key)
+    key = access.api_key
     tune = validated(Tuning, tuning)
     slurm = validated(Executor, executor).slurm()
     checks = VerifyRequest(criteria=decided_by({"objective": objective}, load if objective == "goodput" else {}),
@@ -76,8 +79,8 @@ def sweep(
                                    repeats=schedule.get("repeats"),
                                    api_key=key, command=command_line())
     decided: dict[str, Any] = {key: criteria[key] for key in ("min_gain", "indifference") if key in criteria}
-    workflow.sweep(workflow.SweepRequest(out=out, file=file, flags=shorthand, top={**schedule, **decided, **top},
-                                         name=name, engine=engine, api_key=key, load=load, workload=workload,
+    workflow.sweep(workflow.SweepRequest(out=output.out, file=file, flags=shorthand, top={**schedule, **decided, **top},
+                                         name=output.name, engine=engine, api_key=key, load=load, workload=workload,
                                          dry_run=dry_run, command=command_line(),
                                          verify=checks, propose=proposals, slurm=slurm), terminal(json_out))
 
@@ -92,4 +95,4 @@ def slurm_job(
     array task runs: the driver writes the call into its batch script; not for people)."""
     from specmeter.workflows.slurm_job import run_job
 
-    run_job(run_dir, group, attempt, seed or None, find_api_key(None), command_line(), terminal(False))
+    run_job(run_dir, group, attempt, seed or None, Access().api_key, command_line(), terminal(False))
