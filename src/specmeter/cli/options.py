@@ -1,5 +1,5 @@
 """Every option more than one command takes, declared once: one name, one type, one help text. A command sets
-its own default where it differs (`k: K = "2,4"`). `with_verbosity` gives every command -q/--quiet and
+its own default where it differs (`batch: Batch = "1,8"`). `with_verbosity` gives every command -q/--quiet and
 -v/--verbose."""
 
 from __future__ import annotations
@@ -14,10 +14,6 @@ import typer
 
 from specmeter.cli.args import VERBOSITY
 from specmeter.common.errors import InputError
-
-# ---- what a run sends and where it goes ----------------------------------------------------------------------
-Spec = Annotated[list[str] | None, typer.Option(help='A speculative config as JSON, e.g. \'{"method": "ngram", "num_speculative_tokens": 4}\' (repeatable where a command compares several); "synthetic_acceptance": {"rates": [...]} or {"length": L} sets acceptance instead of verifying (benchmarking only).')]
-K = Annotated[str | None, typer.Option("-k", "--k", help="Draft lengths K, a list: 1,2,4.")]
 
 # ---- predictions --------------------------------------------------------------------------------------------
 Batch = Annotated[str, typer.Option(help="Engine batch sizes to predict, e.g. 1,8,64.")]

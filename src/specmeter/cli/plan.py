@@ -14,6 +14,7 @@ from specmeter.cli.args import note, terminal
 from specmeter.cli.settings import settings
 from specmeter.common.errors import InputError
 from specmeter.config import flag_text as parse
+from specmeter.config.drafts import Drafts
 from specmeter.config.models import EngineSpec
 from specmeter.config.workload import WorkloadSpec
 
@@ -21,11 +22,12 @@ KS = "1,2,3,4,6,8"
 BATCHES = "1,2,4,8,16,32,64,128,256"
 
 
+@settings(Drafts, "drafts", only=("k",), defaults={"k": KS})
 @settings(WorkloadSpec, "workload", only=("input_len",))
 def plan(
     workload: dict[str, Any],
+    drafts: dict[str, Any],
     run_dirs: Annotated[list[Path], typer.Argument(help="Run directories of one engine, target and hardware (a sweep's, or several pooled for the fit); predictions are for the first.")],
-    k: o.K = KS,
     batch: o.Batch = BATCHES,
     acceptance: o.Acceptance = None,
     exclude: o.Exclude = None,
@@ -43,7 +45,7 @@ def plan(
     if len(run_dirs) > 1 and calibration is not None:
         raise InputError(f"--calibration {calibration} with {len(run_dirs)} runs: several runs are pooled into a "
                          "calibration of their own; give the runs or --calibration with one run")
-    request = workflow.PlanRequest(run_dir=run_dirs[0], ks=parse.ks(k or KS),
+    request = workflow.PlanRequest(run_dir=run_dirs[0], ks=drafts["k"],
                                    batches=parse.sizes(batch, "--batch", "1,8,64"), acceptance=acceptance,
                                    exclude=exclude or [], calibration=calibration,
                                    input_len=parse.one_length(workload["input_len"], "plan") if workload else None)
@@ -55,7 +57,9 @@ def plan(
 
 @settings(WorkloadSpec, "workload", only=("input_len",), defaults={"input_len": "1024"})
 @settings(EngineSpec, "engine", only=("dtype",))
+@settings(Drafts, "drafts", only=("k",), defaults={"k": KS})
 def estimate(
+    drafts: dict[str, Any],
     engine: dict[str, Any],
     workload: dict[str, Any],
     hardware: Annotated[str | None, typer.Option(help="A GPU preset (h100-sxm, h200, b200, a100-80gb, l40s, mi300x; h100, a100, mi300 also work).")] = None,
@@ -64,7 +68,6 @@ def estimate(
     draft_config: Annotated[Path | None, typer.Option(help="The draft model's or EAGLE head's config.json (or directory); none for --method ngram.")] = None,
     method: Annotated[str | None, typer.Option(help="draft_model, eagle, eagle3 or ngram (default: from the draft's config).")] = None,
     acceptance: o.Acceptance = None,
-    k: o.K = KS,
     batch: o.Batch = BATCHES,
     tp: Annotated[int, typer.Option(help="The target's tensor-parallel size (GPUs).")] = 1,
     draft_tp: Annotated[int | None, typer.Option(help="The draft's tensor-parallel size (default: --tp).")] = None,
@@ -89,7 +92,7 @@ def estimate(
     workflow.estimate_before_run(workflow.EstimateRequest.from_flags(
         None, gpu, efficiency, target_config=target_config, acceptance=acceptance, hardware=hardware,
         draft_config=draft_config, method=method, tp=tp, draft_tp=draft_tp,
-        input_len=parse.one_length(workload["input_len"], "estimate"), output_len=output_len, ks=parse.ks(k or KS),
+        input_len=parse.one_length(workload["input_len"], "estimate"), output_len=output_len, ks=drafts["k"],
         batches=parse.sizes(batch, "--batch", "1,8,64"),
         dtype=None if dtype is None else workflow.DTYPES.get(dtype, dtype), kv_dtype=kv_dtype,
         mem_fraction=mem_fraction, reserve_gb=reserve_gb), terminal(json_out))

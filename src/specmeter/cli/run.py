@@ -15,6 +15,7 @@ from specmeter.cli.settings import measuring, settings, validated
 from specmeter.config import flag_text as parse
 from specmeter.config.access import Access
 from specmeter.config.criteria import Criteria
+from specmeter.config.drafts import Drafts
 from specmeter.config.models import LoadSpec
 from specmeter.config.output import RunOutput
 from specmeter.config.schedule import Schedule
@@ -25,6 +26,7 @@ DEMO_LOAD = {"concurrency": "1,4,16", "num_prompts": 12, "max_tokens": 96, "max_
 
 
 @settings(RunOutput, "output", only=("out",), validate=True)
+@settings(Drafts, "drafts", only=("k",), defaults={"k": "2,4"})
 @settings(Tuning, "tuning")
 @settings(Schedule, "schedule", only=("repeats",))
 @settings(Criteria, "criteria", only=("min_gain", "indifference"), defaults={"min_gain": 0.01})
@@ -35,7 +37,7 @@ def demo(
     schedule: dict[str, Any],
     tuning: dict[str, Any],
     output: RunOutput,
-    k: o.K = "2,4",
+    drafts: dict[str, Any],
     num_speculative_tokens: Annotated[str | None, typer.Option("--num-speculative-tokens", hidden=True)] = None,
 ) -> None:
     """Start here: see speculative decoding measured, recommended and verified in one command.
@@ -50,9 +52,9 @@ def demo(
 
     if num_speculative_tokens is not None:
         note("specmeter demo --num-speculative-tokens K", "specmeter demo --k K")
-        k = num_speculative_tokens
+        drafts = {"k": parse.ks(num_speculative_tokens)}
     workflow.demo(workflow.DemoRequest(
-        out=output.out, ks=parse.ks(k or "2,4"), load=load,
+        out=output.out, ks=drafts["k"], load=load,
         repeats=schedule.get("repeats"), tuning=validated(Tuning, tuning),
         min_gain=criteria["min_gain"],
         indifference=criteria.get("indifference"),
@@ -61,6 +63,7 @@ def demo(
 
 @settings(Access, "access", validate=True)
 @settings(RunOutput, "output", validate=True)
+@settings(Drafts, "drafts", only=("spec",))
 @measuring
 def run(
     engine: dict[str, Any],
@@ -69,7 +72,7 @@ def run(
     schedule: dict[str, Any],
     output: RunOutput,
     access: Access,
-    spec: o.Spec = None,
+    drafts: dict[str, Any],
     config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/workload/load sections (flags override it).")] = None,
     baseline: Annotated[bool, typer.Option(help="Also run the same engine with speculation off, for the speedup.")] = True,
     baseline_endpoint: Annotated[list[str] | None, typer.Option(help="Attach mode: a server with speculation off, for the speedup (repeat it for replicas).")] = None,
@@ -88,7 +91,7 @@ def run(
         return
     from specmeter.workflows import run as workflow
 
-    one_spec = parse.once(spec, "--spec", "run measures one speculative config (`specmeter sweep` takes several)")
+    one_spec = parse.once(drafts.get("spec"), "--spec", "run measures one speculative config (`specmeter sweep` takes several)")
     workflow.run(workflow.RunRequest(
         config_file=config, engine=engine, spec_json=one_spec, load=load, out=output.out, name=output.name,
         workload=workload,

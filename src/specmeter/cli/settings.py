@@ -85,6 +85,7 @@ def _shown_default(info: FieldInfo, flag: Flag) -> str | bool:
 def _parameter(prefix: str, name: str, info: FieldInfo, flag: Flag, default: Any) -> inspect.Parameter:
     kind = _option_type(info.annotation, flag)
     decls = [f"{flag.name}/{flag.negative}"] if kind is bool else [flag.name]
+    decls += [flag.short] if flag.short else []
     given = default is not None  # a command's own default: shown as typer shows any default
     bounds = {key: getattr(m, attr) for m in info.metadata for key, attr in (("min", "ge"), ("max", "le"))
               if flag.parse_bounds and hasattr(m, attr)}

@@ -11,9 +11,9 @@ import typer
 from specmeter.cli import options as o
 from specmeter.cli.args import command_line, note, resume_run, terminal
 from specmeter.cli.settings import decided_by, measuring, settings, validated
-from specmeter.config import flag_text as parse
 from specmeter.config.access import Access
 from specmeter.config.criteria import Criteria
+from specmeter.config.drafts import Drafts
 from specmeter.config.output import RunOutput
 from specmeter.config.slurm import Executor
 from specmeter.config.tune import Tuning
@@ -25,6 +25,7 @@ from specmeter.plans.sweep import SweepSpec
 @settings(Executor, "executor")
 @settings(SweepSpec, "top", only=("ceiling", "gpus"))
 @settings(Tuning, "tuning")
+@settings(Drafts, "drafts", validate=True)
 @settings(Criteria, "criteria", only=("objective", "min_gain", "indifference"))
 @measuring
 def sweep(
@@ -34,13 +35,12 @@ def sweep(
     criteria: dict[str, Any],
     schedule: dict[str, Any],
     tuning: dict[str, Any],
+    drafts: Drafts,
     top: dict[str, Any],
     executor: dict[str, Any],
     output: RunOutput,
     access: Access,
     file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
-    spec: o.Spec = None,
-    k: o.K = None,
     json_out: o.Json = False,
     verify: Annotated[bool, typer.Option("--verify", help="Then measure the K the step-cost model proposes (--propose), recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the servers and where each would run (GPUs, tensor parallel, memory fraction), then exit without starting anything.")] = False,
@@ -65,7 +65,6 @@ def sweep(
     from specmeter.workflows.verify import VerifyRequest
 
     objective = criteria.get("objective")
-    shorthand = workflow.SweepFlags(specs=spec or [], k=parse.ks(k) if k else None)
     key = access.api_key
     tune = validated(Tuning, tuning)
     slurm = validated(Executor, executor).slurm()
@@ -79,7 +78,7 @@ def sweep(
                                    repeats=schedule.get("repeats"),
                                    api_key=key, command=command_line())
     decided: dict[str, Any] = {key: criteria[key] for key in ("min_gain", "indifference") if key in criteria}
-    workflow.sweep(workflow.SweepRequest(out=output.out, file=file, flags=shorthand, top={**schedule, **decided, **top},
+    workflow.sweep(workflow.SweepRequest(out=output.out, file=file, flags=drafts, top={**schedule, **decided, **top},
                                          name=output.name, engine=engine, api_key=key, load=load, workload=workload,
                                          dry_run=dry_run, command=command_line(),
                                          verify=checks, propose=proposals, slurm=slurm), terminal(json_out))

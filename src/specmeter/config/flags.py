@@ -19,6 +19,7 @@ class Flag:
     list or dict field is repeatable (a dict's items given as KEY=VALUE)."""
 
     name: str  # e.g. "--duration" for duration_s
+    short: str | None = None  # its one-letter form, e.g. "-k"
     # The reader of the flag's text into the value a file gives the field (config/flag_text.py: `1,4,16` as
     # [1, 4, 16]), called with the text and the flag's name, which its one-line refusal names; None: the field
     # takes the option's value as typer parsed it.

@@ -12,6 +12,7 @@ from typing import Any
 
 from specmeter.common.errors import InputError
 from specmeter.config.criteria import check_indifference, check_min_gain
+from specmeter.config.drafts import Drafts
 from specmeter.config.files import build_model, laid_over, sections_over
 from specmeter.config.slurm import SlurmOptions
 from specmeter.data.model import Conversation
@@ -39,27 +40,13 @@ from specmeter.workflows.verify import DeployAnswer, VerifyRequest, answering, r
 
 
 @dataclass(frozen=True)
-class SweepFlags:
-    """The shorthand `--model M --spec '{...}' --k 1,2,4`, parsed (None: not given); the engine's settings
-    (--model among them) are the request's `engine`, its load points (--concurrency) the request's `load`."""
-
-    specs: list[str] = field(default_factory=list)  # JSON objects of speculative-config keys
-    k: list[int] | None = None
-
-    def given(self) -> bool:
-        """Whether any flag that defines the candidates was given (they, --model and a sweep file exclude each
-        other)."""
-        return bool(self.specs or self.k)
-
-
-@dataclass(frozen=True)
 class SweepRequest:
     """What `sweep` was asked: a file or the flags, what overrides both, where the run directory goes, and
     with `verify` set, how to verify the table the sweep gives."""
 
     out: Path
     file: Path | None = None
-    flags: SweepFlags = field(default_factory=SweepFlags)
+    flags: Drafts = field(default_factory=Drafts)  # the shorthand --spec '{...}' --k 1,2,4
     # The sweep file's top-level settings given as flags, over the file's: repeats, interleave, min_gain,
     # indifference, ceiling, gpus.
     top: dict[str, Any] = field(default_factory=dict)
@@ -87,12 +74,12 @@ class SweepRequest:
                              "its own allocation: drop --gpus (ask for them with --gpus-per-job)")
 
 
-def sweep_from_flags(flags: SweepFlags, engine: dict[str, Any]) -> SweepSpec:
+def sweep_from_flags(flags: Drafts, engine: dict[str, Any]) -> SweepSpec:
     """The sweep file the shorthand flags (and the engine's settings given) stand for, validated as one."""
-    if not engine.get("model") or not flags.specs:
+    if not engine.get("model") or not flags.spec:
         raise InputError("sweep: give a sweep file, or --model and at least one --spec (with --k for several K)")
     candidates = []
-    for text in flags.specs:
+    for text in flags.spec:
         try:
             cand = json.loads(text)
         except json.JSONDecodeError as exc:

@@ -14,6 +14,7 @@ import yaml
 from test_recommend import sweep as recommend_sweep
 
 from specmeter.common.errors import InputError
+from specmeter.config.drafts import Drafts
 from specmeter.config.flag_text import levels_or_auto
 from specmeter.config.load_search import LoadSearch
 from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
@@ -37,7 +38,7 @@ from specmeter.plans.sweep import SweepSpec, read_sweep_file
 from specmeter.rundir.store import load_summary
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.search import Bracket
-from specmeter.workflows.sweep import SweepFlags, SweepRequest, sweep_spec
+from specmeter.workflows.sweep import SweepRequest, sweep_spec
 
 LAUNCH = {"model": "/models/target"}
 STORED = Path(__file__).resolve().parents[2] / "fixtures" / "runs" / "20261123-180233-demo"
@@ -324,7 +325,7 @@ def test_compare_workloads_refuses_a_search() -> None:
 
 
 def test_the_sweep_shorthand_takes_concurrency_auto(tmp_path: Path) -> None:
-    flags = SweepFlags(specs=['{"method": "ngram"}'], k=[2, 4])
+    flags = Drafts(spec=['{"method": "ngram"}'], k=[2, 4])
     sw = sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine={"model": "/models/target"},
                                  load={"concurrency": levels_or_auto("auto")}))
     assert [s.axis for s in sw.load.search] == ["concurrency"] and sw.interleave

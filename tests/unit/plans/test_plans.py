@@ -358,9 +358,10 @@ def test_the_indifference_zone_defaults_to_three_percent_and_is_never_narrower_t
 
 
 def test_sweep_flags_set_min_gain_and_indifference_over_the_file(tmp_path: Path) -> None:
-    from specmeter.workflows.sweep import SweepFlags, SweepRequest, sweep_spec
+    from specmeter.config.drafts import Drafts
+    from specmeter.workflows.sweep import SweepRequest, sweep_spec
 
-    flags, engine = SweepFlags(specs=['{"method": "ngram", "num_speculative_tokens": 2}']), {"model": "m"}
+    flags, engine = Drafts(spec=['{"method": "ngram", "num_speculative_tokens": 2}']), {"model": "m"}
     assert sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine=engine)).plan(WORKLOAD).indifference == 0.03
     asked = sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine=engine,
                                     top={"indifference": 0.05})).plan(WORKLOAD)
