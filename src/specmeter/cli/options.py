@@ -1,5 +1,5 @@
 """Every option more than one command takes, declared once: one name, one type, one help text. A command sets
-its own default where it differs (`batch: Batch = "1,8"`). `with_verbosity` gives every command -q/--quiet and
+its own default where it differs. `with_verbosity` gives every command -q/--quiet and
 -v/--verbose."""
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from specmeter.cli.args import VERBOSITY
 from specmeter.common.errors import InputError
 
 # ---- predictions --------------------------------------------------------------------------------------------
-Batch = Annotated[str, typer.Option(help="Engine batch sizes to predict, e.g. 1,8,64.")]
-Acceptance = Annotated[str | None, typer.Option(help="Acceptance: a run directory (RUN or RUN:CONFIG_ID), an iid rate (0.7) or per-position rates (0.8,0.6,0.45); plan: instead of the run's own.")]
 Exclude = Annotated[list[str] | None, typer.Option(help="Leave this configuration out of the fit and the acceptance profile (repeatable): its points are then predicted blind.")]
 
 # ---- what a command prints and writes -----------------------------------------------------------------------

@@ -79,6 +79,8 @@ def _shown_default(info: FieldInfo, flag: Flag) -> str | bool:
         return False
     if isinstance(default, bool):
         return "on" if default else "off"
+    if isinstance(default, list) and flag.text is not None:  # in the comma form the flag's text takes
+        return ",".join(map(str, default))
     return str(default)
 
 

@@ -23,8 +23,6 @@ from specmeter.schemas.analysis import Speedup
 from specmeter.schemas.planner import Cell, Check, Observation
 
 CONFIDENCE = 0.95
-DEFAULT_KS = (1, 2, 3, 4, 6, 8)
-DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 NEAR = 1.25  # a measured point speaks for a grid batch within this factor of its own
 
 

@@ -11,11 +11,10 @@ from pathlib import Path
 from specmeter.analysis.by_length import at_length, lengths
 from specmeter.analysis.recommend import recommend as decide_table
 from specmeter.common.errors import InputError, stored_file_message
+from specmeter.config.prediction import DEFAULT_BATCHES, DEFAULT_KS
 from specmeter.predict.calibration import calibrate, refit
 from specmeter.predict.observations import drafter_key, request_mix
 from specmeter.predict.predict import (
-    DEFAULT_BATCHES,
-    DEFAULT_KS,
     Predictor,
     checks,
     grid,

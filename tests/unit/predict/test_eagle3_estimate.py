@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from specmeter.config.prediction import Prediction
 from specmeter.predict.roofline import estimate
 from specmeter.schemas.estimate import Estimate
-from specmeter.workflows.estimate import EstimateRequest, build
+from specmeter.workflows.estimate import build
 
 MODELS = Path(__file__).resolve().parents[3] / "models"
 TARGET, HEAD, DRAFT = MODELS / "demo-target", MODELS / "demo-eagle3", MODELS / "demo-draft"
@@ -39,8 +40,8 @@ def _config(path: Path) -> dict[str, int]:
 
 def _estimate(draft: Path, ks: tuple[int, ...] = (K,), batches: tuple[int, ...] = (1, 16)) -> Estimate:
     """H100, no fixed overhead per pass: each pass costs what it reads and multiplies, nothing else."""
-    request = EstimateRequest(target_config=TARGET, draft_config=draft, acceptance="0.7", hardware="h100",
-                              overhead_ms=0.0, ks=ks, batches=batches)
+    request = Prediction(target_config=TARGET, draft_config=draft, acceptance="0.7", hardware="h100",
+                         overhead_ms=0.0, ks=list(ks), batches=list(batches))
     inputs, profile, _notes = build(request)
     return estimate(inputs, profile, ks, batches)
 

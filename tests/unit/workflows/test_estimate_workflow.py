@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import shlex
 from contextlib import nullcontext
-from dataclasses import replace
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 from estimate_fixtures import LLAMA_8B, iid_al, write_config
@@ -16,15 +16,21 @@ from typer.testing import CliRunner
 
 from specmeter.cli import app
 from specmeter.common.errors import InputError
+from specmeter.config.prediction import Prediction
 from specmeter.execution.runner import Reporter
 from specmeter.predict.profiles import parse_acceptance
 from specmeter.schemas.estimate import TITLE
-from specmeter.workflows.estimate import EstimateRequest, build, estimate_before_run
+from specmeter.workflows.estimate import build, estimate_before_run
 from specmeter.workflows.terminal import Terminal
 
 MODELS = Path(__file__).resolve().parents[3] / "models"
-DEMO = EstimateRequest(target_config=MODELS / "demo-target", draft_config=MODELS / "demo-draft", acceptance="0.7",
-                       hardware="h100", ks=(1, 4), batches=(1, 16))
+DEMO = Prediction(target_config=MODELS / "demo-target", draft_config=MODELS / "demo-draft", acceptance="0.7",
+                  hardware="h100", ks=[1, 4], batches=[1, 16])
+
+
+def changed(**fields: Any) -> Prediction:
+    """The demo request with `fields` changed, validated again."""
+    return Prediction.model_validate({**DEMO.model_dump(), **fields})
 
 
 def terminal(json_out: bool = False) -> tuple[Terminal, StringIO]:
@@ -57,41 +63,40 @@ def test_acceptance_forms() -> None:
 
 
 def test_drafter_rules() -> None:
-    inputs, _profile, _notes = build(replace(DEMO, draft_config=None, method="ngram"))
+    inputs, _profile, _notes = build(changed(draft_config=None, method="ngram"))
     assert inputs.draft is None and inputs.method == "ngram"
     with pytest.raises(InputError, match="--draft-config"):
-        build(replace(DEMO, draft_config=None))
+        build(changed(draft_config=None))
     with pytest.raises(InputError, match="leave out --draft-config"):
-        build(replace(DEMO, method="ngram"))
+        build(changed(method="ngram"))
     with pytest.raises(InputError, match="--method 'mtp'"):
-        build(replace(DEMO, method="mtp"))
+        build(changed(method="mtp"))
     with pytest.raises(InputError, match="exceeds --tp"):
-        estimate_before_run(replace(DEMO, draft_tp=2), terminal()[0])
+        estimate_before_run(changed(draft_tp=2), terminal()[0])
     with pytest.raises(InputError, match="does not split over --tp 2"):  # the demo target has 9 heads
-        estimate_before_run(replace(DEMO, tp=2), terminal()[0])
+        estimate_before_run(changed(tp=2), terminal()[0])
 
 
 def test_precision_and_hardware_flags(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no FP8"):
-        estimate_before_run(replace(DEMO, hardware="a100", dtype="fp8"), terminal()[0])
-    fp8, _profile, _notes = build(replace(DEMO, dtype="fp8"))
+        estimate_before_run(changed(hardware="a100", dtype="fp8"), terminal()[0])
+    fp8, _profile, _notes = build(changed(dtype="fp8"))
     assert (fp8.dtype, fp8.kv_dtype) == ("fp8", "bf16")  # vLLM's KV cache stays 16-bit unless asked
     f32 = write_config(tmp_path / "f32", {**LLAMA_8B, "torch_dtype": "float32"})
-    inputs, _profile, notes = build(replace(DEMO, target_config=f32, draft_config=None, method="ngram"))
+    inputs, _profile, notes = build(changed(target_config=f32, draft_config=None, method="ngram"))
     assert inputs.dtype == "bf16" and any("float32" in n for n in notes)
-    mine = EstimateRequest.from_flags(None, "bandwidth=1,tflops=100,memory=24", "compute=0.5,overhead_ms=0",
-                                      target_config=DEMO.target_config, method="ngram", acceptance="0.7")
+    mine = Prediction(gpu="bandwidth=1,tflops=100,memory=24", efficiency="compute=0.5,overhead_ms=0",
+                      target_config=DEMO.target_config, method="ngram", acceptance="0.7")
     built, _profile, _notes = build(mine)
     assert (built.hardware.memory_bandwidth, built.hardware.name) == (1e12, "custom GPU")
     assert (built.efficiency.memory, built.efficiency.compute, built.efficiency.overhead_s) == (0.8, 0.5, 0.0)
     for gpu, words in (("bandwidth=1,tflops=100", "missing memory"), ("speed=3", "keys bandwidth"),
                        ("bandwidth=fast", "takes a number")):
         with pytest.raises(InputError, match=words):
-            build(EstimateRequest.from_flags(None, gpu, None, target_config=DEMO.target_config, method="ngram",
-                                             acceptance="0.7"))
+            build(Prediction(gpu=gpu, target_config=DEMO.target_config, method="ngram", acceptance="0.7"))
     for flag, value in (("mem_fraction", 1.5), ("compute_efficiency", 0.0)):
         with pytest.raises(InputError, match="fraction"):
-            build(replace(DEMO, **{flag: value}))
+            build(changed(**{flag: value}))
 
 
 def test_cli_estimate_needs_a_gpu_and_prints_an_estimate() -> None:
@@ -120,9 +125,8 @@ def test_a_target_too_large_for_the_gpu_is_said_so(tmp_path: Path) -> None:
     """8B parameters in BF16 are 16 GB: on a GPU of 8 GB nothing fits, so no batch gets a best K."""
     target = write_config(tmp_path / "llama", LLAMA_8B)
     term, out = terminal()
-    result = estimate_before_run(EstimateRequest.from_flags(
-        None, "bandwidth=1,tflops=100,memory=8", None, target_config=target, method="ngram", acceptance="0.7",
-        batches=(1, 2)), term)
+    result = estimate_before_run(Prediction(gpu="bandwidth=1,tflops=100,memory=8", target_config=target,
+                                            method="ngram", acceptance="0.7", batches=[1, 2]), term)
     assert result.memory.max_batch_without_draft == 0 and result.best == []
     assert not any(row.fits for row in result.rows) and "no room" in out.getvalue()
 
@@ -132,5 +136,5 @@ def test_acceptance_from_a_run_is_what_it_measured() -> None:
     stored = MODELS.parent / "tests" / "fixtures" / "runs" / "20261123-180233-demo"
     profile = parse_acceptance(str(stored), 4)
     assert profile.width >= 1 and all(steps > 0 for steps in profile.steps)
-    inputs, _profile, _notes = build(replace(DEMO, acceptance=str(stored)))
+    inputs, _profile, _notes = build(changed(acceptance=str(stored)))
     assert inputs.acceptance_rates == list(profile.per_position)
