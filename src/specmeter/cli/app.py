@@ -14,8 +14,8 @@ from typer.exceptions import Abort
 
 from specmeter import __version__
 from specmeter.cli import compare, plan, recommend, run, sweep, vocab
-from specmeter.cli import options as o
 from specmeter.cli.args import console, err_console, note, terminal
+from specmeter.cli.settings import speaking
 from specmeter.common.errors import SpecmeterError
 
 # The old `plan --hardware ...` (before any run) is `estimate` now; these flags tell it from `plan RUN`.
@@ -98,17 +98,18 @@ def data_prepare(
 
 
 # The map, in the order a user needs it (typer lists commands as registered): at most 12 visible.
+# Every command but the demo, data prepare, version and slurm-job can print one JSON document (--json).
 for command, name in ((run.demo, "demo"), (run.run, "run"), (sweep.sweep, "sweep"), (run.resume, "resume"),
                       (recommend.recommend, "recommend"), (recommend.verify, "verify"), (compare.report, "report"),
                       (compare.compare, "compare"), (plan.plan, "plan"), (plan.estimate, "estimate"),
                       (vocab.vocab, "vocab")):
-    app.command(name)(o.with_verbosity(command))
+    app.command(name)(speaking(command, json=name != "demo"))
 app.add_typer(data_app, name="data")
-data_app.command("prepare")(o.with_verbosity(data_prepare))
+data_app.command("prepare")(speaking(data_prepare, json=False))
 # Old forms, one release: each works as before and names its new form on stderr.
 for old, name in ((run.compare_workloads, "compare-workloads"), (plan.calibrate, "calibrate"),
-                      (compare.check, "check"), (version, "version"), (sweep.slurm_job, "slurm-job")):
-    app.command(name, hidden=True)(o.with_verbosity(old))
+                  (compare.check, "check"), (version, "version"), (sweep.slurm_job, "slurm-job")):
+    app.command(name, hidden=True)(speaking(old, json=name not in ("version", "slurm-job")))
 
 
 def main() -> None:

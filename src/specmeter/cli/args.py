@@ -11,21 +11,23 @@ from pathlib import Path
 from rich.console import Console
 
 from specmeter.common.redact import redact_argv
+from specmeter.config.output import Printing
 from specmeter.report.progress import RichReporter
 from specmeter.workflows.terminal import Terminal
 
-# -q/-v of the command running (options.with_verbosity sets it), for the Terminal it makes.
-VERBOSITY: ContextVar[int] = ContextVar("verbosity", default=0)
+# --json and -q/-v of the command running (settings.speaking sets them), for the Terminal it makes.
+PRINTING: ContextVar[Printing | None] = ContextVar("printing", default=None)
 
 # Logs and CI are not terminals: give tables room instead of rich's 80-column default.
 console = Console(width=None if sys.stdout.isatty() else 150)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 
 
-def terminal(json_out: bool = False) -> Terminal:
+def terminal() -> Terminal:
     """The Terminal a command speaks through: JSON or tables, at the verbosity its -q/-v asked for."""
-    return Terminal(out=console, err=err_console, json_out=json_out, progress=RichReporter,
-                    verbosity=VERBOSITY.get())
+    printing = PRINTING.get() or Printing()
+    return Terminal(out=console, err=err_console, json_out=printing.json_out, progress=RichReporter,
+                    verbosity=printing.verbosity)
 
 
 def note(old: str, new: str) -> None:
@@ -33,11 +35,11 @@ def note(old: str, new: str) -> None:
     err_console.print(f"note: '{old}' is now '{new}'", highlight=False, markup=False, soft_wrap=True)
 
 
-def resume_run(run_dir: Path, api_key: str | None, json_out: bool) -> None:
+def resume_run(run_dir: Path, api_key: str | None) -> None:
     """`specmeter resume RUN` (and the old `run --resume`, `sweep --resume`)."""
     from specmeter.workflows import resume as workflow
 
-    workflow.resume(run_dir, api_key, terminal(json_out))
+    workflow.resume(run_dir, api_key, terminal())
 
 
 def command_line() -> list[str]:

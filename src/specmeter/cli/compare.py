@@ -23,7 +23,6 @@ MaxSpeedupDrop = Annotated[str | None, typer.Option(help="With --check: the larg
 
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by run, sweep or demo.")],
-    json_out: o.Json = False,
     html: Annotated[Path | None, typer.Option(help="Write the one-file HTML report here (plots inlined, works offline).")] = None,
     csv: Annotated[Path | None, typer.Option(help="Write requests.csv, points.csv, speedups.csv (and recommendation.csv) into this directory.")] = None,
     plots: o.Plots = None,
@@ -32,18 +31,17 @@ def report(
     """What did a run measure? Its report again from the saved results (no server), or as HTML, CSV or plots."""
     from specmeter.workflows import report as workflow
 
-    workflow.report(run_dir, workflow.ReportFiles(html=html, csv=csv, plots=plots), terminal(json_out),
+    workflow.report(run_dir, workflow.ReportFiles(html=html, csv=csv, plots=plots), terminal(),
                     recompute=recompute)
 
 
-def _check(run_dir: Path, against: Path, max_al_drop: str | None, max_speedup_drop: str | None,
-           json_out: bool) -> None:
+def _check(run_dir: Path, against: Path, max_al_drop: str | None, max_speedup_drop: str | None) -> None:
     from specmeter.workflows.check import Bounds
     from specmeter.workflows.check import check as workflow
 
     bounds = Bounds(parse.drop(max_al_drop or "2%", "--max-al-drop"),
                     parse.drop(max_speedup_drop or "3%", "--max-speedup-drop"))
-    workflow(run_dir, against, bounds, terminal(json_out))
+    workflow(run_dir, against, bounds, terminal())
 
 
 @settings(Criteria, "criteria", only=("objective", "max_num_seqs", "min_gain", "indifference"))
@@ -56,7 +54,6 @@ def compare(
     max_al_drop: MaxAlDrop = None,
     max_speedup_drop: MaxSpeedupDrop = None,
     pool: Annotated[bool, typer.Option("--pool", help="Runs of one plan (another day, box or server start) as one verdict per configuration and point and one answer, each range saying whether it held in every run.")] = False,
-    json_out: o.Json = False,
 ) -> None:
     """How do stored runs differ (engines, versions, machines)? With --check: did a run regress? With --pool: does
     the answer hold across reruns?
@@ -76,7 +73,7 @@ def compare(
             raise InputError("--pool takes runs of one plan, without --check, --allow-different-workloads or --plots")
         from specmeter.workflows.pool import pool_runs
 
-        pool_runs(run_dirs, validated(Criteria, criteria), terminal(json_out))
+        pool_runs(run_dirs, validated(Criteria, criteria), terminal())
         return
     if decide:
         raise InputError(f"{' and '.join(decide)} decide the pooled answer: add --pool (compare RUN RUN ... --pool)")
@@ -84,14 +81,14 @@ def compare(
         if len(run_dirs) != 2 or allow_different_workloads or plots is not None:
             raise InputError(f"--check with {' '.join(map(str, run_dirs))}: --check takes the reference and the run "
                              "(REF RUN) on the same workload, without --allow-different-workloads or --plots")
-        _check(run_dirs[1], run_dirs[0], max_al_drop, max_speedup_drop, json_out)
+        _check(run_dirs[1], run_dirs[0], max_al_drop, max_speedup_drop)
         return
     given = [f for f, v in (("--max-al-drop", max_al_drop), ("--max-speedup-drop", max_speedup_drop)) if v]
     if given:
         raise InputError(f"{' and '.join(given)} bound --check: add --check (compare REF RUN --check)")
     from specmeter.workflows.report import compare as compare_runs
 
-    compare_runs(run_dirs, terminal(json_out), allow_different_workloads=allow_different_workloads, plots=plots)
+    compare_runs(run_dirs, terminal(), allow_different_workloads=allow_different_workloads, plots=plots)
 
 
 def check(
@@ -99,8 +96,7 @@ def check(
     against: Annotated[Path, typer.Option("--against")],
     max_al_drop: MaxAlDrop = None,
     max_speedup_drop: MaxSpeedupDrop = None,
-    json_out: o.Json = False,
 ) -> None:
     """Old form of `compare REF RUN --check`."""
     note("specmeter check RUN --against REF", "specmeter compare REF RUN --check")
-    _check(run_dir, against, max_al_drop, max_speedup_drop, json_out)
+    _check(run_dir, against, max_al_drop, max_speedup_drop)

@@ -32,7 +32,6 @@ def plan(
     run_dirs: Annotated[list[Path], typer.Argument(help="Run directories of one engine, target and hardware (a sweep's, or several pooled for the fit); predictions are for the first.")],
     exclude: o.Exclude = None,
     calibration: Annotated[Path | None, typer.Option(help="A calibration.json written by an earlier plan (e.g. of runs pooled) instead of fitting again.")] = None,
-    json_out: o.Json = False,
 ) -> None:
     """What would K, drafters and batch sizes nobody measured do? Predicted from measured runs.
 
@@ -49,9 +48,9 @@ def plan(
                                    acceptance=asked.acceptance, exclude=exclude or [], calibration=calibration,
                                    input_len=parse.one_length(workload["input_len"], "plan") if workload else None)
     if len(run_dirs) > 1:
-        workflow.plan_pooled(run_dirs, request, terminal(json_out))
+        workflow.plan_pooled(run_dirs, request, terminal())
     else:
-        workflow.plan_run(request, terminal(json_out))
+        workflow.plan_run(request, terminal())
 
 
 @settings(Prediction, "asked")
@@ -63,7 +62,6 @@ def estimate(
     engine: dict[str, Any],
     workload: dict[str, Any],
     asked: dict[str, Any],
-    json_out: o.Json = False,
 ) -> None:
     """Before any run: would speculation pay on this GPU, for this target and drafter? A roofline estimate.
 
@@ -76,17 +74,16 @@ def estimate(
     request = validated(Prediction, {**asked, "ks": drafts["k"], "input_len": parse.one_length(workload["input_len"],
                                                                                             "estimate"),
                                      "dtype": None if dtype is None else workflow.DTYPES.get(dtype, dtype)})
-    workflow.estimate_before_run(request, terminal(json_out))
+    workflow.estimate_before_run(request, terminal())
 
 
 def calibrate(
     run_dirs: Annotated[list[Path], typer.Argument()],
     exclude: o.Exclude = None,
     out: Annotated[Path | None, typer.Option(help="Where to write calibration.json (default: into the first run directory).")] = None,
-    json_out: o.Json = False,
 ) -> None:
     """Old form of `plan RUN...` (the fit of runs pooled, without the predictions)."""
     from specmeter.workflows import plan as workflow
 
     note("specmeter calibrate RUN...", "specmeter plan RUN...")
-    workflow.calibrate_runs(run_dirs, exclude or [], out, terminal(json_out))
+    workflow.calibrate_runs(run_dirs, exclude or [], out, terminal())

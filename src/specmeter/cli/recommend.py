@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import typer
 
-from specmeter.cli import options as o
 from specmeter.cli.args import command_line, note, terminal
 from specmeter.cli.settings import decided_by, settings, validated
 from specmeter.config import flag_text as parse
@@ -29,7 +28,6 @@ def recommend(
     run_dir: SweepDir,
     again: Annotated[bool, typer.Option("--again", help="Decide again (e.g. with another --objective): a new round; the earlier ones stay as history.")] = False,
     round_: Annotated[int | None, typer.Option("--round", min=1, help="Show this round of the run's answer instead of the latest.")] = None,
-    json_out: o.Json = False,
 ) -> None:
     """Which K should I deploy at each batch size? The run's answer, with the evidence behind every range.
 
@@ -39,7 +37,7 @@ def recommend(
     latest round (verified, corrected or kept) and the earlier ones as history; --again decides a new round."""
     from specmeter.workflows import recommend as workflow
 
-    workflow.recommend(run_dir, decided_by(criteria, load), terminal(json_out), workflow.Ask(again=again, round=round_))
+    workflow.recommend(run_dir, decided_by(criteria, load), terminal(), workflow.Ask(again=again, round=round_))
 
 
 @settings(Access, "access", validate=True)
@@ -59,7 +57,6 @@ def verify(
     recommendation: Annotated[Path | None, typer.Option(help="Verify this recommendation.json (e.g. one you edited) as a new round, instead of the run's answer.")] = None,
     verify_dir: Annotated[Path | None, typer.Option(help="Run directory of the verification (default: a new one inside RUN_DIR).")] = None,
     every_point: Annotated[bool, typer.Option("--every-point", help="Run every point the sweep measured, also those where every decision behind the table's K was settled (by default the sweep's evidence stands there).")] = False,
-    json_out: o.Json = False,
     until_stable: Annotated[bool, typer.Option("--until-stable", hidden=True)] = False,
     out: Annotated[Path | None, typer.Option(hidden=True)] = None,
 ) -> None:
@@ -85,4 +82,4 @@ def verify(
                                                     repeats=schedule.get("repeats"), endpoint=attach, api_key=access.api_key,
                                                     verify_dir=verify_dir, every_point=every_point,
                                                     command=command_line()),
-                    terminal(json_out))
+                    terminal())

@@ -9,7 +9,6 @@ from typing import Annotated, Any
 
 import typer
 
-from specmeter.cli import options as o
 from specmeter.cli.args import command_line, note, resume_run, terminal
 from specmeter.cli.settings import measuring, settings, validated
 from specmeter.config import flag_text as parse
@@ -76,7 +75,6 @@ def run(
     config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/workload/load sections (flags override it).")] = None,
     baseline: Annotated[bool, typer.Option(help="Also run the same engine with speculation off, for the speedup.")] = True,
     baseline_endpoint: Annotated[list[str] | None, typer.Option(help="Attach mode: a server with speculation off, for the speedup (repeat it for replicas).")] = None,
-    json_out: o.Json = False,
     compare_random: Annotated[bool, typer.Option("--compare-random", help="Also run the same config on random tokens of the dataset's lengths, side by side: how much of the speedup is the workload's.")] = False,
     vocab_size: Annotated[int | None, typer.Option(help="With --compare-random: the target's vocabulary size (read from a local model if not given).")] = None,
     resume: Annotated[Path | None, typer.Option(hidden=True)] = None,
@@ -87,7 +85,7 @@ def run(
     servers (--endpoint) or launch one (--model)."""
     if resume is not None:
         note("specmeter run --resume RUN", "specmeter resume RUN")
-        resume_run(resume, access.api_key, json_out)
+        resume_run(resume, access.api_key)
         return
     from specmeter.workflows import run as workflow
 
@@ -98,7 +96,7 @@ def run(
         baseline=baseline, baseline_endpoint=baseline_endpoint, schedule=validated(Schedule, schedule),
         api_key=access.api_key, command=command_line(),
         compare_random=compare_random, vocab_size=vocab_size,
-    ), terminal(json_out))
+    ), terminal())
 
 
 def compare_workloads(**flags: Any) -> None:
@@ -118,10 +116,9 @@ compare_workloads.__signature__ = inspect.Signature(  # type: ignore[attr-define
 def resume(
     access: Access,
     run_dir: Annotated[Path, typer.Argument(help="A run directory of an interrupted run, sweep or demo.")],
-    json_out: o.Json = False,
 ) -> None:
     """Finish an interrupted run, sweep or demo: only the points not yet finished run again.
 
     From the plan the run directory stored, into the same directory. A sweep on Slurm: watch its jobs again,
     resubmit the groups without a complete attempt, and merge."""
-    resume_run(run_dir, access.api_key, json_out)
+    resume_run(run_dir, access.api_key)

@@ -17,11 +17,13 @@ import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from specmeter.cli.args import PRINTING
 from specmeter.config import flag_text as parse
 from specmeter.config.criteria import Criteria
 from specmeter.config.files import build_model
 from specmeter.config.flags import Flag, flagged
 from specmeter.config.models import EngineSpec, LoadSpec
+from specmeter.config.output import Printing
 from specmeter.config.schedule import Schedule
 from specmeter.config.workload import WorkloadSpec
 
@@ -75,7 +77,7 @@ def _value(info: FieldInfo, flag: Flag, value: Any) -> Any:
 
 def _shown_default(info: FieldInfo, flag: Flag) -> str | bool:
     default = info.get_default(call_default_factory=True)
-    if not flag.default_shown or default is None or default == [] or default == {}:
+    if not flag.default_shown or not flag.negatable or default is None or default == [] or default == {}:
         return False
     if isinstance(default, bool):
         return "on" if default else "off"
@@ -86,7 +88,7 @@ def _shown_default(info: FieldInfo, flag: Flag) -> str | bool:
 
 def _parameter(prefix: str, name: str, info: FieldInfo, flag: Flag, default: Any) -> inspect.Parameter:
     kind = _option_type(info.annotation, flag)
-    decls = [f"{flag.name}/{flag.negative}"] if kind is bool else [flag.name]
+    decls = [f"{flag.name}/{flag.negative}"] if kind is bool and flag.negatable else [flag.name]
     decls += [flag.short] if flag.short else []
     given = default is not None  # a command's own default: shown as typer shows any default
     bounds = {key: getattr(m, attr) for m in info.metadata for key, attr in (("min", "ge"), ("max", "le"))
@@ -143,3 +145,21 @@ def validated(model: type[M], given: Mapping[str, Any]) -> M:
 def decided_by(criteria: Mapping[str, Any], load: Mapping[str, Any]) -> Criteria:
     """The criteria given (recommend's, verify's, a sweep's --verify), with --slo, the load's bounds, as goodput's."""
     return validated(Criteria, {**criteria, "slo": load.get("slo")})
+
+
+def speaking(func: Command, *, json: bool = True) -> Command:
+    """The command with -q/--quiet and -v/--verbose, and with `json` --json too: the Terminal it makes
+    (args.terminal) prints as they say."""
+
+    @functools.wraps(func)
+    def command(*args: Any, printing: Printing, **kwargs: Any) -> None:
+        token = PRINTING.set(printing)
+        try:
+            func(*args, **kwargs)
+        finally:
+            PRINTING.reset(token)
+
+    own = list(inspect.signature(func, eval_str=True).parameters.values())
+    printed = inspect.Parameter("printing", inspect.Parameter.KEYWORD_ONLY, annotation=Printing)
+    command.__signature__ = inspect.Signature([*own, printed])  # type: ignore[attr-defined]
+    return settings(Printing, "printing", only=None if json else ("quiet", "verbose"), validate=True)(command)

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import typer
 
-from specmeter.cli import options as o
 from specmeter.cli.args import command_line, note, resume_run, terminal
 from specmeter.cli.settings import decided_by, measuring, settings, validated
 from specmeter.config.access import Access
@@ -41,7 +40,6 @@ def sweep(
     output: RunOutput,
     access: Access,
     file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
-    json_out: o.Json = False,
     verify: Annotated[bool, typer.Option("--verify", help="Then measure the K the step-cost model proposes (--propose), recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the servers and where each would run (GPUs, tensor parallel, memory fraction), then exit without starting anything.")] = False,
     resume: Annotated[Path | None, typer.Option(hidden=True)] = None,
@@ -58,7 +56,7 @@ def sweep(
     when they end unfinished and merged into the run directory; the report names each number's node."""
     if resume is not None:
         note("specmeter sweep --resume RUN", "specmeter resume RUN")
-        resume_run(resume, access.api_key, json_out)
+        resume_run(resume, access.api_key)
         return
     from specmeter.workflows import sweep as workflow
     from specmeter.workflows.propose import ProposeRequest
@@ -81,7 +79,7 @@ def sweep(
     workflow.sweep(workflow.SweepRequest(out=output.out, file=file, flags=drafts, top={**schedule, **decided, **top},
                                          name=output.name, engine=engine, api_key=key, load=load, workload=workload,
                                          dry_run=dry_run, command=command_line(),
-                                         verify=checks, propose=proposals, slurm=slurm), terminal(json_out))
+                                         verify=checks, propose=proposals, slurm=slurm), terminal())
 
 
 def slurm_job(
@@ -94,4 +92,4 @@ def slurm_job(
     array task runs: the driver writes the call into its batch script; not for people)."""
     from specmeter.workflows.slurm_job import run_job
 
-    run_job(run_dir, group, attempt, seed or None, Access().api_key, command_line(), terminal(False))
+    run_job(run_dir, group, attempt, seed or None, Access().api_key, command_line(), terminal())

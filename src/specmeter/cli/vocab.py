@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import typer
 
-from specmeter.cli import options as o
 from specmeter.cli.args import note, terminal
 from specmeter.cli.settings import settings
 from specmeter.config import flag_text as parse
@@ -25,7 +24,6 @@ def vocab(
     positions: Annotated[int | None, typer.Option(min=1, help="Drafted positions to give ceilings for (at least the largest K of the drafted configurations; without any, default 4).")] = None,
     drafted: Annotated[str | None, typer.Option(help="A drafted run to explain, RUN or RUN:CONFIG_ID (default: this run's own speculative configurations).")] = None,
     vocab_json: Annotated[Path | None, typer.Option(help="Where to write vocab.json (default: into RUN_DIR).")] = None,
-    json_out: o.Json = False,
     k: Annotated[int | None, typer.Option("--k", min=1, hidden=True)] = None,
     out: Annotated[Path | None, typer.Option(hidden=True)] = None,
 ) -> None:
@@ -47,4 +45,4 @@ def vocab(
     tops = sorted(set(parse.sizes(top, "--top", "32000 or 64,128,256"))) if top else []
     workflow.vocab(workflow.VocabRequest(run_dir=run_dir, draft_vocab=draft_vocab, top=tops, corpus=corpus or [],
                                          tokenizer=workload.get("tokenizer"), k=positions, drafted=drafted, out=vocab_json),
-                   terminal(json_out))
+                   terminal())

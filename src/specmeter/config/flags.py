@@ -15,11 +15,14 @@ from pydantic.fields import FieldInfo
 
 @dataclass(frozen=True)
 class Flag:
-    """The option that sets a field from the command line. A flag of a bool field also has its --no- form; one of a
-    list or dict field is repeatable (a dict's items given as KEY=VALUE)."""
+    """The option that sets a field from the command line. A flag of a bool field also has its --no- form (unless
+    not `negatable`); one of a list or dict field is repeatable (a dict's items given as KEY=VALUE)."""
 
     name: str  # e.g. "--duration" for duration_s
     short: str | None = None  # its one-letter form, e.g. "-k"
+    # A bool field's --no- form, which sets it off over a file's on; False: a switch that is off unless given
+    # (--json, -q), with no --no- form and no default shown.
+    negatable: bool = True
     # The reader of the flag's text into the value a file gives the field (config/flag_text.py: `1,4,16` as
     # [1, 4, 16]), called with the text and the flag's name, which its one-line refusal names; None: the field
     # takes the option's value as typer parsed it.

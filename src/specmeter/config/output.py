@@ -1,12 +1,14 @@
-"""Where a measuring command (run, sweep, the demo) writes the new run directory it makes."""
+"""What a command puts out: where a measuring command (run, sweep, the demo) writes the new run directory it makes,
+and how every command prints."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from specmeter.common.errors import InputError
 from specmeter.config.flags import Flag
 from specmeter.config.points import StrictModel
 
@@ -18,3 +20,27 @@ class RunOutput(StrictModel):
         default=Path("runs"), description="Directory that receives the new run directory.")
     name: Annotated[str | None, Flag("--name")] = Field(
         default=None, description="Run directory name (default: timestamp + label).")
+
+
+class Printing(StrictModel):
+    """How a command prints: its tables (with -q the answer only, with -v every table and note), or one JSON
+    document."""
+
+    json_out: Annotated[bool, Flag("--json", negatable=False)] = Field(
+        default=False, description="Print one JSON document to stdout instead of tables (notes go to stderr).")
+    quiet: Annotated[bool, Flag("--quiet", short="-q", negatable=False)] = Field(
+        default=False, description="Print the answer and errors only.")
+    verbose: Annotated[bool, Flag("--verbose", short="-v", negatable=False)] = Field(
+        default=False, description="Print every table and per-point note.")
+
+    @model_validator(mode="after")
+    def _one_verbosity(self) -> Printing:
+        if self.quiet and self.verbose:
+            raise InputError("-q/--quiet and -v/--verbose together: give one (-q: the answer and errors only; -v: "
+                             "every table and note)")
+        return self
+
+    @property
+    def verbosity(self) -> int:
+        """Terminal.verbosity: -1 (quiet), 0 or 1 (verbose)."""
+        return -1 if self.quiet else 1 if self.verbose else 0
