@@ -9,51 +9,41 @@ from typing import Annotated, Any
 
 import typer
 
-from specmeter.cli import options as o
 from specmeter.cli.args import note, terminal
 from specmeter.cli.settings import settings, validated
 from specmeter.common.errors import InputError
-from specmeter.config import flag_text as parse
+from specmeter.config.comparison import Bounds, Comparison
 from specmeter.config.criteria import Criteria
 from specmeter.config.flags import flagged
-
-MaxAlDrop = Annotated[str | None, typer.Option(help="With --check: the largest drop in acceptance length allowed, a percentage (2%) or a fraction (0.02); default 2%.")]
-MaxSpeedupDrop = Annotated[str | None, typer.Option(help="With --check: the largest drop in speedup over each run's own baseline allowed; default 3%.")]
+from specmeter.config.output import ReportFiles
 
 
+@settings(ReportFiles, "files", validate=True)
 def report(
+    files: ReportFiles,
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by run, sweep or demo.")],
-    html: Annotated[Path | None, typer.Option(help="Write the one-file HTML report here (plots inlined, works offline).")] = None,
-    csv: Annotated[Path | None, typer.Option(help="Write requests.csv, points.csv, speedups.csv (and recommendation.csv) into this directory.")] = None,
-    plots: o.Plots = None,
     recompute: Annotated[bool, typer.Option(help="First derive every point's metrics and the run's decisions again from the stored captures and requests (summary.json is rewritten; recommendation.json is kept).")] = False,
 ) -> None:
     """What did a run measure? Its report again from the saved results (no server), or as HTML, CSV or plots."""
     from specmeter.workflows import report as workflow
 
-    workflow.report(run_dir, workflow.ReportFiles(html=html, csv=csv, plots=plots), terminal(),
-                    recompute=recompute)
+    workflow.report(run_dir, files, terminal(), recompute=recompute)
 
 
-def _check(run_dir: Path, against: Path, max_al_drop: str | None, max_speedup_drop: str | None) -> None:
-    from specmeter.workflows.check import Bounds
+def _check(run_dir: Path, against: Path, bounds: Bounds) -> None:
     from specmeter.workflows.check import check as workflow
 
-    bounds = Bounds(parse.drop(max_al_drop or "2%", "--max-al-drop"),
-                    parse.drop(max_speedup_drop or "3%", "--max-speedup-drop"))
     workflow(run_dir, against, bounds, terminal())
 
 
+@settings(ReportFiles, "files", only=("plots",), validate=True)
+@settings(Comparison, "how", validate=True)
 @settings(Criteria, "criteria", only=("objective", "max_num_seqs", "min_gain", "indifference"))
 def compare(
     criteria: dict[str, Any],
+    how: Comparison,
+    files: ReportFiles,
     run_dirs: Annotated[list[Path], typer.Argument(help="Two or more run directories on the same workload; the first is the reference. With --pool: runs of one plan (also results folders benchmarks/gpu/check.sh wrote).")],
-    allow_different_workloads: Annotated[bool, typer.Option(help="Compare runs whose requests or sampling differ (their differences then mix engine and workload).")] = False,
-    plots: o.Plots = None,
-    check: Annotated[bool, typer.Option("--check", help="REF RUN: exit 5 where RUN's acceptance or speedup dropped below REF's by more than the bounds, with confidence (for CI).")] = False,
-    max_al_drop: MaxAlDrop = None,
-    max_speedup_drop: MaxSpeedupDrop = None,
-    pool: Annotated[bool, typer.Option("--pool", help="Runs of one plan (another day, box or server start) as one verdict per configuration and point and one answer, each range saying whether it held in every run.")] = False,
 ) -> None:
     """How do stored runs differ (engines, versions, machines)? With --check: did a run regress? With --pool: does
     the answer hold across reruns?
@@ -68,8 +58,8 @@ def compare(
     --indifference, --max-num-seqs as for recommend), each range saying whether every run chose its K, and where
     two Ks tie on it, that either is right. Nothing is written."""
     decide = [flag.name for name, _info, flag in flagged(Criteria) if name in criteria]
-    if pool:
-        if check or allow_different_workloads or plots is not None:
+    if how.pool:
+        if files.plots is not None:
             raise InputError("--pool takes runs of one plan, without --check, --allow-different-workloads or --plots")
         from specmeter.workflows.pool import pool_runs
 
@@ -77,26 +67,23 @@ def compare(
         return
     if decide:
         raise InputError(f"{' and '.join(decide)} decide the pooled answer: add --pool (compare RUN RUN ... --pool)")
-    if check:
-        if len(run_dirs) != 2 or allow_different_workloads or plots is not None:
+    if how.check:
+        if len(run_dirs) != 2 or how.allow_different_workloads or files.plots is not None:
             raise InputError(f"--check with {' '.join(map(str, run_dirs))}: --check takes the reference and the run "
                              "(REF RUN) on the same workload, without --allow-different-workloads or --plots")
-        _check(run_dirs[1], run_dirs[0], max_al_drop, max_speedup_drop)
+        _check(run_dirs[1], run_dirs[0], how)
         return
-    given = [f for f, v in (("--max-al-drop", max_al_drop), ("--max-speedup-drop", max_speedup_drop)) if v]
-    if given:
-        raise InputError(f"{' and '.join(given)} bound --check: add --check (compare REF RUN --check)")
     from specmeter.workflows.report import compare as compare_runs
 
-    compare_runs(run_dirs, terminal(), allow_different_workloads=allow_different_workloads, plots=plots)
+    compare_runs(run_dirs, terminal(), allow_different_workloads=how.allow_different_workloads, plots=files.plots)
 
 
+@settings(Bounds, "bounds", validate=True)
 def check(
+    bounds: Bounds,
     run_dir: Annotated[Path, typer.Argument()],
     against: Annotated[Path, typer.Option("--against")],
-    max_al_drop: MaxAlDrop = None,
-    max_speedup_drop: MaxSpeedupDrop = None,
 ) -> None:
     """Old form of `compare REF RUN --check`."""
     note("specmeter check RUN --against REF", "specmeter compare REF RUN --check")
-    _check(run_dir, against, max_al_drop, max_speedup_drop)
+    _check(run_dir, against, bounds)

@@ -9,19 +9,19 @@ from typing import Annotated, Any
 
 import typer
 
-from specmeter.cli import options as o
 from specmeter.cli.args import note, terminal
 from specmeter.cli.settings import settings, validated
 from specmeter.common.errors import InputError
 from specmeter.config import flag_text as parse
 from specmeter.config.drafts import Drafts
 from specmeter.config.models import EngineSpec
-from specmeter.config.prediction import DEFAULT_KS, Prediction
+from specmeter.config.prediction import DEFAULT_KS, Fit, Prediction
 from specmeter.config.workload import WorkloadSpec
 
 KS = ",".join(map(str, DEFAULT_KS))  # the Ks predicted where --k is not given
 
 
+@settings(Fit, "fit", validate=True)
 @settings(Prediction, "asked", only=("acceptance", "batches"), validate=True)
 @settings(Drafts, "drafts", only=("k",), defaults={"k": KS})
 @settings(WorkloadSpec, "workload", only=("input_len",))
@@ -29,9 +29,8 @@ def plan(
     workload: dict[str, Any],
     drafts: dict[str, Any],
     asked: Prediction,
+    fit: Fit,
     run_dirs: Annotated[list[Path], typer.Argument(help="Run directories of one engine, target and hardware (a sweep's, or several pooled for the fit); predictions are for the first.")],
-    exclude: o.Exclude = None,
-    calibration: Annotated[Path | None, typer.Option(help="A calibration.json written by an earlier plan (e.g. of runs pooled) instead of fitting again.")] = None,
 ) -> None:
     """What would K, drafters and batch sizes nobody measured do? Predicted from measured runs.
 
@@ -41,11 +40,11 @@ def plan(
     --input-len N: with a run swept over input lengths, the length to predict for (default: the first)."""
     from specmeter.workflows import plan as workflow
 
-    if len(run_dirs) > 1 and calibration is not None:
-        raise InputError(f"--calibration {calibration} with {len(run_dirs)} runs: several runs are pooled into a "
+    if len(run_dirs) > 1 and fit.calibration is not None:
+        raise InputError(f"--calibration {fit.calibration} with {len(run_dirs)} runs: several runs are pooled into a "
                          "calibration of their own; give the runs or --calibration with one run")
     request = workflow.PlanRequest(run_dir=run_dirs[0], ks=drafts["k"], batches=asked.batches,
-                                   acceptance=asked.acceptance, exclude=exclude or [], calibration=calibration,
+                                   acceptance=asked.acceptance, exclude=fit.exclude, calibration=fit.calibration,
                                    input_len=parse.one_length(workload["input_len"], "plan") if workload else None)
     if len(run_dirs) > 1:
         workflow.plan_pooled(run_dirs, request, terminal())
@@ -77,13 +76,14 @@ def estimate(
     workflow.estimate_before_run(request, terminal())
 
 
+@settings(Fit, "fit", only=("exclude",), validate=True)
 def calibrate(
+    fit: Fit,
     run_dirs: Annotated[list[Path], typer.Argument()],
-    exclude: o.Exclude = None,
     out: Annotated[Path | None, typer.Option(help="Where to write calibration.json (default: into the first run directory).")] = None,
 ) -> None:
     """Old form of `plan RUN...` (the fit of runs pooled, without the predictions)."""
     from specmeter.workflows import plan as workflow
 
     note("specmeter calibrate RUN...", "specmeter plan RUN...")
-    workflow.calibrate_runs(run_dirs, exclude or [], out, terminal())
+    workflow.calibrate_runs(run_dirs, fit.exclude, out, terminal())

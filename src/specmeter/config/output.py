@@ -1,5 +1,5 @@
 """What a command puts out: where a measuring command (run, sweep, the demo) writes the new run directory it makes,
-and how every command prints."""
+how every command prints, and the files `report` writes."""
 
 from __future__ import annotations
 
@@ -44,3 +44,32 @@ class Printing(StrictModel):
     def verbosity(self) -> int:
         """Terminal.verbosity: -1 (quiet), 0 or 1 (verbose)."""
         return -1 if self.quiet else 1 if self.verbose else 0
+
+
+def check_output_dir(flag: str, dest: Path | None) -> None:
+    """A directory to write files into must not be a file already."""
+    if dest is not None and dest.exists() and not dest.is_dir():
+        raise InputError(f"{flag} {dest}: that is a file; give a directory to write into, e.g. {flag} "
+                         f"{dest.with_name(dest.stem + '-' + flag.removeprefix('--'))}")
+
+
+class ReportFiles(StrictModel):
+    """Where `report` (and `compare`, its plots) writes a run as files (None: not that kind); refused before
+    anything is read, recomputed or written."""
+
+    html: Annotated[Path | None, Flag("--html")] = Field(
+        default=None, description="Write the one-file HTML report here (plots inlined, works offline).")
+    csv: Annotated[Path | None, Flag("--csv")] = Field(
+        default=None, description="Write requests.csv, points.csv, speedups.csv (and recommendation.csv) into this "
+        "directory.")
+    plots: Annotated[Path | None, Flag("--plots")] = Field(
+        default=None, description="Write the plots (PNG and SVG) into this directory.")
+
+    @model_validator(mode="after")
+    def _writable(self) -> ReportFiles:
+        if self.html is not None and self.html.is_dir():
+            raise InputError(f"--html {self.html}: that is a directory; give the file to write, e.g. "
+                             f"--html {self.html / 'report.html'}")
+        for flag, dest in (("--csv", self.csv), ("--plots", self.plots)):
+            check_output_dir(flag, dest)
+        return self

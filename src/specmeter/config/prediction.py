@@ -1,6 +1,7 @@
 """What a prediction is asked for: the batch sizes and the acceptance (plan and estimate; the Ks are --k, config/
-drafts.py), and before any run the GPU, as a preset or datasheet numbers, the models' configs and how the engine is
-set up (estimate). Each is a field with its flag; a value the estimate cannot use is refused in one line."""
+drafts.py), what plan fits on, and before any run the GPU, as a preset or datasheet numbers, the models' configs and
+how the engine is set up (estimate). Each is a field with its flag; a value the estimate cannot use is refused in
+one line."""
 
 from __future__ import annotations
 
@@ -36,6 +37,17 @@ def _numbers(flag: str, text: str | None, keys: dict[str, str]) -> dict[str, Any
         except ValueError:
             raise InputError(f"{flag} {text!r}: {key.strip()} takes a number, not {value!r}") from None
     return out
+
+
+class Fit(StrictModel):
+    """What `plan` fits its step-cost model on: the runs' measurements but those left out, or a stored fit."""
+
+    exclude: Annotated[list[str], Flag("--exclude")] = Field(
+        default_factory=list, description="Leave this configuration out of the fit and the acceptance profile "
+        "(repeatable): its points are then predicted blind.")
+    calibration: Annotated[Path | None, Flag("--calibration")] = Field(
+        default=None, description="A calibration.json written by an earlier plan (e.g. of runs pooled) instead of "
+        "fitting again.")
 
 
 class PredictionShorthand(StrictModel):

@@ -4,23 +4,15 @@ metric, configuration and point."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from specmeter.analysis.regression import check_runs
 from specmeter.common.errors import RegressionFound
+from specmeter.config.comparison import Bounds
 from specmeter.report.check import render_check
 from specmeter.rundir.run_data import load_run
 from specmeter.workflows.evidence import distinct_runs, require_records
 from specmeter.workflows.terminal import Terminal
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """The largest drops allowed, as fractions (0.02: 2%)."""
-
-    max_al_drop: float = 0.02
-    max_speedup_drop: float = 0.03
 
 
 def check(run_dir: Path, against: Path, bounds: Bounds, term: Terminal) -> None:

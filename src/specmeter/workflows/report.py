@@ -4,11 +4,11 @@ of stored results from their captures belongs here too, beside the outputs that 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from specmeter.analysis.compare import compare_runs
 from specmeter.common.errors import InputError
+from specmeter.config.output import ReportFiles, check_output_dir
 from specmeter.report.compare import render_comparison
 from specmeter.report.console import ConsoleOutput
 from specmeter.report.outputs import output
@@ -17,29 +17,6 @@ from specmeter.rundir.run_data import load_run
 from specmeter.workflows.evidence import distinct_runs, require_records
 from specmeter.workflows.recompute import recompute as recompute_run
 from specmeter.workflows.terminal import Terminal
-
-
-@dataclass(frozen=True)
-class ReportFiles:
-    """Where to write the run as files (None: not that kind)."""
-
-    html: Path | None = None
-    csv: Path | None = None
-    plots: Path | None = None
-
-    def __post_init__(self) -> None:  # refused before anything is read, recomputed or written
-        if self.html is not None and self.html.is_dir():
-            raise InputError(f"--html {self.html}: that is a directory; give the file to write, e.g. "
-                             f"--html {self.html / 'report.html'}")
-        for flag, dest in (("--csv", self.csv), ("--plots", self.plots)):
-            check_output_dir(flag, dest)
-
-
-def check_output_dir(flag: str, dest: Path | None) -> None:
-    """A directory to write files into must not be a file already."""
-    if dest is not None and dest.exists() and not dest.is_dir():
-        raise InputError(f"{flag} {dest}: that is a file; give a directory to write into, e.g. {flag} "
-                         f"{dest.with_name(dest.stem + '-' + flag.removeprefix('--'))}")
 
 
 def report(run_dir: Path, files: ReportFiles, term: Terminal, *, recompute: bool = False) -> None:

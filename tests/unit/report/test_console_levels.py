@@ -14,6 +14,7 @@ import pytest
 from rich.console import Console
 from test_recommend import BATCHES, CLEAR, sweep
 
+from specmeter.config.output import ReportFiles
 from specmeter.report.console import DEFAULT, QUIET, VERBOSE, render
 from specmeter.report.grid import point_label
 from specmeter.report.recommendation import deploy_lines, evidence_table, range_text
@@ -22,7 +23,7 @@ from specmeter.rundir.run_data import RunData, load_run
 from specmeter.rundir.store import RunStore
 from specmeter.schemas.progress import Reporter
 from specmeter.schemas.results import RunSummary
-from specmeter.workflows.report import ReportFiles, report
+from specmeter.workflows.report import report
 from specmeter.workflows.terminal import Terminal
 
 STORED = Path(__file__).resolve().parents[2] / "fixtures" / "runs" / "20261123-180233-demo"
