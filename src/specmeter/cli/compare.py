@@ -15,19 +15,18 @@ from specmeter.common.errors import InputError
 from specmeter.config.comparison import Bounds, Comparison
 from specmeter.config.criteria import Criteria
 from specmeter.config.flags import flagged
-from specmeter.config.output import ReportFiles
+from specmeter.config.output import ReportFiles, Rereading
 
 
-@settings(ReportFiles, "files", validate=True)
+@settings(Rereading, "asked", validate=True)
 def report(
-    files: ReportFiles,
+    asked: Rereading,
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by run, sweep or demo.")],
-    recompute: Annotated[bool, typer.Option(help="First derive every point's metrics and the run's decisions again from the stored captures and requests (summary.json is rewritten; recommendation.json is kept).")] = False,
 ) -> None:
     """What did a run measure? Its report again from the saved results (no server), or as HTML, CSV or plots."""
     from specmeter.workflows import report as workflow
 
-    workflow.report(run_dir, files, terminal(), recompute=recompute)
+    workflow.report(run_dir, asked, terminal(), recompute=asked.recompute)
 
 
 def _check(run_dir: Path, against: Path, bounds: Bounds) -> None:

@@ -12,22 +12,22 @@ from specmeter.cli.args import command_line, note, terminal
 from specmeter.cli.settings import decided_by, settings, validated
 from specmeter.config import flag_text as parse
 from specmeter.config.access import Access
-from specmeter.config.criteria import Criteria
+from specmeter.config.criteria import AnswerRound, Criteria
 from specmeter.config.models import EngineSpec, LoadSpec
 from specmeter.config.schedule import Schedule
-from specmeter.config.tune import Tuning
+from specmeter.config.tune import Tuning, Verification
 
 SweepDir = Annotated[Path, typer.Argument(help="A sweep's run directory.")]
 
 
+@settings(AnswerRound, "ask", validate=True)
 @settings(Criteria, "criteria")
 @settings(LoadSpec, "load", only=("slo",))
 def recommend(
     load: dict[str, Any],
     criteria: dict[str, Any],
+    ask: AnswerRound,
     run_dir: SweepDir,
-    again: Annotated[bool, typer.Option("--again", help="Decide again (e.g. with another --objective): a new round; the earlier ones stay as history.")] = False,
-    round_: Annotated[int | None, typer.Option("--round", min=1, help="Show this round of the run's answer instead of the latest.")] = None,
 ) -> None:
     """Which K should I deploy at each batch size? The run's answer, with the evidence behind every range.
 
@@ -37,10 +37,11 @@ def recommend(
     latest round (verified, corrected or kept) and the earlier ones as history; --again decides a new round."""
     from specmeter.workflows import recommend as workflow
 
-    workflow.recommend(run_dir, decided_by(criteria, load), terminal(), workflow.Ask(again=again, round=round_))
+    workflow.recommend(run_dir, decided_by(criteria, load), terminal(), ask)
 
 
 @settings(Access, "access", validate=True)
+@settings(Verification, "verification", validate=True)
 @settings(Tuning, "tuning", only=("rounds",))
 @settings(Schedule, "schedule", only=("repeats",))
 @settings(Criteria, "criteria")
@@ -53,10 +54,8 @@ def verify(
     schedule: dict[str, Any],
     tuning: dict[str, Any],
     access: Access,
+    verification: Verification,
     run_dir: SweepDir,
-    recommendation: Annotated[Path | None, typer.Option(help="Verify this recommendation.json (e.g. one you edited) as a new round, instead of the run's answer.")] = None,
-    verify_dir: Annotated[Path | None, typer.Option(help="Run directory of the verification (default: a new one inside RUN_DIR).")] = None,
-    every_point: Annotated[bool, typer.Option("--every-point", help="Run every point the sweep measured, also those where every decision behind the table's K was settled (by default the sweep's evidence stands there).")] = False,
     until_stable: Annotated[bool, typer.Option("--until-stable", hidden=True)] = False,
     out: Annotated[Path | None, typer.Option(hidden=True)] = None,
 ) -> None:
@@ -73,13 +72,14 @@ def verify(
     if until_stable:
         note("specmeter verify --until-stable", "specmeter verify --rounds N (corrections are verified until one "
              "holds or the rounds run out)")
+    verify_dir = verification.verify_dir
     if out is not None:
         note("specmeter verify --out DIR", "specmeter verify --verify-dir DIR")
         verify_dir = verify_dir or out
     attach = parse.once(engine.get("endpoint"), "--endpoint", "verify attaches to one server already running the table")
-    workflow.verify(run_dir, workflow.VerifyRequest(criteria=decided_by(criteria, load), given=recommendation,
+    workflow.verify(run_dir, workflow.VerifyRequest(criteria=decided_by(criteria, load), given=verification.recommendation,
                                                     rounds=validated(Tuning, tuning).rounds,
                                                     repeats=schedule.get("repeats"), endpoint=attach, api_key=access.api_key,
-                                                    verify_dir=verify_dir, every_point=every_point,
+                                                    verify_dir=verify_dir, every_point=verification.every_point,
                                                     command=command_line()),
                     terminal())

@@ -26,7 +26,7 @@ DEMO_LOAD = {"concurrency": "1,4,16", "num_prompts": 12, "max_tokens": 96, "max_
 
 @settings(RunOutput, "output", only=("out",), validate=True)
 @settings(Drafts, "drafts", only=("k",), defaults={"k": "2,4"})
-@settings(Tuning, "tuning")
+@settings(Tuning, "tuning", only=("propose", "propose_k", "rounds"))
 @settings(Schedule, "schedule", only=("repeats",))
 @settings(Criteria, "criteria", only=("min_gain", "indifference"), defaults={"min_gain": 0.01})
 @settings(LoadSpec, "load", only=DEMO_LOAD, defaults=DEMO_LOAD)

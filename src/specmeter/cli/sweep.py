@@ -40,8 +40,6 @@ def sweep(
     output: RunOutput,
     access: Access,
     file: Annotated[Path | None, typer.Argument(help="Sweep file (YAML): workload, engine, candidates, load, repeats, interleave.")] = None,
-    verify: Annotated[bool, typer.Option("--verify", help="Then measure the K the step-cost model proposes (--propose), recommend a K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the servers and where each would run (GPUs, tensor parallel, memory fraction), then exit without starting anything.")] = False,
     resume: Annotated[Path | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Which drafter and which K pay, at which load, and where does speculation stop paying?
@@ -65,10 +63,11 @@ def sweep(
     objective = criteria.get("objective")
     key = access.api_key
     tune = validated(Tuning, tuning)
-    slurm = validated(Executor, executor).slurm()
+    where = validated(Executor, executor)
+    slurm = where.slurm()
     checks = VerifyRequest(criteria=decided_by({"objective": objective}, load if objective == "goodput" else {}),
                            rounds=tune.rounds, api_key=key,
-                           off_is_an_answer=True, command=command_line()) if verify else None
+                           off_is_an_answer=True, command=command_line()) if tune.verify else None
     proposals = None
     if checks is not None or tuning.get("propose") or tune.propose_k:  # (without --verify the workflow refuses them)
         proposals = ProposeRequest(budget=tune.propose, k_range=tune.propose_k,
@@ -78,7 +77,7 @@ def sweep(
     decided: dict[str, Any] = {key: criteria[key] for key in ("min_gain", "indifference") if key in criteria}
     workflow.sweep(workflow.SweepRequest(out=output.out, file=file, flags=drafts, top={**schedule, **decided, **top},
                                          name=output.name, engine=engine, api_key=key, load=load, workload=workload,
-                                         dry_run=dry_run, command=command_line(),
+                                         dry_run=where.dry_run, command=command_line(),
                                          verify=checks, propose=proposals, slurm=slurm), terminal())
 
 

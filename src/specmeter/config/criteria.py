@@ -75,3 +75,13 @@ class Criteria(StrictModel):
     def _zone(self) -> Criteria:
         check_indifference(self.indifference, self.min_gain)
         return self
+
+
+class AnswerRound(StrictModel):
+    """Which round of a run's answer `recommend` shows (the latest by default), or a new one it decides."""
+
+    again: Annotated[bool, Flag("--again", negatable=False)] = Field(
+        default=False, description="Decide again (e.g. with another --objective): a new round; the earlier ones stay "
+        "as history.")
+    round: Annotated[int | None, Flag("--round")] = Field(
+        default=None, ge=1, description="Show this round of the run's answer instead of the latest.")

@@ -73,3 +73,11 @@ class ReportFiles(StrictModel):
         for flag, dest in (("--csv", self.csv), ("--plots", self.plots)):
             check_output_dir(flag, dest)
         return self
+
+
+class Rereading(ReportFiles):
+    """What `report` is asked: its files, and whether it first derives the stored results again."""
+
+    recompute: Annotated[bool, Flag("--recompute", negatable=False)] = Field(
+        default=False, description="First derive every point's metrics and the run's decisions again from the stored "
+        "captures and requests (summary.json is rewritten; recommendation.json is kept).")

@@ -40,11 +40,15 @@ class SlurmOptions(BaseModel):
 
 
 class Executor(SlurmOptions):
-    """Where a sweep's plan runs: here, or as Slurm jobs asked for with the Slurm settings, which apply only there."""
+    """Where a sweep's plan runs: here, or as Slurm jobs asked for with the Slurm settings, which apply only there;
+    or nowhere, where only the placement is shown (--dry-run)."""
 
     executor: Annotated[Literal["local", "slurm"], Flag("--executor")] = Field(
         default="local", description="Where the plan runs: local (here, the default) or slurm (jobs submitted with "
         "sbatch, one node each, watched, resubmitted when they end unfinished, merged into the run directory).")
+    dry_run: Annotated[bool, Flag("--dry-run", negatable=False)] = Field(
+        default=False, description="Print the servers and where each would run (GPUs, tensor parallel, memory "
+        "fraction), then exit without starting anything.")
 
     @model_validator(mode="before")
     @classmethod
@@ -58,4 +62,5 @@ class Executor(SlurmOptions):
 
     def slurm(self) -> SlurmOptions | None:
         """The Slurm settings where the plan runs on Slurm (None: here)."""
-        return SlurmOptions.model_validate(self.model_dump(exclude={"executor"})) if self.executor == "slurm" else None
+        on_slurm = self.executor == "slurm"
+        return SlurmOptions.model_validate(self.model_dump(exclude={"executor", "dry_run"})) if on_slurm else None

@@ -3,6 +3,7 @@ proposes, measured head to head, then recommend -> verify -> correct (the demo, 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
@@ -28,3 +29,19 @@ class Tuning(StrictModel):
     rounds: Annotated[int, Flag("--rounds", parse_bounds=True)] = Field(
         default=2, ge=1, description="The most verification rounds: a table verification contradicts is corrected "
         "and verified again.")
+    verify: Annotated[bool, Flag("--verify", negatable=False)] = Field(
+        default=False, description="After a sweep: measure the K the step-cost model proposes (--propose), recommend a "
+        "K per batch size and run that dynamic config (as `specmeter verify`), reusing the sweep's servers.")
+
+
+class Verification(StrictModel):
+    """What `specmeter verify` runs beyond the tune loop's settings: which table, where it writes, which points."""
+
+    recommendation: Annotated[Path | None, Flag("--recommendation")] = Field(
+        default=None, description="Verify this recommendation.json (e.g. one you edited) as a new round, instead of "
+        "the run's answer.")
+    verify_dir: Annotated[Path | None, Flag("--verify-dir")] = Field(
+        default=None, description="Run directory of the verification (default: a new one inside RUN_DIR).")
+    every_point: Annotated[bool, Flag("--every-point", negatable=False)] = Field(
+        default=False, description="Run every point the sweep measured, also those where every decision behind the "
+        "table's K was settled (by default the sweep's evidence stands there).")

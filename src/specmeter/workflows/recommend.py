@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from specmeter.analysis.by_length import per_length
 from specmeter.analysis.proposed import judged
 from specmeter.analysis.recommend import recommend as decide_table
 from specmeter.common.errors import InputError
-from specmeter.config.criteria import Criteria, check_indifference
+from specmeter.config.criteria import AnswerRound, Criteria, check_indifference
 from specmeter.config.files import build_model
 from specmeter.config.flags import flagged
 from specmeter.engines.deploy import sweep_engine, with_deploy_configs
@@ -91,19 +90,12 @@ def read_recommendation(path: Path) -> Recommendation:
     return rec
 
 
-@dataclass(frozen=True)
-class Ask:
-    """What `specmeter recommend` was asked beyond the criteria: decide again (a new round), or show one round."""
-
-    again: bool = False
-    round: int | None = None
-
-
-def recommend(run_dir: Path, criteria: Criteria, term: Terminal, ask: Ask = Ask()) -> Recommendation:
+def recommend(run_dir: Path, criteria: Criteria, term: Terminal, ask: AnswerRound | None = None) -> Recommendation:
     """The command: the run's answer (decided as round 1 where there is none, or as a new round with --again),
     with its evidence, what to deploy and the earlier rounds (or the JSON); a new round joins the run's page."""
     load_summary(run_dir)  # a damaged run is refused by every command, also where only its answer is shown
     current = read_answer(run_dir)
+    ask = ask or AnswerRound()
     if ask.round is not None:
         if current is None:
             raise InputError(f"--round {ask.round}: {run_dir} has no recommendation yet; `specmeter recommend "
