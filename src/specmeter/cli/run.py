@@ -15,8 +15,10 @@ from specmeter.config import flag_text as parse
 from specmeter.config.access import Access
 from specmeter.config.criteria import Criteria
 from specmeter.config.drafts import Drafts
+from specmeter.config.endpoints import BaselineServer
 from specmeter.config.models import LoadSpec
 from specmeter.config.output import RunOutput
+from specmeter.config.run import RunOptions
 from specmeter.config.schedule import Schedule
 from specmeter.config.tune import Tuning
 
@@ -63,6 +65,8 @@ def demo(
 @settings(Access, "access", validate=True)
 @settings(RunOutput, "output", validate=True)
 @settings(Drafts, "drafts", only=("spec",))
+@settings(BaselineServer, "server", validate=True)
+@settings(RunOptions, "asked", validate=True)
 @measuring
 def run(
     engine: dict[str, Any],
@@ -72,11 +76,8 @@ def run(
     output: RunOutput,
     access: Access,
     drafts: dict[str, Any],
-    config: Annotated[Path | None, typer.Option("--config", help="YAML file with engine/spec/workload/load sections (flags override it).")] = None,
-    baseline: Annotated[bool, typer.Option(help="Also run the same engine with speculation off, for the speedup.")] = True,
-    baseline_endpoint: Annotated[list[str] | None, typer.Option(help="Attach mode: a server with speculation off, for the speedup (repeat it for replicas).")] = None,
-    compare_random: Annotated[bool, typer.Option("--compare-random", help="Also run the same config on random tokens of the dataset's lengths, side by side: how much of the speedup is the workload's.")] = False,
-    vocab_size: Annotated[int | None, typer.Option(help="With --compare-random: the target's vocabulary size (read from a local model if not given).")] = None,
+    server: BaselineServer,
+    asked: RunOptions,
     resume: Annotated[Path | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """What does one speculative config gain over speculation off, on my workload and server?
@@ -91,24 +92,24 @@ def run(
 
     one_spec = parse.once(drafts.get("spec"), "--spec", "run measures one speculative config (`specmeter sweep` takes several)")
     workflow.run(workflow.RunRequest(
-        config_file=config, engine=engine, spec_json=one_spec, load=load, out=output.out, name=output.name,
+        config_file=asked.config, engine=engine, spec_json=one_spec, load=load, out=output.out, name=output.name,
         workload=workload,
-        baseline=baseline, baseline_endpoint=baseline_endpoint, schedule=validated(Schedule, schedule),
+        baseline=asked.baseline, baseline_endpoint=server.baseline_endpoint, schedule=validated(Schedule, schedule),
         api_key=access.api_key, command=command_line(),
-        compare_random=compare_random, vocab_size=vocab_size,
+        compare_random=asked.compare_random, vocab_size=asked.vocab_size,
     ), terminal())
 
 
 def compare_workloads(**flags: Any) -> None:
     """Old form of `run --compare-random`."""
     note("specmeter compare-workloads ...", "specmeter run --compare-random ...")
-    run(**flags, compare_random=True)
+    run(**flags, asked__compare_random=True)  # the option's parameter, as settings() names it
 
 
 # compare-workloads takes run's options (minus the two it sets), so the two commands cannot drift apart.
 compare_workloads.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     [p for name, p in inspect.signature(run, eval_str=True).parameters.items()
-     if name not in {"resume", "compare_random"}]
+     if name not in {"resume", "asked__compare_random"}]
 )
 
 

@@ -22,7 +22,7 @@ from specmeter.plans.sweep import SweepSpec
 @settings(Access, "access", validate=True)
 @settings(RunOutput, "output", validate=True)
 @settings(Executor, "executor")
-@settings(SweepSpec, "top", only=("ceiling", "gpus"))
+@settings(SweepSpec, "top", only=("ceiling", "gpus", "baseline_endpoint"))
 @settings(Tuning, "tuning")
 @settings(Drafts, "drafts", validate=True)
 @settings(Criteria, "criteria", only=("objective", "min_gain", "indifference"))

@@ -8,7 +8,13 @@ from here), so every place that sets an endpoint normalizes it the same way.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator
+
+from specmeter.config.flags import Flag
+from specmeter.config.points import StrictModel
 
 # What a config file, a flag or a stored plan may give: a URL, or a list of the replicas' URLs.
 Endpoint = str | list[str]
@@ -62,3 +68,14 @@ def endpoint_label(value: Endpoint | None) -> str | None:
     if not urls:
         return None
     return urls[0] if len(urls) == 1 else f"{urls[0]} (+{len(urls) - 1} replicas)"
+
+
+class BaselineServer(StrictModel):
+    """Attach mode's speculation-off server, for the speedup: a sweep file's top-level key, and run's and sweep's
+    flag."""
+
+    baseline_endpoint: Annotated[Endpoint | None, Flag("--baseline-endpoint")] = Field(
+        default=None, description="Attach mode: a server with speculation off, for the speedup (repeat it for "
+        "replicas; a file's list: its data-parallel replicas).")
+
+    _baseline_endpoint = field_validator("baseline_endpoint")(normalize_endpoint)

@@ -56,7 +56,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from specmeter.common.errors import InputError, validation_message
-from specmeter.config.endpoints import Endpoint, normalize_endpoint
+from specmeter.config.endpoints import BaselineServer, Endpoint, normalize_endpoint
 from specmeter.config.files import build_model, load_yaml
 from specmeter.config.flags import Flag
 from specmeter.config.k_range import measured_spread, parse_k_range
@@ -176,14 +176,12 @@ def _values(value: Any) -> list[Any]:
     return [value]
 
 
-class SweepSpec(Schedule):
+class SweepSpec(Schedule, BaselineServer):
     """A sweep file: a workload, an engine and target, candidates, load points, and how they run (repeats,
     interleave)."""
 
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     engine: EngineSpec
-    baseline_endpoint: Endpoint | None = Field(default=None, description="Attach: a speculation-off server (a "
-                                               "list: its data-parallel replicas).")
     candidates: list[CandidateSpec] = Field(min_length=1)
     load: LoadSpec = Field(default_factory=LoadSpec)
     seed: int | None = Field(default=None, description="Sets load.seed: sampling, selection and arrivals.")
@@ -208,8 +206,6 @@ class SweepSpec(Schedule):
         if isinstance(value, list) and not any(isinstance(v, bool) for v in value):
             value = ",".join(str(v) for v in value)
         return parse_gpu_ids(value, "gpus") if isinstance(value, str) else value
-
-    _baseline_endpoint = field_validator("baseline_endpoint")(normalize_endpoint)
 
     @model_validator(mode="after")
     def _servable(self) -> SweepSpec:
