@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -15,8 +14,9 @@ from typer.exceptions import Abort
 from specmeter import __version__
 from specmeter.cli import compare, plan, recommend, run, sweep, vocab
 from specmeter.cli.args import console, err_console, note, terminal
-from specmeter.cli.settings import speaking
+from specmeter.cli.settings import settings, speaking
 from specmeter.common.errors import SpecmeterError
+from specmeter.config.preparation import Preparation
 
 # The old `plan --hardware ...` (before any run) is `estimate` now; these flags tell it from `plan RUN`.
 ESTIMATE_FLAGS = ("--hardware", "--gpu", "--target-config")
@@ -80,21 +80,20 @@ data_app = typer.Typer(help="Prepare a benchmark dataset, once, with network, be
                        no_args_is_help=True)
 
 
+@settings(Preparation, "asked", validate=True)
 def data_prepare(
+    asked: Preparation,
     dataset: Annotated[str, typer.Argument(help="Dataset to prepare: speed-bench.")],
-    subset: Annotated[str, typer.Option(help="The dataset's subset: qualitative, throughput_1k/2k/8k/16k/32k, or all.")] = "qualitative",
-    revision: Annotated[str | None, typer.Option(help="Dataset revision (commit) to pin.")] = None,
-    out: Annotated[Path, typer.Option(help="Directory that receives the prepared JSONL files and their manifest.")] = Path("data/speed-bench"),
-    seed: Annotated[int, typer.Option(help="Seed for anything sampled while filling rows.")] = 0,
     config: Annotated[str | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Download a hub dataset with `datasets`, fill or drop placeholder rows, write JSONL + manifest."""
     from specmeter.workflows.data import prepare_dataset
 
+    subset = asked.subset
     if config is not None:
         note("specmeter data prepare --config NAME", "specmeter data prepare --subset NAME")
         subset = config
-    prepare_dataset(dataset, subset, revision, out, seed, terminal())
+    prepare_dataset(dataset, subset, asked.revision, asked.out, asked.seed, terminal())
 
 
 # The map, in the order a user needs it (typer lists commands as registered): at most 12 visible.

@@ -1,26 +1,32 @@
-"""Settings declared once, on their model fields (config/flags.py, cli/settings.py): every flagged LoadSpec,
-EngineSpec and WorkloadSpec field is an option of `run` and `sweep` (the demo, verify, estimate and vocab: the ones
-they take), with the field's description as its help, declared nowhere else in the command line; and a value given
-reaches the model the run measures with, over a file's."""
+"""Settings declared once, on their model fields (config/flags.py, cli/settings.py): every option of every command
+is made from a flagged field, with the field's description as its help, and a setting is one field; every flagged
+LoadSpec, EngineSpec and WorkloadSpec field is an option of `run` and `sweep` (the demo, verify, estimate and vocab:
+the ones they take); and a value given reaches the model the run measures with, over a file's."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import typer.main
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 from typer.testing import CliRunner
 
+import specmeter.config
 from specmeter.cli import app
 from specmeter.cli import run as run_cli
 from specmeter.common.errors import InputError
 from specmeter.config.criteria import Criteria
-from specmeter.config.flags import flagged
+from specmeter.config.flags import Flag, flagged
 from specmeter.config.models import EngineSpec, LoadSpec
 from specmeter.config.schedule import Schedule
 from specmeter.config.tune import Tuning
 from specmeter.config.workload import WorkloadSpec
+from specmeter.plans.sweep import SweepSpec
 
 LOAD = list(flagged(LoadSpec))
 SETTINGS = [*LOAD, *flagged(EngineSpec), *flagged(WorkloadSpec), *flagged(Schedule)]  # run's and sweep's alike
@@ -57,13 +63,68 @@ def test_each_flag_is_one_field() -> None:
 def test_no_setting_is_declared_again_in_the_command_line() -> None:
     """Wherever a command takes a flagged setting's flag, the option is the one made from its field."""
     names = {flag.name for model in MODELS for _name, _info, flag in flagged(model)}
-    group: Any = typer.main.get_command(app)
-    commands = [(name, c) for name, c in group.commands.items() if not hasattr(c, "commands")]
-    commands += [(f"data {name}", c) for name, c in group.commands["data"].commands.items()]
-    for name, command in commands:
+    for name, command in commands(typer.main.get_command(app)):
         for param in command.params:
             if set(param.opts) & names:
                 assert param.name.partition("__")[0] in INTO, f"{name} declares {param.opts} again"
+
+
+def commands(group: Any, path: str = "") -> list[tuple[str, Any]]:
+    """Every command of the tree (data's too), hidden ones included, with its full name."""
+    out = []
+    for name, command in group.commands.items():
+        full = f"{path} {name}".strip()
+        out += commands(command, full) if hasattr(command, "commands") else [(full, command)]
+    return out
+
+
+def config_models() -> list[type[BaseModel]]:
+    """Every model a flag is declared on: config's (each module of the package walked) and the sweep file's."""
+    found: dict[str, type[BaseModel]] = {}
+    for module in pkgutil.iter_modules(specmeter.config.__path__):
+        loaded = importlib.import_module(f"specmeter.config.{module.name}")
+        for value in vars(loaded).values():
+            if isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == loaded.__name__:
+                found[value.__qualname__] = value
+    return [*found.values(), SweepSpec]
+
+
+def declared(model: type[BaseModel]) -> list[tuple[str, FieldInfo, Flag]]:
+    """The flagged fields the model declares itself (not those it inherits)."""
+    own = {name for name in model.__annotations__} if "__annotations__" in vars(model) else set()
+    return [(name, info, flag) for name, info, flag in flagged(model) if name in own]
+
+
+def visible_options() -> list[tuple[str, Any]]:
+    """Every visible option of every visible command, with the command's name; --help aside."""
+    group: Any = typer.main.get_command(app)
+    out = []
+    for path, command in commands(group):
+        if not command.hidden:
+            out += [(path, p) for p in command.params
+                    if p.param_type_name == "option" and not p.hidden and p.name != "help"]
+    return out
+
+
+def test_every_option_of_every_command_is_made_from_a_model_field() -> None:
+    """No command declares an option by hand: each visible one is a flagged field's, with its description as help."""
+    fields = {(flag.name, info.description) for model in config_models() for _n, info, flag in declared(model)}
+    for command, option in visible_options():
+        flag = next(o for o in option.opts if o.startswith("--"))
+        assert (flag, option.help) in fields, f"{command} {flag}: an option not made from a model field"
+        assert "__" in option.name, f"{command} {flag}: declared in the command, not made by settings()"
+
+
+def test_each_setting_is_declared_on_exactly_one_field() -> None:
+    """A setting is one field: no flag is declared on two models with the same meaning (the same help), and the
+    commands that share a flag share its field."""
+    declarations = [(flag.name, info.description) for model in config_models() for _n, info, flag in declared(model)]
+    assert len(declarations) == len(set(declarations)), sorted(d for d in declarations if declarations.count(d) > 1)
+    helps: dict[str, set[str | None]] = {}
+    for _command, option in visible_options():
+        helps.setdefault(option.opts[0], set()).add(option.help)
+    shared = {"--out", "--seed"}  # data prepare's output directory and seed: settings of their own
+    assert {flag for flag, texts in helps.items() if len(texts) > 1} <= shared
 
 
 def test_a_flag_reaches_the_run_and_the_sweep_over_their_files(monkeypatch: pytest.MonkeyPatch,
@@ -194,3 +255,19 @@ def test_top_k_is_one_field_from_the_command_line_and_the_file_to_the_request(tm
     assert "top_k" in LOAD_FIELDS  # two runs sampled differently are not the same workload
     with pytest.raises(InputError, match="top_k"):
         build_plan_inputs(None, {"model": "m"}, None, {"top_k": 0})
+
+
+def test_run_and_sweep_both_take_the_baseline_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One field (config/endpoints.py BaselineServer): run's flag, and a sweep's, over its file's key."""
+    asked: dict[str, Any] = {}
+    monkeypatch.setattr("specmeter.workflows.run.run", lambda req, term: asked.setdefault("run", req))
+    monkeypatch.setattr("specmeter.workflows.sweep.sweep", lambda req, term: asked.setdefault("sweep", req))
+    base, spec = "http://127.0.0.1:9", '{"method": "ngram", "num_speculative_tokens": 2, "endpoint": "http://h:1"}'
+    for argv in (["run", "--endpoint", "http://h:1", "--baseline-endpoint", base],
+                 ["sweep", "--model", "m", "--spec", spec, "--baseline-endpoint", base]):
+        result = CliRunner().invoke(app, argv)
+        assert result.exit_code == 0, result.output
+    assert asked["run"].baseline_endpoint == base
+    from specmeter.workflows.sweep import sweep_spec
+
+    assert sweep_spec(asked["sweep"]).baseline_endpoint == base
