@@ -232,17 +232,24 @@ class EngineLauncher(ABC):
 
     def deploy_config(self, dynamic: SpecConfig | None, static: SpecConfig | None,
                       slots: int | None) -> DeployConfig | None:
-        """What to launch for a drafter's recommendation: its table where the engine takes a K per batch size,
-        else its static K; None: speculation off (a table that drafts nowhere, or static K = 0)."""
-        if self.per_batch_k:
-            return None if dynamic is None else self.deploy_spec(dynamic, slots)
+        """What to launch for a drafter's recommendation: its table where the engine runs it, else its static K;
+        None: speculation off (a table that drafts nowhere, or static K = 0)."""
+        if self.per_batch_k and dynamic is None:
+            return None
+        why = None if dynamic is None else self.schedule_refusal(dynamic)
+        if dynamic is not None and why is None:
+            return self.deploy_spec(dynamic, slots)
         if static is None:
             return None
         out = self.deploy_spec(static, slots)
-        if dynamic is not None:
-            out.notes.insert(0, f"{self.name} has no per-batch K: static K={static.k} at every batch size; the "
-                                "table's ranges are the evidence, not a setting")
+        if why is not None:
+            out.notes.insert(0, f"{why}: static K={static.k} at every batch size; the table's ranges are the "
+                                "evidence, not a setting")
         return out
+
+    def schedule_refusal(self, table: SpecConfig) -> str | None:
+        """Why the engine cannot run this K table (None: it can)."""
+        return None if self.per_batch_k else f"{self.name} has no per-batch K"
 
     def server_env(self, engine: EngineSpec) -> dict[str, str]:
         """Extra environment for a launched server (on top of the caller's)."""

@@ -96,6 +96,28 @@ def _dynamic_tree(spec: SpecConfig) -> dict[str, Any] | None:
     return {"use_dynamic_tree": True, "dynamic_tree_max_topK": tree.topk, "max_total_draft_tokens": tree.size}
 
 
+def _draft_len_schedule(spec: SpecConfig) -> dict[int, int] | None:
+    """A K table as TensorRT-LLM's draft_len_schedule: each range's largest batch size -> its K, a trailing K = 0
+    left to the schedule's own "above the largest key, draft 0"."""
+    table = list(spec.num_speculative_tokens_per_batch_size or [])
+    while table and table[-1][2] == 0:
+        table.pop()
+    return {end: k for _start, end, k in table} or None
+
+
+def _unschedulable(spec: SpecConfig) -> bool:
+    """Whether the table is one draft_len_schedule cannot hold: its smallest key drafts max_draft_len (K)."""
+    table = spec.num_speculative_tokens_per_batch_size or []
+    return bool(table) and table[0][2] != spec.k
+
+
+def _unschedulable_reason(spec: SpecConfig) -> str:
+    first = (spec.num_speculative_tokens_per_batch_size or [(1, 1, 0)])[0]
+    return (f"trtllm's draft_len_schedule drafts max_draft_len (num_speculative_tokens={spec.k}) at its smallest "
+            f"batch sizes, but the table drafts K={first[2]} for [{first[0]}, {first[1]}]: give num_speculative_tokens "
+            f"{first[2]} with a table whose Ks do not exceed it, or deploy the static K")
+
+
 # EngineSpec -> the YAML's statistics and engine settings.
 ENGINE_OPTIONS: tuple[Row[EngineSpec], ...] = (
     Flag("enable_iter_perf_stats", fixed(True)),
@@ -115,13 +137,13 @@ ENGINE_FLAGS: tuple[Row[EngineSpec], ...] = (
 
 # An enabled SpecConfig -> the YAML's `speculative_config`; `extra` last, so its keys override.
 SPECULATIVE_CONFIG: tuple[Row[SpecConfig], ...] = (
-    Unsupported("num_speculative_tokens_per_batch_size", "trtllm has no per-batch-size K "
-                "(num_speculative_tokens_per_batch_size); remove it or use engine vllm"),
+    Unsupported("num_speculative_tokens_per_batch_size", _unschedulable_reason, when=_unschedulable),
     Unsupported("draft_tensor_parallel_size", "trtllm has no draft_tensor_parallel_size; remove it"),
     Unsupported("prompt_lookup_min", "trtllm's NGram has no minimum match size (prompt_lookup_min); give only "
                 "prompt_lookup_max (max_matching_ngram_size)"),
     Flag("decoding_type", "method", write=_DECODING_TYPES.__getitem__),
     Flag("max_draft_len", "k"),
+    Flag("draft_len_schedule", _draft_len_schedule),
     Flag("speculative_model_dir", "draft_model"),
     Flag("eagle_choices", _choices),
     Each(_dynamic_tree),
@@ -145,6 +167,7 @@ SPECULATIVE_OPTIONS: tuple[Row[SpecConfig], ...] = (
 
 class TRTLLMLauncher(EngineLauncher):
     name = "trtllm"
+    per_batch_k = True  # speculative_config.draft_len_schedule
     batch_limit_flags = ("--max_batch_size",)
     shared_gpu_note = PlacementNote(
         "trtllm's free_gpu_memory_fraction is a share of the memory still free when the server starts, so "
@@ -183,13 +206,22 @@ class TRTLLMLauncher(EngineLauncher):
                              f"nodes (max_total_draft_tokens <= dynamic_tree_max_topK x max_draft_len); give "
                              f"tree.nodes <= {tree.topk * tree.max_depth}")
 
+    def schedule_refusal(self, table: SpecConfig) -> str | None:
+        return _unschedulable_reason(table) if _unschedulable(table) else None
+
     def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
         self.check_deployable(spec)
         self.check_method(spec)
         notes = (["eagle_choices (a fixed tree) is deprecated in TensorRT-LLM and to be removed in release 1.4; a "
                   "tree grown each step (topk, depth, nodes) is its successor"]
                  if spec.tree is not None and spec.tree.fixed else [])
-        return DeployConfig(engine=self.name, dynamic=False, k=spec.k, flags=["--extra_llm_api_options", DEPLOY_YAML],
+        dynamic = spec.num_speculative_tokens_per_batch_size is not None
+        if dynamic:
+            notes.append("draft_len_schedule maps each range's largest batch size to its K (batches above the "
+                         "largest key draft 0), as current TensorRT-LLM reads it (llm_args.py, DecodingBaseConfig); "
+                         "1.2 read each key as a range's smallest batch size and required key 1: check your build's "
+                         "llm_args.py before deploying")
+        return DeployConfig(engine=self.name, dynamic=dynamic, k=spec.k, flags=["--extra_llm_api_options", DEPLOY_YAML],
                             config=self.speculative_options(spec), config_file=DEPLOY_YAML, notes=notes)
 
     @staticmethod

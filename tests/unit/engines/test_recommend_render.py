@@ -114,7 +114,7 @@ def test_llamacpp_without_a_known_slot_count_leaves_np_to_the_reader() -> None:
     assert "-np" not in best.deploy.flags and any("set -np" in n for n in best.deploy.notes)
 
 
-def test_sglang_and_trtllm_get_their_static_flags() -> None:
+def test_sglang_gets_its_static_flags_and_trtllm_its_schedule() -> None:
     summary, records = sweep(CLEAR, BATCHES)
     neutral = recommend(summary, records)
     assert neutral.best is not None and neutral.best.static_spec is not None
@@ -128,9 +128,13 @@ def test_sglang_and_trtllm_get_their_static_flags() -> None:
     trtllm = with_deploy_configs(neutral, "trtllm").best
     assert trtllm is not None and trtllm.deploy is not None and trtllm.deploy.config is not None
     assert trtllm.deploy.flags == ["--extra_llm_api_options", trtllm.deploy.config_file]
-    options = yaml.safe_load(yaml.safe_dump(trtllm.deploy.config))
-    assert options["speculative_config"]["decoding_type"] == "DraftTarget"
-    assert options["speculative_config"]["max_draft_len"] == k
+    options = yaml.safe_load(yaml.safe_dump(trtllm.deploy.config))["speculative_config"]
+    assert options["decoding_type"] == "DraftTarget" and trtllm.deploy.dynamic
+    assert neutral.best.spec is not None and options["max_draft_len"] == neutral.best.spec.k
+    table = neutral.best.spec.num_speculative_tokens_per_batch_size or []
+    schedule = options["draft_len_schedule"]  # TensorRT-LLM drafts the smallest key's K at or above the batch, else 0
+    assert all(next((v for key, v in sorted(schedule.items()) if end <= key), 0) == tk for _s, end, tk in table)
+    assert trtllm.static_deploy is not None and trtllm.static_deploy.config["speculative_config"]["max_draft_len"] == k
     assert sglang.speculative_config is None and trtllm.speculative_config is None
 
 

@@ -112,7 +112,7 @@ def test_a_method_trtllm_lacks_is_refused_with_the_supported_list(method: str) -
 
 @pytest.mark.parametrize("spec", [
     SpecConfig(method="ngram", num_speculative_tokens=4, prompt_lookup_min=2),
-    SpecConfig(method="ngram", num_speculative_tokens=4, num_speculative_tokens_per_batch_size=[[1, 4, 4]]),
+    SpecConfig(method="ngram", num_speculative_tokens=4, num_speculative_tokens_per_batch_size=[[1, 4, 2]]),
     SpecConfig(method="draft_model", num_speculative_tokens=4, draft_model="d", draft_tensor_parallel_size=1),
 ])
 def test_settings_trtllm_cannot_honour_are_refused(spec: SpecConfig) -> None:
