@@ -90,6 +90,11 @@ class SpecConfig(StrictModel):
     tree: TreeDraft | None = Field(
         default=None, description="Draft a token tree each step instead of one chain: {topk, depth, nodes} or "
         "{choices: [...]}; K (num_speculative_tokens) is then the tree's depth (EAGLE-style methods only).")
+    adaptive: bool = Field(
+        default=False, description="The engine's own adaptive speculation, K the most it drafts: vLLM's "
+        "enable_adaptive_verification (GPU builds), SGLang's --speculative-adaptive, TensorRT-LLM's acceptance "
+        "threshold (with extra acceptance_window and acceptance_length_threshold); llama.cpp's confidence floor is "
+        "extra spec_draft_p_min at any K instead.")
     extra: dict[str, Any] = Field(default_factory=dict, description="Passed through to the engine as is.")
 
     @property
@@ -170,7 +175,8 @@ class SpecConfig(StrictModel):
             return f"{self.method.value} {self.tree.label()}{dyn}"
         dyn = " dynamic" if self.num_speculative_tokens_per_batch_size else ""
         synth = f" {self.synthetic_acceptance.label(self.k)}" if self.synthetic_acceptance else ""
-        return f"{self.method.value} K={self.k}{dyn}{synth}"
+        adaptive = " adaptive" if self.adaptive else ""
+        return f"{self.method.value} K={self.k}{dyn}{adaptive}{synth}"
 
 
 class EngineSpec(StrictModel):

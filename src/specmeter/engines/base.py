@@ -202,6 +202,8 @@ class EngineLauncher(ABC):
     per_batch_k: bool = False
     # Whether the engine can accept drafts at random with set rates instead of verifying them.
     synthetic: bool = False
+    # Why the engine runs no `adaptive` speculation of its own, and what to give instead (None: it does).
+    no_adaptive: str | None = "this engine has no adaptive speculation of its own; drop adaptive"
     # Why the engine drafts no token trees (an engine that draws them overrides `check_tree`).
     no_tree: str = "it drafts one chain of K tokens per step"
     # The engine's own flags for what EngineSpec.tensor_parallel_size and memory_fraction set: placement refuses
@@ -292,6 +294,8 @@ class EngineLauncher(ABC):
                              "synthetic_acceptance runs on llamacpp (llama-server) and on GPU builds of vllm")
         if spec.drafts_tree:
             self.check_tree(spec)
+        if spec.adaptive and self.no_adaptive is not None:
+            raise InputError(f"{self.name}: adaptive: {self.no_adaptive}")
 
     def check_tree(self, spec: SpecConfig) -> None:
         """Refuse a tree this engine cannot draw, naming what it takes; an engine that draws trees overrides this

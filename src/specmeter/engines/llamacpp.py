@@ -172,6 +172,9 @@ def _binary() -> str:
 
 class LlamaCppLauncher(EngineLauncher):
     name = "llamacpp"
+    no_adaptive = ("llama-server stops a draft where the draft model's confidence falls below its floor at any K: "
+                   "drop adaptive and give the floor as extra spec_draft_p_min (--spec-draft-p-min), one candidate per "
+                   "floor")
     batch_limit_flags = ("-np", "--parallel")  # llama.cpp's slots
     shared_gpu_note = PlacementNote(
         "llamacpp has no memory fraction: each server's KV cache is its context (-c), the same for every "

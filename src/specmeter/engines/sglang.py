@@ -147,12 +147,14 @@ SPECULATION_FLAGS: tuple[Row[SpecConfig], ...] = (
     Flag("--speculative-num-steps", "k", when=_chain),
     Flag("--speculative-eagle-topk", fixed(1), when=_chain),
     Flag("--speculative-num-draft-tokens", _chain_width, when=_chain),
+    Flag("--speculative-adaptive", "adaptive"),
     Each("extra", name=dashed),
 )
 
 
 class SGLangLauncher(EngineLauncher):
     name = "sglang"
+    no_adaptive = None  # --speculative-adaptive (its tiers per batch size: extra speculative_adaptive_config)
     batch_limit_flags = ("--max-running-requests",)
     methods = tuple(_ALGORITHMS)
     placement_flags = ("--tp-size", "--tensor-parallel-size", "--tp", "--mem-fraction-static")

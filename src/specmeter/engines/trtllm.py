@@ -111,6 +111,11 @@ def _unschedulable(spec: SpecConfig) -> bool:
     return bool(table) and table[0][2] != spec.k
 
 
+def _threshold_missing(spec: SpecConfig) -> bool:
+    """Whether an adaptive spec lacks the rolling acceptance threshold trtllm's adaptive speculation is."""
+    return spec.adaptive and not {"acceptance_window", "acceptance_length_threshold"} <= set(spec.extra)
+
+
 def _unschedulable_reason(spec: SpecConfig) -> str:
     first = (spec.num_speculative_tokens_per_batch_size or [(1, 1, 0)])[0]
     return (f"trtllm's draft_len_schedule drafts max_draft_len (num_speculative_tokens={spec.k}) at its smallest "
@@ -138,6 +143,10 @@ ENGINE_FLAGS: tuple[Row[EngineSpec], ...] = (
 # An enabled SpecConfig -> the YAML's `speculative_config`; `extra` last, so its keys override.
 SPECULATIVE_CONFIG: tuple[Row[SpecConfig], ...] = (
     Unsupported("num_speculative_tokens_per_batch_size", _unschedulable_reason, when=_unschedulable),
+    Unsupported("adaptive", "trtllm's adaptive speculation turns it off once a rolling acceptance length falls below "
+                "a threshold: give extra acceptance_window (completed requests averaged) and "
+                "acceptance_length_threshold (the AL), e.g. {acceptance_window: 64, acceptance_length_threshold: 1.5}",
+                when=_threshold_missing),
     Unsupported("draft_tensor_parallel_size", "trtllm has no draft_tensor_parallel_size; remove it"),
     Unsupported("prompt_lookup_min", "trtllm's NGram has no minimum match size (prompt_lookup_min); give only "
                 "prompt_lookup_max (max_matching_ngram_size)"),
@@ -167,6 +176,7 @@ SPECULATIVE_OPTIONS: tuple[Row[SpecConfig], ...] = (
 
 class TRTLLMLauncher(EngineLauncher):
     name = "trtllm"
+    no_adaptive = None  # its acceptance threshold: acceptance_window and acceptance_length_threshold in `extra`
     per_batch_k = True  # speculative_config.draft_len_schedule
     batch_limit_flags = ("--max_batch_size",)
     shared_gpu_note = PlacementNote(

