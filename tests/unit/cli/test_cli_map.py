@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import typer.main
+from command_tree import commands
 from in_process import specmeter
 from typer.testing import CliRunner
 
@@ -24,15 +25,6 @@ MAP = ["demo", "run", "sweep", "resume", "recommend", "verify", "report", "compa
        "data"]
 STORED = Path(__file__).resolve().parents[2] / "fixtures" / "runs" / "20261123-180233-demo"
 MODELS = Path(__file__).resolve().parents[3] / "models"
-
-
-def commands(group: Any, path: str = "") -> list[tuple[str, Any]]:
-    """Every command of the tree (subcommands of `data` included), hidden ones too, with its full name."""
-    out = []
-    for name, command in group.commands.items():
-        full = f"{path} {name}".strip()
-        out += commands(command, full) if hasattr(command, "commands") else [(full, command)]
-    return out
 
 
 def test_the_map_lists_at_most_twelve_commands_in_the_order_a_user_needs_them() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import typer.main
+from command_tree import commands
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from typer.testing import CliRunner
@@ -67,15 +68,6 @@ def test_no_setting_is_declared_again_in_the_command_line() -> None:
         for param in command.params:
             if set(param.opts) & names:
                 assert param.name.partition("__")[0] in INTO, f"{name} declares {param.opts} again"
-
-
-def commands(group: Any, path: str = "") -> list[tuple[str, Any]]:
-    """Every command of the tree (data's too), hidden ones included, with its full name."""
-    out = []
-    for name, command in group.commands.items():
-        full = f"{path} {name}".strip()
-        out += commands(command, full) if hasattr(command, "commands") else [(full, command)]
-    return out
 
 
 def config_models() -> list[type[BaseModel]]:
