@@ -1,8 +1,9 @@
 """Options made from the config models' fields: a field with a Flag (config/flags.py) is an option of every command
 that takes its model, with the field's description as its help and the field's default shown. The command
 receives the values given, as one dict of field names (`load={"warmup": 3}`), which the file-plus-flags merge lays
-over the file's section (flags win, then the file, then the field's default), and the model validates: a setting
-is declared once, on its field."""
+over the file's section (flags win, then the file, then the field's default), and the model validates; or, where no
+file lies under them, the validated model itself. A setting is declared once, on its field: no command declares
+an option of its own (tests/unit/cli/test_settings.py walks the tree)."""
 
 from __future__ import annotations
 
