@@ -90,11 +90,15 @@ class SpecConfig(StrictModel):
     tree: TreeDraft | None = Field(
         default=None, description="Draft a token tree each step instead of one chain: {topk, depth, nodes} or "
         "{choices: [...]}; K (num_speculative_tokens) is then the tree's depth (EAGLE-style methods only).")
+    draft_p_min: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="Draft model: stop a step's draft where the draft's probability "
+        "of its next token falls below this floor (llama.cpp --spec-draft-p-min; a list in a sweep file: one "
+        "candidate per floor). None: the engine's default.")
     adaptive: bool = Field(
         default=False, description="The engine's own adaptive speculation, K the most it drafts: vLLM's "
         "enable_adaptive_verification (GPU builds), SGLang's --speculative-adaptive, TensorRT-LLM's acceptance "
         "threshold (with extra acceptance_window and acceptance_length_threshold); llama.cpp's confidence floor is "
-        "extra spec_draft_p_min at any K instead.")
+        "draft_p_min at any K instead.")
     extra: dict[str, Any] = Field(default_factory=dict, description="Passed through to the engine as is.")
 
     @property
@@ -119,6 +123,9 @@ class SpecConfig(StrictModel):
             raise ValueError(f"method {self.method.value} needs num_speculative_tokens (K >= 1)")
         if self.method in NEEDS_DRAFT_MODEL and not self.draft_model:
             raise ValueError(f"method {self.method.value} needs draft_model (a path or hub id)")
+        if self.draft_p_min is not None and self.method in (SpecMethod.ngram, SpecMethod.suffix):
+            raise ValueError(f"draft_p_min is a floor on a draft model's probabilities, which {self.method.value} "
+                             "lookup has none of; drop it")
         lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
         if lo is not None and hi is not None and lo > hi:
             raise ValueError(f"prompt_lookup_min ({lo}) must not exceed prompt_lookup_max ({hi})")

@@ -134,6 +134,7 @@ SPECULATION_FLAGS: tuple[Row[SpecConfig], ...] = (
     Flag("--spec-draft-model", "draft_model", when=_drafter),
     Flag("--spec-draft-n-max", "k", when=_drafter),
     Flag("--spec-draft-n-min", fixed(0), when=_drafter),
+    Flag("--spec-draft-p-min", "draft_p_min", write=str, when=_drafter),
     Flag("--spec-synth-rates", _synth_rates),
     Flag("--spec-synth-len", _synth_length),
     Each(_extra, name=dashed),
@@ -173,8 +174,8 @@ def _binary() -> str:
 class LlamaCppLauncher(EngineLauncher):
     name = "llamacpp"
     no_adaptive = ("llama-server stops a draft where the draft model's confidence falls below its floor at any K: "
-                   "drop adaptive and give the floor as extra spec_draft_p_min (--spec-draft-p-min), one candidate per "
-                   "floor")
+                   "drop adaptive and sweep the floor as draft_p_min (--spec-draft-p-min), e.g. draft_p_min: "
+                   "[0.5, 0.75, 0.9] in a sweep file's candidate")
     batch_limit_flags = ("-np", "--parallel")  # llama.cpp's slots
     shared_gpu_note = PlacementNote(
         "llamacpp has no memory fraction: each server's KV cache is its context (-c), the same for every "

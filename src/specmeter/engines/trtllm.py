@@ -147,6 +147,8 @@ SPECULATIVE_CONFIG: tuple[Row[SpecConfig], ...] = (
                 "a threshold: give extra acceptance_window (completed requests averaged) and "
                 "acceptance_length_threshold (the AL), e.g. {acceptance_window: 64, acceptance_length_threshold: 1.5}",
                 when=_threshold_missing),
+    Unsupported("draft_p_min", "trtllm has no draft confidence floor (draft_p_min, llama.cpp's --spec-draft-p-min); "
+                "drop it, or run it on llamacpp"),
     Unsupported("draft_tensor_parallel_size", "trtllm has no draft_tensor_parallel_size; remove it"),
     Unsupported("prompt_lookup_min", "trtllm's NGram has no minimum match size (prompt_lookup_min); give only "
                 "prompt_lookup_max (max_matching_ngram_size)"),

@@ -26,6 +26,8 @@ def config_id(spec: SpecConfig) -> str:
         parts.append(f"n{spec.prompt_lookup_min or ''}-{spec.prompt_lookup_max or ''}")
     if spec.num_speculative_tokens_per_batch_size:
         parts.append("dynamic")
+    if spec.draft_p_min is not None:
+        parts.append(f"p{spec.draft_p_min:g}")
     if spec.adaptive:
         parts.append("adaptive")
     if spec.synthetic_acceptance is not None:

@@ -72,7 +72,7 @@ from specmeter.schemas.placement import Gpu, Placement
 from specmeter.schemas.plan import Plan, PlannedConfig, Role, WorkloadSelection
 
 # Keys of a candidate entry that take a list of values (expanded to every combination).
-EXPANDED = ("num_speculative_tokens", "draft_model", "prompt_lookup_min", "prompt_lookup_max", "tree")
+EXPANDED = ("num_speculative_tokens", "draft_model", "prompt_lookup_min", "prompt_lookup_max", "draft_p_min", "tree")
 
 
 # Names a candidate entry also takes for a SpecConfig key.

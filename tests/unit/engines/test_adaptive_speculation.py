@@ -56,7 +56,7 @@ def test_trtllm_takes_its_acceptance_threshold_and_refuses_adaptive_without_one(
 
 
 def test_llamacpp_says_its_floor_is_a_setting_of_every_k() -> None:
-    with pytest.raises(InputError, match=r"^llamacpp: adaptive: .*spec_draft_p_min"):
+    with pytest.raises(InputError, match=r"^llamacpp: adaptive: .*draft_p_min"):
         LlamaCppLauncher().check_method(adaptive())
 
 
@@ -64,3 +64,23 @@ def test_an_adaptive_candidate_is_named_apart_from_the_static_k() -> None:
     static = adaptive().model_copy(update={"adaptive": False})
     assert config_id(adaptive()) == "eagle3-k4-adaptive" and config_id(static) == "eagle3-k4"
     assert adaptive().label() == "eagle3 K=4 adaptive"
+
+
+def test_a_draft_confidence_floor_is_llamacpps_p_min_and_a_sweep_axis() -> None:
+    from specmeter.engines.llamacpp import speculative_args
+    from specmeter.plans.sweep import SweepSpec
+
+    floor = SpecConfig.model_validate({"method": "draft_model", "draft_model": "d", "num_speculative_tokens": 4,
+                                       "draft_p_min": 0.75})
+    args = speculative_args(floor, "d.gguf")
+    assert args[args.index("--spec-draft-p-min") + 1] == "0.75" and config_id(floor) == "draft_model-k4-p0.75"
+    for launcher in (VLLMLauncher(), SGLangLauncher(), TRTLLMLauncher()):
+        with pytest.raises(InputError, match=rf"^{launcher.name} has no draft confidence floor"):
+            launcher.server_command(EngineSpec(model="m", kind=launcher.name), floor, 8000)
+    with pytest.raises(ValueError, match="draft_p_min is a floor on a draft model's probabilities"):
+        SpecConfig.model_validate({"method": "ngram", "num_speculative_tokens": 4, "draft_p_min": 0.5})
+    sweep = SweepSpec.model_validate({"engine": {"kind": "llamacpp", "model": "m"}, "candidates": [
+        {"method": "draft_model", "model": "d", "k": [2, 4]},
+        {"method": "draft_model", "model": "d", "k": 4, "draft_p_min": [0.5, 0.75, 0.9]}]})
+    assert [c.id for c in sweep.configs()] == ["baseline", "draft_model-k2", "draft_model-k4", "draft_model-k4-p0.5",
+                                               "draft_model-k4-p0.75", "draft_model-k4-p0.9"]
