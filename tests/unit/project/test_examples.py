@@ -32,3 +32,11 @@ def test_llamacpp_ceiling_sweep_file_adds_a_ceiling_per_k() -> None:
     verified = {c.k for c in configs if c.spec.enabled and not c.spec.synthetic}
     assert ceilings == verified == {2, 4}
     assert any(c.spec.synthetic and c.id not in {f"{v.id}-ceiling" for v in configs} for c in configs)
+
+
+def test_llamacpp_p_min_sweep_file_runs_each_floor_beside_the_default() -> None:
+    sweep = read_sweep_file(EXAMPLES / "llamacpp-p-min-sweep.yaml")
+    configs = [c for c in sweep.configs() if c.role is Role.candidate]
+    assert sweep.engine.kind == "llamacpp" and sweep.load.points and len(sweep.load.points) >= 3
+    assert {c.k for c in configs if c.spec.draft_p_min is None} == {2, 4}  # llama.cpp's own default floor
+    assert {c.spec.draft_p_min for c in configs if c.spec.draft_p_min is not None} == {0.0, 0.5, 0.9}
