@@ -93,7 +93,7 @@ class SpecConfig(StrictModel):
     draft_p_min: float | None = Field(
         default=None, ge=0.0, le=1.0, description="Draft model: stop a step's draft where the draft's probability "
         "of its next token falls below this floor (llama.cpp --spec-draft-p-min; a list in a sweep file: one "
-        "candidate per floor). None: the engine's default.")
+        "candidate per floor). None: the engine's default (llama.cpp's is 0: no floor).")
     adaptive: bool = Field(
         default=False, description="The engine's own adaptive speculation, K the most it drafts: vLLM's "
         "enable_adaptive_verification (GPU builds), SGLang's --speculative-adaptive, TensorRT-LLM's acceptance "

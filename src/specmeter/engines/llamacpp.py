@@ -3,9 +3,10 @@
 Facts (shared/REFERENCE.md §5, checked against the source scripts/setup-llamacpp.sh builds,
 tools/server/server-task.cpp and server-common.cpp):
 - drafting needs `--spec-type` (without it a draft model loads and nothing is drafted); K is
-  `--spec-draft-n-max` with `--spec-draft-n-min 0`; `--spec-synth-rates` / `--spec-synth-len` give synthetic
-  acceptance (tools/server/server-context.cpp: a step drafts at most max_tokens - generated - 1 tokens, and a
-  drafted end-of-generation token is never accepted).
+  `--spec-draft-n-max` with `--spec-draft-n-min 0`; `--spec-draft-p-min P` stops a sequence's draft at the first
+  token the draft model gives less than P (common/speculative.cpp), 0 by default (common/common.h: no floor);
+  `--spec-synth-rates` / `--spec-synth-len` give synthetic acceptance (tools/server/server-context.cpp: a step
+  drafts at most max_tokens - generated - 1 tokens, and a drafted end-of-generation token is never accepted).
 - with `--metrics`, /metrics always carries the SD counters (zero with speculation off), a per-position
   accepted counter once something was accepted, `requests_processing` (the running batch) and no count of
   finished requests.
@@ -173,8 +174,8 @@ def _binary() -> str:
 
 class LlamaCppLauncher(EngineLauncher):
     name = "llamacpp"
-    no_adaptive = ("llama-server stops a draft where the draft model's confidence falls below its floor at any K: "
-                   "drop adaptive and sweep the floor as draft_p_min (--spec-draft-p-min), e.g. draft_p_min: "
+    no_adaptive = ("llama-server's adaptive drafting is its confidence floor, --spec-draft-p-min (0 by default: no "
+                   "floor, every step drafts K): drop adaptive and sweep the floor as draft_p_min, e.g. draft_p_min: "
                    "[0.5, 0.75, 0.9] in a sweep file's candidate")
     batch_limit_flags = ("-np", "--parallel")  # llama.cpp's slots
     shared_gpu_note = PlacementNote(

@@ -38,5 +38,6 @@ def test_llamacpp_p_min_sweep_file_runs_each_floor_beside_the_default() -> None:
     sweep = read_sweep_file(EXAMPLES / "llamacpp-p-min-sweep.yaml")
     configs = [c for c in sweep.configs() if c.role is Role.candidate]
     assert sweep.engine.kind == "llamacpp" and sweep.load.points and len(sweep.load.points) >= 3
-    assert {c.k for c in configs if c.spec.draft_p_min is None} == {2, 4}  # llama.cpp's own default floor
-    assert {c.spec.draft_p_min for c in configs if c.spec.draft_p_min is not None} == {0.0, 0.5, 0.9}
+    assert {c.k for c in configs if c.spec.draft_p_min is None} == {2, 4}  # llama.cpp's own default floor, 0
+    floors = {c.spec.draft_p_min for c in configs if c.spec.draft_p_min is not None}
+    assert len(floors) >= 3 and all(0 < p < 1 for p in floors if p is not None)
