@@ -154,3 +154,35 @@ def test_synthetic_acceptance_is_never_chosen_nor_checked_for_losslessness(synth
     assert [check.config_id for check in analysis.lossless] == [REAL]
     assert analysis.lossless_note is not None and SYNTH in analysis.lossless_note
     assert "synthetic AL=3.4" in synthetic.summary.config(SYNTH).spec_label  # type: ignore[union-attr]
+
+
+FLOOR = "draft_model-k4-p0.9"
+
+
+@pytest.fixture(scope="module")
+def floors(models: Path, tmp_path_factory: pytest.TempPathFactory) -> RunData:
+    """A sweep file's candidate with a list of confidence floors (draft_p_min), beside the same drafter at
+    llama.cpp's default floor (0: none), on the same requests, servers up together."""
+    draft = {"method": "draft_model", "model": str(models / "demo-draft"), "num_speculative_tokens": 4}
+    sweep = SweepSpec.model_validate({
+        "engine": _engine(models).model_dump(), "interleave": True,
+        "candidates": [draft, {**draft, "draft_p_min": [0.9]}],
+        "load": {"concurrency": [1], "max_tokens": 48, "temperature": 0.0, "warmup": 1, "precision": "fixed"}})
+    convs = select(load_sample(), num_prompts=6, seed=0)
+    plan = sweep.plan(WorkloadSelection(dataset="sample", conversation_ids=[c.id for c in convs]))
+    run_dir = tmp_path_factory.mktemp("floors")
+    summary = execute(Execution(plan=plan, conversations=convs), RunStore(run_dir))
+    assert summary.status == "complete", summary.incomplete_reason
+    return RunData(run_dir, summary)
+
+
+def test_a_confidence_floor_is_launched_and_drafts_less_per_step_than_no_floor(floors: RunData) -> None:
+    """llama-server stops a sequence's draft at the first token the draft model gives less than the floor
+    (common/speculative.cpp): per drafting step it drafts fewer tokens than at its default floor, 0, where every
+    step drafts K but those cut short by the output cap."""
+    plain, floor = _point(floors, REAL).sd.counters, _point(floors, FLOOR).sd.counters
+    assert plain is not None and floor is not None and plain.num_steps and floor.num_steps
+    assert floor.num_draft_tokens / floor.num_steps < plain.num_draft_tokens / plain.num_steps <= 4
+    command = floors.summary.config(FLOOR).server_command  # type: ignore[union-attr]
+    assert command is not None and command[command.index("--spec-draft-p-min") + 1] == "0.9"
+    assert "--spec-draft-p-min" not in (floors.summary.config(REAL).server_command or [])  # type: ignore[union-attr]
