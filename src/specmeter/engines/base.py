@@ -202,6 +202,8 @@ class EngineLauncher(ABC):
     per_batch_k: bool = False
     # Whether the engine can accept drafts at random with set rates instead of verifying them.
     synthetic: bool = False
+    # Whether the engine stops a step's draft below a confidence floor (SpecConfig.draft_p_min).
+    draft_floor: bool = False
     # Why the engine runs no `adaptive` speculation of its own, and what to give instead (None: it does).
     no_adaptive: str | None = "this engine has no adaptive speculation of its own; drop adaptive"
     # Why the engine drafts no token trees (an engine that draws them overrides `check_tree`).
@@ -294,6 +296,9 @@ class EngineLauncher(ABC):
                              "synthetic_acceptance runs on llamacpp (llama-server) and on GPU builds of vllm")
         if spec.drafts_tree:
             self.check_tree(spec)
+        if spec.draft_p_min is not None and not self.draft_floor:
+            raise InputError(f"{self.name} has no draft confidence floor (draft_p_min, llama.cpp's "
+                             "--spec-draft-p-min); drop it, or run it on llamacpp")
         if spec.adaptive and self.no_adaptive is not None:
             raise InputError(f"{self.name}: adaptive: {self.no_adaptive}")
 

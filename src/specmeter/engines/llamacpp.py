@@ -174,6 +174,7 @@ def _binary() -> str:
 
 class LlamaCppLauncher(EngineLauncher):
     name = "llamacpp"
+    draft_floor = True  # --spec-draft-p-min
     no_adaptive = ("llama-server's adaptive drafting is its confidence floor, --spec-draft-p-min (0 by default: no "
                    "floor, every step drafts K): drop adaptive and sweep the floor as draft_p_min, e.g. draft_p_min: "
                    "[0.5, 0.75, 0.9] in a sweep file's candidate")

@@ -129,8 +129,6 @@ ENGINE_FLAGS: tuple[Row[EngineSpec], ...] = (
 # ride in `extra`, one flag each (True: a bare flag, False: left out), e.g. {"speculative_token_map": "..."}; the
 # same key overrides the value chosen above.
 SPECULATION_FLAGS: tuple[Row[SpecConfig], ...] = (
-    Unsupported("draft_p_min", "sglang has no draft confidence floor (draft_p_min, llama.cpp's --spec-draft-p-min); "
-                "drop it, or run it on llamacpp"),
     Unsupported("num_speculative_tokens_per_batch_size", "sglang has no per-batch-size K "
                 "(num_speculative_tokens_per_batch_size); remove it or use engine vllm"),
     Unsupported("draft_tensor_parallel_size", "sglang has no draft_tensor_parallel_size; remove it or pass the "

@@ -111,16 +111,16 @@ def _unschedulable(spec: SpecConfig) -> bool:
     return bool(table) and table[0][2] != spec.k
 
 
-def _threshold_missing(spec: SpecConfig) -> bool:
-    """Whether an adaptive spec lacks the rolling acceptance threshold trtllm's adaptive speculation is."""
-    return spec.adaptive and not {"acceptance_window", "acceptance_length_threshold"} <= set(spec.extra)
-
-
 def _unschedulable_reason(spec: SpecConfig) -> str:
     first = (spec.num_speculative_tokens_per_batch_size or [(1, 1, 0)])[0]
     return (f"trtllm's draft_len_schedule drafts max_draft_len (num_speculative_tokens={spec.k}) at its smallest "
             f"batch sizes, but the table drafts K={first[2]} for [{first[0]}, {first[1]}]: give num_speculative_tokens "
             f"{first[2]} with a table whose Ks do not exceed it, or deploy the static K")
+
+
+def _threshold_missing(spec: SpecConfig) -> bool:
+    """Whether an adaptive spec lacks the rolling acceptance threshold trtllm's adaptive speculation is."""
+    return spec.adaptive and not {"acceptance_window", "acceptance_length_threshold"} <= set(spec.extra)
 
 
 # EngineSpec -> the YAML's statistics and engine settings.
@@ -147,8 +147,6 @@ SPECULATIVE_CONFIG: tuple[Row[SpecConfig], ...] = (
                 "a threshold: give extra acceptance_window (completed requests averaged) and "
                 "acceptance_length_threshold (the AL), e.g. {acceptance_window: 64, acceptance_length_threshold: 1.5}",
                 when=_threshold_missing),
-    Unsupported("draft_p_min", "trtllm has no draft confidence floor (draft_p_min, llama.cpp's --spec-draft-p-min); "
-                "drop it, or run it on llamacpp"),
     Unsupported("draft_tensor_parallel_size", "trtllm has no draft_tensor_parallel_size; remove it"),
     Unsupported("prompt_lookup_min", "trtllm's NGram has no minimum match size (prompt_lookup_min); give only "
                 "prompt_lookup_max (max_matching_ngram_size)"),

@@ -29,7 +29,7 @@ from specmeter.engines.base import (
     owned_by,
     step_counter_counts,
 )
-from specmeter.engines.flags import Each, Flag, Row, Unsupported, argv, fixed, rows, settings
+from specmeter.engines.flags import Each, Flag, Row, argv, fixed, rows, settings
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
 from specmeter.telemetry.prometheus import CounterDelta, Snapshot
@@ -159,8 +159,6 @@ ENGINE_FLAGS: tuple[Row[EngineSpec], ...] = (
 
 # SpecConfig -> the `--speculative-config` object; `extra` last, so its keys override.
 SPECULATIVE_CONFIG: tuple[Row[SpecConfig], ...] = (
-    Unsupported("draft_p_min", "vllm has no draft confidence floor (draft_p_min, llama.cpp's --spec-draft-p-min); "
-                "drop it, or run it on llamacpp"),
     Flag("method", "method"),
     Flag("num_speculative_tokens", "k"),
     Flag("model", "draft_model"),
