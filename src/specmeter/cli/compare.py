@@ -12,7 +12,7 @@ import typer
 from specmeter.cli.args import note, terminal
 from specmeter.cli.settings import settings, validated
 from specmeter.common.errors import InputError
-from specmeter.config.comparison import Bounds, Comparison
+from specmeter.config.comparison import POOL_ALONE, Bounds, Comparison
 from specmeter.config.criteria import Criteria
 from specmeter.config.flags import flagged
 from specmeter.config.output import ReportFiles, Rereading
@@ -59,7 +59,7 @@ def compare(
     decide = [flag.name for name, _info, flag in flagged(Criteria) if name in criteria]
     if how.pool:
         if files.plots is not None:
-            raise InputError("--pool takes runs of one plan, without --check, --allow-different-workloads or --plots")
+            raise InputError(POOL_ALONE)
         from specmeter.workflows.pool import pool_runs
 
         pool_runs(run_dirs, validated(Criteria, criteria), terminal())

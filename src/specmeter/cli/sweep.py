@@ -60,8 +60,7 @@ def sweep(
     from specmeter.workflows.propose import ProposeRequest
     from specmeter.workflows.verify import VerifyRequest
 
-    objective = criteria.get("objective")
-    key = access.api_key
+    objective, key = criteria.get("objective"), access.api_key
     tune = validated(Tuning, tuning)
     where = validated(Executor, executor)
     slurm = where.slurm()
@@ -74,7 +73,7 @@ def sweep(
                                    criteria=checks.criteria if checks is not None else Criteria(),
                                    repeats=schedule.get("repeats"),
                                    api_key=key, command=command_line())
-    decided: dict[str, Any] = {key: criteria[key] for key in ("min_gain", "indifference") if key in criteria}
+    decided = {name: value for name, value in criteria.items() if name != "objective"}  # min_gain, indifference
     workflow.sweep(workflow.SweepRequest(out=output.out, file=file, flags=drafts, top={**schedule, **decided, **top},
                                          name=output.name, engine=engine, api_key=key, load=load, workload=workload,
                                          dry_run=where.dry_run, command=command_line(),

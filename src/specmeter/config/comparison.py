@@ -12,6 +12,9 @@ from specmeter.config import flag_text
 from specmeter.config.flags import Flag, flagged
 from specmeter.config.points import StrictModel
 
+# What --pool refuses beside it (--plots, a report file's, is refused where the command holds both).
+POOL_ALONE = "--pool takes runs of one plan, without --check, --allow-different-workloads or --plots"
+
 
 class Bounds(StrictModel):
     """The largest drops a regression check allows, as fractions (0.02: 2%)."""
@@ -39,7 +42,7 @@ class Comparison(Bounds):
     @model_validator(mode="after")
     def _one_reading(self) -> Comparison:
         if self.pool and (self.check or self.allow_different_workloads):
-            raise InputError("--pool takes runs of one plan, without --check, --allow-different-workloads or --plots")
+            raise InputError(POOL_ALONE)
         bounds = [flag.name for name, _info, flag in flagged(Bounds) if name in self.model_fields_set]
         if bounds and not self.check:
             raise InputError(f"{' and '.join(bounds)} bound --check: add --check (compare REF RUN --check)")
