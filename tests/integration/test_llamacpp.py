@@ -87,6 +87,15 @@ RATES = [0.9, 0.7, 0.5, 0.3]
 SYNTH, CEILING, REAL = "draft_model-k4-synth-al3.4", "draft_model-k4-ceiling", "draft_model-k4"
 
 
+def _sweep(sweep: SweepSpec, run_dir: Path, num_prompts: int) -> RunData:
+    """The sweep's plan measured as `specmeter sweep` measures it, on the first prompts of the sample."""
+    convs = select(load_sample(), num_prompts=num_prompts, seed=0)
+    plan = sweep.plan(WorkloadSelection(dataset="sample", conversation_ids=[c.id for c in convs]))
+    summary = execute(Execution(plan=plan, conversations=convs), RunStore(run_dir))
+    assert summary.status == "complete", summary.incomplete_reason
+    return RunData(run_dir, summary)
+
+
 @pytest.fixture(scope="module")
 def synthetic(models: Path, tmp_path_factory: pytest.TempPathFactory) -> RunData:
     """A sweep file's plan as `specmeter sweep` builds it: the draft model at K = 4 with `ceiling: true` (the same
@@ -98,13 +107,9 @@ def synthetic(models: Path, tmp_path_factory: pytest.TempPathFactory) -> RunData
         "engine": engine.model_dump(), "ceiling": True,
         "candidates": [draft, {**draft, "synthetic_acceptance": {"rates": RATES}}],
         "load": {"concurrency": [2], "max_tokens": 48, "temperature": 0.0, "warmup": 1, "precision": "fixed"}})
-    convs = select(load_sample(), num_prompts=8, seed=0)
-    plan = sweep.plan(WorkloadSelection(dataset="sample", conversation_ids=[c.id for c in convs]))
-    run_dir = tmp_path_factory.mktemp("synthetic")
-    summary = execute(Execution(plan=plan, conversations=convs), RunStore(run_dir))
-    assert summary.status == "complete", summary.incomplete_reason
-    assert {c.id for c in plan.configs} == {"baseline", REAL, SYNTH, CEILING}
-    return RunData(run_dir, summary)
+    run = _sweep(sweep, tmp_path_factory.mktemp("synthetic"), num_prompts=8)
+    assert {c.id for c in run.summary.plan.configs} == {"baseline", REAL, SYNTH, CEILING}
+    return run
 
 
 def _point(run: RunData, config_id: str) -> PointResult:
@@ -168,12 +173,7 @@ def floors(models: Path, tmp_path_factory: pytest.TempPathFactory) -> RunData:
         "engine": _engine(models).model_dump(), "interleave": True,
         "candidates": [draft, {**draft, "draft_p_min": [0.9]}],
         "load": {"concurrency": [1], "max_tokens": 48, "temperature": 0.0, "warmup": 1, "precision": "fixed"}})
-    convs = select(load_sample(), num_prompts=6, seed=0)
-    plan = sweep.plan(WorkloadSelection(dataset="sample", conversation_ids=[c.id for c in convs]))
-    run_dir = tmp_path_factory.mktemp("floors")
-    summary = execute(Execution(plan=plan, conversations=convs), RunStore(run_dir))
-    assert summary.status == "complete", summary.incomplete_reason
-    return RunData(run_dir, summary)
+    return _sweep(sweep, tmp_path_factory.mktemp("floors"), num_prompts=6)
 
 
 def test_a_confidence_floor_is_launched_and_drafts_less_per_step_than_no_floor(floors: RunData) -> None:
