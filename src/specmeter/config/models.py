@@ -182,8 +182,9 @@ class SpecConfig(StrictModel):
             return f"{self.method.value} {self.tree.label()}{dyn}"
         dyn = " dynamic" if self.num_speculative_tokens_per_batch_size else ""
         synth = f" {self.synthetic_acceptance.label(self.k)}" if self.synthetic_acceptance else ""
+        floor = f" p-min {self.draft_p_min:g}" if self.draft_p_min is not None else ""
         adaptive = " adaptive" if self.adaptive else ""
-        return f"{self.method.value} K={self.k}{dyn}{adaptive}{synth}"
+        return f"{self.method.value} K={self.k}{dyn}{floor}{adaptive}{synth}"
 
 
 class EngineSpec(StrictModel):

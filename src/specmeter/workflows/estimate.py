@@ -51,7 +51,8 @@ def _method(request: Prediction) -> Method:
 
 def build(request: Prediction) -> tuple[EstimateInputs, AcceptanceProfile, list[str]]:
     """The estimate's inputs from the request, the acceptance profile, and notes on what was assumed."""
-    if request.hardware is None and request.gpu_bandwidth_tbs is request.gpu_tflops is request.gpu_memory_gb is None:
+    numbers = (request.gpu_bandwidth_tbs, request.gpu_tflops, request.gpu_memory_gb)  # --gpu's
+    if request.hardware is None and all(n is None for n in numbers):
         raise InputError("estimate needs a GPU: --hardware NAME (a preset, e.g. h100) or --gpu "
                          "bandwidth=TB/s,tflops=TFLOP/s,memory=GB for one of your own")
     if request.target_config is None:

@@ -74,6 +74,7 @@ def test_a_draft_confidence_floor_is_llamacpps_p_min_and_a_sweep_axis() -> None:
                                        "draft_p_min": 0.75})
     args = speculative_args(floor, "d.gguf")
     assert args[args.index("--spec-draft-p-min") + 1] == "0.75" and config_id(floor) == "draft_model-k4-p0.75"
+    assert floor.label() == "draft_model K=4 p-min 0.75"
     for launcher in (VLLMLauncher(), SGLangLauncher(), TRTLLMLauncher()):
         with pytest.raises(InputError, match=rf"^{launcher.name} has no draft confidence floor"):
             launcher.server_command(EngineSpec(model="m", kind=launcher.name), floor, 8000)
