@@ -18,7 +18,7 @@ import numpy as np
 from specmeter.common.errors import InputError
 from specmeter.execution.next_point import Guess
 from specmeter.predict.acceptance import AcceptanceProfile
-from specmeter.predict.calibration import calibrate, refit
+from specmeter.predict.calibration import calibrate
 from specmeter.predict.observations import drafter_key, request_mix
 from specmeter.predict.predict import Predictor
 from specmeter.predict.profiles import drafter_profiles
@@ -48,7 +48,7 @@ class SearchModel:
             return "no model yet: " + ("the plan has no baseline" if base is None else "no request completed")
         try:
             cal = calibrate([(RUN, summary)])
-            predictor = Predictor(refit(cal), mix)
+            predictor = Predictor.calibrated(cal, mix)
         except (InputError, ValueError, np.linalg.LinAlgError) as exc:
             return f"no model yet ({str(exc).removeprefix('calibrate: ')})"
         pooled: dict[tuple[str, str], list[float]] = {}

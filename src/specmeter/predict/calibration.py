@@ -14,9 +14,10 @@ import numpy as np
 from specmeter.analysis.families import drafter_label
 from specmeter.common.errors import InputError
 from specmeter.config.endpoints import endpoint_label
+from specmeter.predict.forms import choose
 from specmeter.predict.observations import drafter_key, observations
-from specmeter.predict.stepcost import N_TARGET, Fit, fit, observation_features
-from specmeter.schemas.planner import TARGET_TERMS, Calibration, DrafterCost, Observation
+from specmeter.predict.stepcost import Fit, fit, observation_features, term_names
+from specmeter.schemas.planner import Calibration, DrafterCost, Observation
 from specmeter.schemas.results import RunSummary
 
 
@@ -84,34 +85,43 @@ def calibrate(runs: Sequence[tuple[str, RunSummary]], exclude: Sequence[str] = (
         raise InputError(f"calibrate: {first_name} has no speculation-off point to calibrate the target's step on; "
                          "calibrate on a sweep (it always runs the baseline)")
     drafters = sorted({o.drafter for o in obs if o.drafter is not None and o.used})
-    model = fit(obs, drafters)
+    chosen = choose(obs, drafters)
+    model = chosen.fit
     obs = [_with_residual(o, model) for o in obs]
-    terms = [*TARGET_TERMS]
-    for d in drafters:
-        terms += [f"{labels.get(d, d)}: per_draft", f"{labels.get(d, d)}: per_draft_token"]
-    costs = [DrafterCost(drafter=d, label=labels.get(d, d), per_draft_s=float(model.coefficients[N_TARGET + 2 * i]),
-                         per_draft_token_s=float(model.coefficients[N_TARGET + 2 * i + 1]))
-             for i, d in enumerate(drafters)]
+    costs = [_cost(model, d, labels.get(d, d)) for d in drafters]
     if model.scale is None:
         notes.append(f"{len([o for o in obs if o.used])} points for {model.rank} independent terms: no degrees of "
                      "freedom left, so predictions carry no interval; measure more loads")
     return Calibration(engine=engine, engine_version=version, hardware=hardware, target=target,
-                       runs=[n for n, _ in runs], terms=terms, coefficients=[float(v) for v in model.coefficients],
+                       runs=[n for n, _ in runs], form=model.form, choice=chosen.record,
+                       terms=term_names(model.form, [c.label for c in costs]),
+                       coefficients=[float(v) for v in model.coefficients],
                        covariance=[[float(v) for v in row] for row in model.covariance],
                        residual_scale=model.scale, dof=model.dof, rank=model.rank, drafters=costs,
                        excluded=sorted(exclude), observations=obs, notes=notes)
 
 
-def refit(calibration: Calibration) -> Fit:
-    """The fit behind a calibration, redone from its stored observations (what prediction needs beyond the
-    coefficients: which combinations of terms the data determine)."""
-    return fit(calibration.observations, [d.drafter for d in calibration.drafters])
+def _cost(model: Fit, drafter: str, label: str) -> DrafterCost:
+    got = model.drafter_costs(drafter)
+    return DrafterCost(drafter=drafter, label=label, per_draft_s=got.get("per_draft", 0.0),
+                       per_draft_token_s=got.get("per_draft_token", 0.0), per_step_s=got.get("per_step", 0.0),
+                       per_step_sequence_s=got.get("per_step_sequence", 0.0))
+
+
+def refit(calibration: Calibration) -> tuple[Fit, tuple[Fit, ...]]:
+    """The fits behind a calibration, redone from its stored observations (what prediction needs beyond the
+    coefficients: which combinations of terms the data determine): its form's, then those of the forms its
+    choice could not tell from it."""
+    drafters = [d.drafter for d in calibration.drafters]
+    tied = calibration.choice.tied if calibration.choice is not None else []
+    return (fit(calibration.observations, drafters, calibration.form),
+            tuple(fit(calibration.observations, drafters, f) for f in tied))
 
 
 def _with_residual(obs: Observation, model: Fit) -> Observation:
     if obs.drafter is not None and obs.drafter not in model.drafters:
         return obs  # a drafter left out entirely: nothing to compare against
-    x = model.determined(observation_features(model.drafters, obs))
+    x = model.determined(observation_features(model.drafters, obs, model.form))
     if x is None:
         return obs
     fitted = model.step(x)

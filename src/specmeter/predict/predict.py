@@ -2,9 +2,11 @@
 calibration and acceptance profiles; and every measured point checked against what the model says for it.
 
 A speedup at batch B is the baseline's TPOT at B over the drafter's: tau x step_off(B) / step_sd(B, K), tau
-the tokens per step (AL(K)). Its interval joins the fit's uncertainty of that ratio (one point's scatter
-included, Student's t on the fit's degrees of freedom) with the acceptance interval of AL(K), in quadrature on
-the log scale.
+the tokens per step (AL(K)). Its interval joins the step's uncertainty with the acceptance interval of AL(K), in
+quadrature on the log scale. The step's is the larger of the fit's uncertainty of that ratio (one point's scatter
+included, Student's t on the fit's degrees of freedom) and what the calibration's own held-out steps missed by
+(FormChoice.half_width, 95% of them); where the calibration could not tell several forms apart, the prediction is
+the middle of theirs (geometric) and the interval spans them all.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import numpy as np
 
 from specmeter.analysis.student import t_quantile
 from specmeter.predict.acceptance import AcceptanceProfile, ALEstimate
+from specmeter.predict.calibration import refit
 from specmeter.predict.observations import Mix, prefill_per_step
-from specmeter.predict.stepcost import Fit, features
+from specmeter.predict.stepcost import Fit
 from specmeter.schemas.analysis import Speedup
-from specmeter.schemas.planner import Cell, Check, Observation
+from specmeter.schemas.planner import Calibration, Cell, Check, Observation
 
 CONFIDENCE = 0.95
 NEAR = 1.25  # a measured point speaks for a grid batch within this factor of its own
@@ -38,50 +41,74 @@ class Estimate:
 
 
 class Predictor:
-    """Predicts from one fit, the run's request mix and the drafters' acceptance profiles."""
+    """Predicts from one fit (and the fits of the forms tied with its own), the run's request mix and the
+    drafters' acceptance profiles. `floor`: the log half-width an interval holds at least (the held-out error)."""
 
-    def __init__(self, model: Fit, mix: Mix) -> None:
+    def __init__(self, model: Fit, mix: Mix, tied: Sequence[Fit] = (), floor: float | None = None) -> None:
         self.model = model
         self.mix = mix
+        self.tied = tuple(tied)
+        self.floor = floor
         self.t = t_quantile(CONFIDENCE, model.dof) if model.dof > 0 else None
 
-    def _x(self, drafter: str | None, k: float, batch: float, tokens: float,
-           kv_tokens: float | None = None) -> np.ndarray:
+    @classmethod
+    def calibrated(cls, calibration: Calibration, mix: Mix) -> Predictor:
+        """The predictor a calibration makes: its chosen form's fit, the tied forms' and its held-out error."""
+        model, tied = refit(calibration)
+        return cls(model, mix, tied, calibration.choice.half_width if calibration.choice else None)
+
+    def _x(self, model: Fit, drafter: str | None, k: float, batch: float, tokens: float) -> np.ndarray | None:
         ctx = self.mix.prompt_tokens + self.mix.output_tokens / 2
-        return features(self.model.drafters, drafter, k, batch, batch * ctx if kv_tokens is None else kv_tokens,
-                        prefill_per_step(batch, tokens, self.mix.prompt_tokens, self.mix.output_tokens))
+        return model.determined(model.features(drafter, k, batch, batch * ctx,
+                                               prefill_per_step(batch, tokens, self.mix.prompt_tokens,
+                                                                self.mix.output_tokens)))
 
     def baseline_tpot(self, batch: float) -> float | None:
-        x = self.model.determined(self._x(None, 0.0, batch, 1.0))
+        x = self._x(self.model, None, 0.0, batch, 1.0)
         step = self.model.step(x) if x is not None else 0.0
         return step if step > 0 else None
 
-    def estimate(self, drafter: str, k: int, al: ALEstimate, batch: float,
-                 base_batch: float | None = None) -> Estimate | str:
-        """The drafter at K and `batch` against the baseline at `base_batch` (default: the same batch); a
-        string says why there is no prediction."""
-        if drafter not in self.model.drafters:
-            return "its drafter is not in the calibration (no measured point of it was used)"
-        x_sd = self.model.determined(self._x(drafter, float(k), batch, al.al))
-        x_off = self.model.determined(self._x(None, 0.0, base_batch or batch, 1.0))
+    def _steps(self, model: Fit, drafter: str, k: int, al: float, batch: float,
+               base_batch: float) -> tuple[float, float, float | None] | str:
+        """(step with speculation off, step of the drafter at K, the standard error of their log ratio) from one
+        fit; a string says why it has none."""
+        x_sd = self._x(model, drafter, float(k), batch, al)
+        x_off = self._x(model, None, 0.0, base_batch, 1.0)
         for x, what in ((x_sd, "this K and batch"), (x_off, "the baseline at this batch")):
             if x is None:
                 return (f"the calibration cannot separate the terms {what} needs (measure more Ks or loads of "
                         "this engine)")
         assert x_sd is not None and x_off is not None
-        step_sd, step_off = self.model.step(x_sd), self.model.step(x_off)
+        step_sd, step_off = model.step(x_sd), model.step(x_off)
         if step_sd <= 0 or step_off <= 0:
             return "the fitted step time is not positive here: outside what the calibration can say"
-        speedup = al.al * step_off / step_sd
-        se = self.model.ratio_se(x_off, x_sd)
+        return step_off, step_sd, model.ratio_se(x_off, x_sd)
+
+    def estimate(self, drafter: str, k: int, al: ALEstimate, batch: float,
+                 base_batch: float | None = None) -> Estimate | str:
+        """The drafter at K and `batch` against the baseline at `base_batch` (default: the same batch), from the
+        chosen form and the tied ones that can say it; a string says why none can."""
+        if drafter not in self.model.drafters:
+            return "its drafter is not in the calibration (no measured point of it was used)"
+        said = [self._steps(m, drafter, k, al.al, batch, base_batch or batch) for m in (self.model, *self.tied)]
+        steps = [s for s in said if not isinstance(s, str)]
+        if not steps:
+            return str(said[0])
+        ratios = [off / sd for off, sd, _ in steps]
+        least, most = min(ratios), max(ratios)
+        ratio = math.sqrt(least * most)  # the middle of the forms the calibration could not tell apart
+        se = steps[0][2]
+        halves = [h for h in (self.t * se if se is not None and self.t is not None else None, self.floor)
+                  if h is not None]
         low = high = None
-        if se is not None and self.t is not None:
-            fit_half = self.t * se
+        if halves:
+            half = max(halves)
             down = math.log(al.al / al.low) if al.low > 0 else math.inf
             up = math.log(al.high / al.al)
-            low = speedup * math.exp(-math.hypot(fit_half, down))
-            high = speedup * math.exp(math.hypot(fit_half, up))
-        return Estimate(tpot_s=step_sd / al.al, throughput=batch * al.al / step_sd, speedup=speedup, low=low,
+            low = al.al * least * math.exp(-math.hypot(half, down))
+            high = al.al * most * math.exp(math.hypot(half, up))
+        step = steps[0][0] / ratio
+        return Estimate(tpot_s=step / al.al, throughput=batch * al.al / step, speedup=al.al * ratio, low=low,
                         high=high)
 
 

@@ -5,7 +5,9 @@
 
 B: running requests; K: tokens drafted per request and step; KV: tokens the batch holds; P: other requests'
 prompt tokens prefilled in the step. The form is SpecDecode-Bench's c_fixed + c_token tokens + c_kv KV (arXiv
-2601.11580), with a per-sequence term and a drafter that runs K sequential passes over the batch.
+2601.11580), with a per-sequence term and a drafter that runs K sequential passes over the batch. Other forms
+(schemas.planner.StepForm) pay the drafter per speculative step instead, or bend the step with B (a cap, a knee);
+predict/forms.py chooses among them by held-out error.
 
 The fit is non-negative least squares on relative error (a 1 ms miss matters at 5 ms, not at 50; no cost is
 negative). Some terms cannot be told apart on one run: a single request mix makes KV proportional to B, and a
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specmeter.schemas.planner import TARGET_TERMS, Observation
+from specmeter.schemas.planner import TARGET_TERMS, Observation, StepForm
 
 N_TARGET = len(TARGET_TERMS)
 BATCH, KV = TARGET_TERMS.index("per_sequence"), TARGET_TERMS.index("per_kv_token")
@@ -37,19 +39,37 @@ SPAN_TOLERANCE = 1e-6  # relative distance from the measured span that is still 
 ONE_MIX = 0.2  # KV per sequence spread (max - min, relative to max) up to which the points are one request mix
 
 
+PER_PASS = StepForm()  # the form a calibration file without one was fitted in
+
+
+def _drafter_column(term: str, k: float, batch: float) -> float:
+    return {"per_draft": k, "per_draft_token": k * batch, "per_step": 1.0, "per_step_sequence": batch}[term]
+
+
 def features(drafters: Sequence[str], drafter: str | None, k: float, batch: float, kv_tokens: float,
-             prefill_tokens: float) -> np.ndarray:
-    """The term vector of one engine step (see the module docstring), with two slots per drafter."""
-    x = np.zeros(N_TARGET + 2 * len(drafters))
+             prefill_tokens: float, form: StepForm = PER_PASS) -> np.ndarray:
+    """The term vector of one engine step (see the module docstring): the target's terms, the form's bends, then
+    the form's terms for each drafter."""
+    bends = len(form.bends)
+    per = len(form.drafter_terms)
+    x = np.zeros(N_TARGET + bends + per * len(drafters))
     x[:N_TARGET] = (1.0, batch, batch * (1.0 + k), kv_tokens, prefill_tokens)
+    x[N_TARGET:N_TARGET + bends] = [*(min(batch, c) for c in form.caps), *(max(0.0, batch - n) for n in form.knees)]
     if drafter is not None and k > 0:
-        i = N_TARGET + 2 * drafters.index(drafter)
-        x[i], x[i + 1] = k, k * batch
+        i = N_TARGET + bends + per * drafters.index(drafter)
+        x[i:i + per] = [_drafter_column(t, k, batch) for t in form.drafter_terms]
     return x
 
 
-def observation_features(drafters: Sequence[str], obs: Observation) -> np.ndarray:
-    return features(drafters, obs.drafter, obs.k, obs.batch, obs.kv_tokens, obs.prefill_tokens)
+def term_names(form: StepForm, drafter_labels: Sequence[str]) -> list[str]:
+    """The coefficient vector's terms, in features' order."""
+    return [*TARGET_TERMS, *(f"per_sequence up to {c:g}" for c in form.caps),
+            *(f"per_sequence beyond {n:g}" for n in form.knees),
+            *(f"{label}: {t}" for label in drafter_labels for t in form.drafter_terms)]
+
+
+def observation_features(drafters: Sequence[str], obs: Observation, form: StepForm = PER_PASS) -> np.ndarray:
+    return features(drafters, obs.drafter, obs.k, obs.batch, obs.kv_tokens, obs.prefill_tokens, form)
 
 
 def nnls(a: np.ndarray, b: np.ndarray, max_iter: int | None = None) -> np.ndarray:
@@ -83,6 +103,7 @@ class Fit:
     """The fitted coefficients, (X' W X)^+ and the relative residual scale."""
 
     drafters: tuple[str, ...]
+    form: StepForm
     coefficients: np.ndarray
     covariance: np.ndarray  # unscaled: times scale^2 it is the coefficients' covariance
     scale: float | None
@@ -135,6 +156,16 @@ class Fit:
     def step(self, x: np.ndarray) -> float:
         return float(x @ self.coefficients)
 
+    def features(self, drafter: str | None, k: float, batch: float, kv_tokens: float,
+                 prefill_tokens: float) -> np.ndarray:
+        return features(self.drafters, drafter, k, batch, kv_tokens, prefill_tokens, self.form)
+
+    def drafter_costs(self, drafter: str) -> dict[str, float]:
+        """The drafter's coefficients by term (the form's terms; those it lacks are not there)."""
+        per = len(self.form.drafter_terms)
+        start = N_TARGET + len(self.form.bends) + per * self.drafters.index(drafter)
+        return dict(zip(self.form.drafter_terms, (float(v) for v in self.coefficients[start:start + per])))
+
     def ratio_se(self, x_num: np.ndarray, x_den: np.ndarray) -> float | None:
         """Standard error of log(step(x_num) / step(x_den)): both from one fit, so their errors partly cancel;
         one point's scatter is added for the ratio measured anew."""
@@ -147,7 +178,7 @@ class Fit:
         return self.scale * math.sqrt(max(0.0, float(g @ self.covariance @ g)) + 1.0)
 
 
-def fit(observations: Sequence[Observation], drafters: Sequence[str]) -> Fit:
+def fit(observations: Sequence[Observation], drafters: Sequence[str], form: StepForm = PER_PASS) -> Fit:
     """Non-negative weighted least squares (weights 1 / step: relative error) over the observations marked used.
 
     Every term is a cost, so none may be negative: unconstrained, the terms one run cannot tell apart trade
@@ -156,7 +187,7 @@ def fit(observations: Sequence[Observation], drafters: Sequence[str]) -> Fit:
     used = [o for o in observations if o.used]
     if not used:
         raise ValueError("no measured point to calibrate on")
-    x = np.array([observation_features(drafters, o) for o in used])
+    x = np.array([observation_features(drafters, o, form) for o in used])
     per_sequence = [o.kv_tokens / o.batch for o in used if o.batch > 0]
     low, high = (min(per_sequence), max(per_sequence)) if per_sequence else (0.0, 0.0)
     one_mix = high - low <= ONE_MIX * high
@@ -184,5 +215,5 @@ def fit(observations: Sequence[Observation], drafters: Sequence[str]) -> Fit:
     _, sv, vt = np.linalg.svd(xs, full_matrices=False)
     full_rank = int((sv > sv.max() * max(xs.shape) * 1e-9).sum()) if sv.size else 0
     q, _ = np.linalg.qr((vt[:full_rank] * norms).T)
-    return Fit(drafters=tuple(drafters), coefficients=beta, covariance=cov, scale=scale, dof=dof, rank=rank,
+    return Fit(drafters=tuple(drafters), form=form, coefficients=beta, covariance=cov, scale=scale, dof=dof, rank=rank,
                row_space=q[:, :full_rank].T, kv_per_sequence=(low, high), one_mix=one_mix)

@@ -56,7 +56,7 @@ def _drafting(cal: Calibration, cfg: PlannedConfig, batches: tuple[float, float]
         return "-", "-", "-"
     ks = [o.k for o in cal.observations if o.config_id == cfg.id and o.drafter is not None]
     k = statistics.fmean(ks) if ks else float(cfg.spec.num_speculative_tokens or 0)
-    low, high = (k * (cost.per_draft_s + cost.per_draft_token_s * b) * 1e3 for b in batches)
+    low, high = (cost.step_s(k, b) * 1e3 for b in batches)
     return f"{k:.2f}", f"{low:.2f}", f"{high:.2f}"
 
 
@@ -70,8 +70,8 @@ def drafter_table(summary: RunSummary, cal: Calibration | None) -> Grid | None:
     base_steps = sorted((o.batch, o.step_s) for o in observed if o.drafter is None)
     where = (f"; the baseline's measured step: {base_steps[0][1] * 1e3:.1f} ms at batch {base_steps[0][0]:.1f}, "
              f"{base_steps[-1][1] * 1e3:.1f} ms at batch {base_steps[-1][0]:.1f}" if base_steps else "")
-    fitted = ("drafting ms per step fitted by the step-cost model on this sweep (calibration.json: K x (per draft + "
-              f"per draft token x batch)){where}" if cal is not None else
+    fitted = ("drafting ms per step fitted by the step-cost model on this sweep (calibration.json: its form's "
+              f"drafter terms at the K drafted and the batch){where}" if cal is not None else
               "no calibration.json: no drafting cost (`specmeter plan RUN_DIR` fits one)")
     costs = (("drafted/step", f"draft ms B={batches[0]:.1f}", f"draft ms B={batches[1]:.1f}")
              if cal is not None else ())

@@ -3,6 +3,7 @@ per K and batch, measured cells marked), each measured point against its predict
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from rich.console import Console
@@ -11,7 +12,7 @@ from rich.text import Text
 from specmeter.report.console import to_rich
 from specmeter.report.grid import Grid, grid
 from specmeter.report.recommendation import BASIS
-from specmeter.schemas.planner import Calibration, Cell, Check, PlanResult
+from specmeter.schemas.planner import Calibration, Cell, Check, FormChoice, PlanResult
 
 PREDICTED = "predicted by a step-cost model calibrated on measurements, not measured"
 
@@ -29,7 +30,8 @@ def _x(v: float | None, low: float | None = None, high: float | None = None) -> 
 def calibration_grids(cal: Calibration) -> list[Grid]:
     scale = "no degrees of freedom" if cal.residual_scale is None else f"relative residual sd {cal.residual_scale:.1%}"
     terms = grid(f"Step-cost model: {cal.engine} {cal.engine_version or ''} on {cal.hardware}, target {cal.target} "
-                 f"({len([o for o in cal.observations if o.used])} points, rank {cal.rank}, {scale})",
+                 f"({len([o for o in cal.observations if o.used])} points, rank {cal.rank}, {scale}), form: "
+                 f"{cal.form.name}",
                  ("term", "coefficient"), left={"term"})
     for name, value in zip(cal.terms, cal.coefficients):
         terms.add_row(name, f"{value * 1e3:.4g} ms")
@@ -41,13 +43,56 @@ def calibration_grids(cal: Calibration) -> list[Grid]:
                     f"{o.tokens_per_step:.2f}", f"{o.step_s * 1e3:.2f}",
                     "-" if o.fitted_s is None else f"{o.fitted_s * 1e3:.2f}", _pct(o.residual),
                     "yes" if o.used else "left out")
-    return [terms, obs]
+    return [terms, *([] if cal.choice is None else [form_grid(cal.choice)]), obs]
+
+
+SHOWN_FORMS = 8  # the best candidates shown; calibration.json keeps every one
+
+
+def form_grid(choice: FormChoice) -> Grid:
+    """The candidate forms by held-out error, best first, the chosen one and those tied with it marked."""
+    tied = {f.name for f in choice.tied}
+    half = "" if choice.half_width is None else (f"; 95% of the chosen form's held-out steps within "
+                                                 f"{math.expm1(choice.half_width):.0%}, the intervals' floor")
+    g = grid(f"The form, chosen by {choice.scheme} ({', '.join(choice.groups)}): each candidate fitted without each "
+             f"group and scored on it{half}", ("form", "held-out median", "worst", "predicted", "chosen"),
+             left={"form", "chosen"})
+    for sc in choice.scores[:SHOWN_FORMS]:
+        mark = ("chosen" if choice.decided else "default") if sc.name == choice.chosen else (
+            "tied" if sc.name in tied else "")
+        g.add_row(sc.name, _share(sc.error), _share(sc.worst), f"{sc.predicted}/{sc.held_out}", mark)
+    return g
+
+
+TIED_NAMED = 4  # the tied forms a note names; the rest it counts
+
+
+def form_notes(choice: FormChoice | None) -> list[str]:
+    """What the choice could not decide: no form at all, or the tied forms and how far their predictions differ."""
+    if choice is None:
+        return []
+    if not choice.decided:
+        return [f"{choice.scheme}: no candidate form fitted without one group could predict it (too few loads or "
+                f"Ks), so the step cost keeps the default form, {choice.chosen}, unchosen; measure more loads"]
+    if not choice.tied:
+        return []
+    names = ", ".join(f.name for f in choice.tied[:TIED_NAMED])
+    more = len(choice.tied) - TIED_NAMED
+    names += f" and {more} more" if more > 0 else ""
+    spread = ("" if choice.spread is None else
+              f"; their steps differ by up to {choice.spread:.0%} ({choice.spread_at})")
+    return [f"{choice.scheme} could not tell {choice.chosen} from {names}{spread}: predictions take the middle of "
+            "them and their intervals span them all; measure another K to decide"]
+
+
+def _share(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"
 
 
 def render_calibration(console: Console, cal: Calibration) -> None:
     for g in calibration_grids(cal):
         console.print(to_rich(g))
-    for note in cal.notes:
+    for note in [*form_notes(cal.choice), *cal.notes]:
         console.print(Text("• " + note, style="dim"))
 
 
@@ -126,7 +171,10 @@ def unpredicted_lines(checks: list[Check]) -> list[str]:
 
 def render_plan(console: Console, result: PlanResult) -> None:
     console.print(Text(f"Planner for {result.run}: {PREDICTED}", style="bold"))
-    console.print(to_rich(calibration_grids(result.calibration)[0]))
+    for g in calibration_grids(result.calibration)[:-1]:  # the terms and the form chosen; not every point
+        console.print(to_rich(g))
+    for note in form_notes(result.calibration.choice):
+        console.print(Text("• " + note, style="dim"))
     for drafter in sorted({c.drafter for c in result.cells}):
         cal = result.calibration.drafter(drafter)
         label = cal.label if cal else drafter

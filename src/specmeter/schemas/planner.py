@@ -5,14 +5,82 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from specmeter.schemas.recommend import DrafterRecommendation
 
 CALIBRATION_SCHEMA = 1
 
-# The target's step-cost terms, in the order of the coefficient vector; each drafter adds two after them.
+# The target's step-cost terms, in the order of the coefficient vector; a form's caps and knees follow them, then
+# each drafter's terms (StepForm).
 TARGET_TERMS = ("fixed", "per_sequence", "per_token", "per_kv_token", "per_prefill_token")
+# A drafter's possible terms, each per engine step: K (one draft pass per drafted position), K x B (a drafted token
+# of each running sequence), 1 (a speculative step, whatever K), B (a speculative step of each running sequence).
+DrafterTerm = Literal["per_draft", "per_draft_token", "per_step", "per_step_sequence"]
+PAID: dict[tuple[DrafterTerm, ...], str] = {("per_draft", "per_draft_token"): "per pass",
+                                            ("per_step", "per_step_sequence"): "per step",
+                                            ("per_step", "per_draft_token"): "per step and drafted token"}
+Scheme = Literal["leave one K out", "leave one load out"]
+
+
+class StepForm(BaseModel):
+    """Which terms a step's cost has beyond the target's five: how a drafter is paid, and where the step bends with
+    the running sequences B. A cap adds a per-sequence cost up to `cap` sequences and none beyond (steps that grow
+    steeply over the first sequences, then flatten, as on a GPU); a knee a per-sequence cost beyond `knee` only
+    (steps that turn steeper, as where a memory-bound step turns compute-bound)."""
+
+    model_config = ConfigDict(frozen=True)  # hashable: forms key their cross-validation
+
+    drafter_terms: tuple[DrafterTerm, ...] = ("per_draft", "per_draft_token")
+    caps: tuple[float, ...] = ()
+    knees: tuple[float, ...] = ()
+
+    @property
+    def name(self) -> str:
+        paid = PAID.get(self.drafter_terms)
+        parts = [paid or " + ".join(t.removeprefix("per_").replace("_", " ") for t in self.drafter_terms)]
+        parts += [f"cap {c:g}" for c in self.caps] + [f"knee {n:g}" for n in self.knees]
+        return ", ".join(parts)
+
+    @property
+    def size(self) -> int:
+        """Columns per drafter plus the target's extra ones: the form's complexity (a tie goes to the smaller)."""
+        return len(self.drafter_terms) + len(self.bends)
+
+    @property
+    def bends(self) -> tuple[float, ...]:
+        return (*self.caps, *self.knees)
+
+
+class FormScore(BaseModel):
+    """One candidate form, cross-validated: every group of points held out in turn and predicted from the rest."""
+
+    form: StepForm
+    name: str
+    error: float | None = Field(description="Median |relative error| of the held-out steps it predicted.")
+    worst: float | None = Field(description="The largest |relative error| among them.")
+    score: float = Field(description="Mean |relative error| with each held-out step it could not predict counted "
+                         "as 100%: what the choice minimises.")
+    predicted: int
+    held_out: int
+
+
+class FormChoice(BaseModel):
+    """The step-cost form a calibration chose among the candidates by its own held-out error."""
+
+    scheme: Scheme
+    groups: list[str] = Field(description="What was held out in turn (Ks or load points).")
+    chosen: str
+    decided: bool = Field(default=True, description="False: no candidate fitted without a group could predict a "
+                          "step of it (too few loads or Ks), so the form is the default, not chosen.")
+    scores: list[FormScore] = Field(description="Every candidate, best first.")
+    tied: list[StepForm] = Field(default_factory=list, description="Other forms the held-out error could not tell "
+                                 "from the chosen one: predictions span them all.")
+    spread: float | None = Field(default=None, description="How far the tied forms' step predictions differ at most "
+                                 "(relative), over K = 1 to twice the largest measured and the measured batches.")
+    spread_at: str | None = Field(default=None, description="Where that largest difference lies.")
+    half_width: float | None = Field(default=None, description="The log half-width that holds 95% of the chosen "
+                                     "form's held-out speculative steps: the floor of a prediction's interval.")
 
 
 class Observation(BaseModel):
@@ -37,12 +105,23 @@ class Observation(BaseModel):
 
 class DrafterCost(BaseModel):
     """A drafter's cost per engine step: `per_draft_s` per drafted position, `per_draft_token_s` per drafted
-    position and running request (a K-step chain runs K draft passes over the batch)."""
+    position and running request (a K-step chain runs K draft passes over the batch), `per_step_s` per speculative
+    step and `per_step_sequence_s` per speculative step and running request, whatever K (the terms its form has;
+    the others are 0)."""
 
     drafter: str
     label: str
     per_draft_s: float
     per_draft_token_s: float
+    per_step_s: float = 0.0
+    per_step_sequence_s: float = 0.0
+
+    def step_s(self, k: float, batch: float) -> float:
+        """What drafting K tokens for each of `batch` sequences costs one engine step."""
+        if k <= 0:
+            return 0.0
+        return k * (self.per_draft_s + self.per_draft_token_s * batch) + self.per_step_s + (
+            self.per_step_sequence_s * batch)
 
 
 class Calibration(BaseModel):
@@ -50,7 +129,10 @@ class Calibration(BaseModel):
     relative error):
 
         step = fixed + per_sequence B + per_token B (1 + K) + per_kv_token KV + per_prefill_token P
-               + per_draft K + per_draft_token K B                  (the drafter's terms, per drafter)
+               [+ cap_c min(B, c) + knee_n max(0, B - n)]              (the form's bends, if any)
+               + per_draft K + per_draft_token K B [+ per_step + per_step_sequence B]   (per drafter, its form's)
+
+    The form is chosen among candidates by the calibration's own held-out error (`choice`).
     """
 
     schema_version: int = CALIBRATION_SCHEMA
@@ -59,7 +141,11 @@ class Calibration(BaseModel):
     hardware: str
     target: str
     runs: list[str]
-    terms: list[str] = Field(description="The coefficient vector's terms: the target's, then two per drafter.")
+    form: StepForm = Field(default_factory=StepForm, description="The terms the fit has (a file without one: per "
+                           "pass, no bend).")
+    choice: FormChoice | None = Field(default=None, description="How the form was chosen (None: given, not chosen).")
+    terms: list[str] = Field(description="The coefficient vector's terms: the target's, the form's bends, then the "
+                             "form's terms per drafter.")
     coefficients: list[float] = Field(description="Seconds per unit of each term.")
     covariance: list[list[float]] = Field(description="(X' W X)^+ of the weighted fit: times residual_scale^2 "
                                           "it is the coefficients' covariance.")

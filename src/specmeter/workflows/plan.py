@@ -12,7 +12,7 @@ from specmeter.analysis.by_length import at_length, lengths
 from specmeter.analysis.recommend import recommend as decide_table
 from specmeter.common.errors import InputError, stored_file_message
 from specmeter.config.prediction import DEFAULT_BATCHES, DEFAULT_KS
-from specmeter.predict.calibration import calibrate, refit
+from specmeter.predict.calibration import calibrate
 from specmeter.predict.observations import drafter_key, request_mix
 from specmeter.predict.predict import (
     Predictor,
@@ -107,7 +107,7 @@ def plan_run(request: PlanRequest, terminal: Terminal) -> PlanResult:
     mix = request_mix(summary)
     if mix is None:
         raise InputError(f"{run}: no completed request to read prompt and output lengths from")
-    predictor = Predictor(refit(cal), mix)
+    predictor = Predictor.calibrated(cal, mix)
     notes = [*cal.notes, *length_note]
     profiles = drafter_profiles(summary, run, request.exclude)
     if request.acceptance is not None:

@@ -18,7 +18,6 @@ from specmeter.config.tune import DEFAULT_BUDGET
 from specmeter.execution.servers import ServerPool
 from specmeter.plans.propose import propose_execution
 from specmeter.plans.verify import best_static
-from specmeter.predict.calibration import refit
 from specmeter.predict.observations import drafter_key, request_mix
 from specmeter.predict.predict import Predictor
 from specmeter.predict.profiles import drafter_profiles
@@ -71,7 +70,7 @@ def found_proposals(summary: RunSummary, run: str, cal: Calibration, rec: Recomm
     mix = request_mix(summary)
     if mix is None:
         return [], [], "no completed request to read prompt and output lengths from"
-    predictor = Predictor(refit(cal), mix)
+    predictor = Predictor.calibrated(cal, mix)
     profiles = drafter_profiles(summary, run)
     found: list[Proposal] = []
     for d in rec.drafters:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from specmeter.common.errors import InputError
-from specmeter.predict.calibration import calibrate, hardware_of, refit
+from specmeter.predict.calibration import calibrate, hardware_of
 from specmeter.predict.observations import request_mix
 from specmeter.predict.predict import Predictor, checks, measured_points
 from specmeter.predict.profiles import drafter_profiles
@@ -24,7 +24,7 @@ def test_a_point_without_a_prediction_says_why() -> None:
     cal = calibrate([(str(STORED), summary)])
     mix = request_mix(summary)
     assert mix is not None
-    predictor = Predictor(refit(cal), mix)
+    predictor = Predictor.calibrated(cal, mix)
     measured = measured_points(cal.observations, summary.analysis.speedups, {c.id: c.k for c in summary.plan.configs})
     profiles = drafter_profiles(summary, "demo")
     found = checks(predictor, measured, profiles)

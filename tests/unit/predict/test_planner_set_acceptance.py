@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specmeter.config.synthetic import SyntheticAcceptance, min_variance_rates
-from specmeter.predict.calibration import calibrate, refit
+from specmeter.predict.calibration import calibrate
 from specmeter.predict.observations import drafter_key, request_mix
 from specmeter.predict.predict import Estimate, Predictor, checks, measured_points
 from specmeter.predict.profiles import drafter_profiles, set_profiles
@@ -51,7 +51,7 @@ def test_its_points_are_checked_at_the_set_rates_even_left_out() -> None:
     cal = calibrate([(str(STORED), summary)], exclude=[SET])
     mix = request_mix(summary)
     assert mix is not None
-    predictor = Predictor(refit(cal), mix)
+    predictor = Predictor.calibrated(cal, mix)
     measured = measured_points(cal.observations, summary.analysis.speedups, {c.id: c.k for c in summary.plan.configs})
     drafter = drafter_profiles(summary, "demo", [SET])
     given = set_profiles(summary)

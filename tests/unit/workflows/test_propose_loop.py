@@ -408,8 +408,7 @@ def test_proposals_take_the_sweep_files_k_range_unless_propose_k_is_given(
 
     drafters = {workflow.drafter_key(summary.plan.configs[1].spec)}
     model = type("Model", (), {"drafters": drafters})
-    monkeypatch.setattr(workflow, "refit", lambda cal: cal)
-    monkeypatch.setattr(workflow, "Predictor", lambda cal, mix: type("P", (), {"model": model})())
+    monkeypatch.setattr(workflow.Predictor, "calibrated", lambda cal, mix: type("P", (), {"model": model})())
     monkeypatch.setattr(workflow, "drafter_profiles", lambda *_: dict.fromkeys(drafters))
     monkeypatch.setattr(workflow, "proposals", lambda *_, k_range, **__: asked.append(k_range) or [])
     workflow.found_proposals(summary, "run", cast(Calibration, Calibration.model_construct()), rec, given)
