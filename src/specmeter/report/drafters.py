@@ -60,6 +60,15 @@ def _drafting(cal: Calibration, cfg: PlannedConfig, batches: tuple[float, float]
     return f"{k:.2f}", f"{low:.2f}", f"{high:.2f}"
 
 
+def _form(cal: Calibration) -> str:
+    choice = cal.choice
+    if choice is None:
+        return cal.form.name
+    how = f"chosen by {choice.scheme}" if choice.decided else "the default: too few points to choose"
+    tied = f", tied with {len(choice.tied)} more" if choice.tied else ""
+    return f"{cal.form.name}, {how}{tied}"
+
+
 def drafter_table(summary: RunSummary, cal: Calibration | None) -> Grid | None:
     """Every speculative configuration of a real drafter, grouped by drafter (None: none measured)."""
     baseline = summary.plan.main_baseline
@@ -70,8 +79,8 @@ def drafter_table(summary: RunSummary, cal: Calibration | None) -> Grid | None:
     base_steps = sorted((o.batch, o.step_s) for o in observed if o.drafter is None)
     where = (f"; the baseline's measured step: {base_steps[0][1] * 1e3:.1f} ms at batch {base_steps[0][0]:.1f}, "
              f"{base_steps[-1][1] * 1e3:.1f} ms at batch {base_steps[-1][0]:.1f}" if base_steps else "")
-    fitted = ("drafting ms per step fitted by the step-cost model on this sweep (calibration.json: its form's "
-              f"drafter terms at the K drafted and the batch){where}" if cal is not None else
+    fitted = ("drafting ms per step fitted by the step-cost model on this sweep (calibration.json: the drafter's "
+              f"terms of its form, {_form(cal)}, at the K drafted and the batch){where}" if cal is not None else
               "no calibration.json: no drafting cost (`specmeter plan RUN_DIR` fits one)")
     costs = (("drafted/step", f"draft ms B={batches[0]:.1f}", f"draft ms B={batches[1]:.1f}")
              if cal is not None else ())
