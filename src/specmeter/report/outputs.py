@@ -33,6 +33,11 @@ class Output(ABC):
     def write(self, run: RunData) -> list[Path]:
         """Render the run; return the files written (none for the terminal)."""
 
+    def told(self, written: list[Path]) -> list[str]:
+        """What the terminal says of the files written: each one's path (an output of many files may say it in one
+        line)."""
+        return [f"wrote [cyan]{path}[/]" for path in written]
+
 
 def output(kind: str, dest: Path | None = None) -> Output:
     """The output of this kind, writing to `dest`."""

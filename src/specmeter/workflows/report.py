@@ -27,19 +27,18 @@ def report(run_dir: Path, files: ReportFiles, term: Terminal, *, recompute: bool
         for done in recompute_run(run_dir):
             term.human.print(done.line())
     run = load_run(run_dir)
-    written: list[Path] = []
-    for kind, dest in (("html", files.html), ("csv", files.csv), ("plots", files.plots)):
-        if dest is not None:
-            written += output(kind, dest).write(run)
+    asked = [output(kind, dest) for kind, dest in (("html", files.html), ("csv", files.csv), ("plots", files.plots))
+             if dest is not None]
+    told = [line for out in asked for line in out.told(out.write(run))]
     if term.json_out:  # the run's answer first, then summary.json's keys as they are, then its calibration
         answer = json.loads(answer_document(run.answer)) if run.answer is not None else None
         cal = json.loads(run.calibration.model_dump_json()) if run.calibration is not None else None
         term.emit(json.dumps({"answer": answer, **json.loads(run.summary.model_dump_json()), "calibration": cal},
                              indent=2))
-    elif not written:
+    elif not asked:
         ConsoleOutput(console=term.answer, verbosity=term.verbosity).write(run)
-    for path in written:
-        term.human.print(f"wrote [cyan]{path}[/]")
+    for line in told:
+        term.human.print(line, soft_wrap=True)
 
 
 def compare(run_dirs: list[Path], term: Terminal, *, allow_different_workloads: bool = False,
