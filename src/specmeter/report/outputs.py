@@ -18,6 +18,7 @@ OUTPUTS: Registry[type[Output]] = Registry("output", {
     "csv": "specmeter.report.csv_output:CsvOutput",
     "plots": "specmeter.report.plots:PlotsOutput",
     "html": "specmeter.report.html:HtmlOutput",
+    "profiles": "specmeter.report.simulator_profiles:ProfilesOutput",
 })
 
 
