@@ -278,6 +278,8 @@ CASES: list[Case] = [
     Case("report-html-existing-dir", ["report", "RUN", "--html", "RUN/verify"], ["--html", "directory", "report.html"]),
     Case("report-csv-existing-file", ["report", "RUN", "--csv", "RUN/summary.json"], ["--csv", "a file", "directory"]),
     Case("report-plots-existing-file", ["report", "RUN", "--plots", "RUN/requests.jsonl"], ["--plots", "a file"]),
+    Case("report-profiles-existing-file", ["report", "RUN", "--profiles", "RUN/summary.json"],
+         ["--profiles", "a file", "directory"]),
     Case("report-not-a-run", ["report", "elsewhere"], ["elsewhere", "summary.json"], [mkdir("elsewhere")]),
     Case("report-truncated-summary", ["report", "RUN"], ["summary.json", "cut short", "line", "restore"],
          [truncate(SUMMARY, 5000)]),

@@ -23,7 +23,8 @@ def report(
     asked: Rereading,
     run_dir: Annotated[Path, typer.Argument(help="A run directory written by run, sweep or demo.")],
 ) -> None:
-    """What did a run measure? Its report again from the saved results (no server), or as HTML, CSV or plots."""
+    """What did a run measure? Its report again from the saved results (no server), or as HTML, CSV, plots or the
+    acceptance profiles simulators take."""
     from specmeter.workflows import report as workflow
 
     workflow.report(run_dir, asked, terminal(), recompute=asked.recompute)

@@ -64,13 +64,17 @@ class ReportFiles(StrictModel):
         "directory.")
     plots: Annotated[Path | None, Flag("--plots")] = Field(
         default=None, description="Write the plots (PNG and SVG) into this directory.")
+    profiles: Annotated[Path | None, Flag("--profiles")] = Field(
+        default=None, description="Write the measured acceptance, per configuration and category, as the inputs of "
+        "the simulators BLIS, AIConfigurator, specdec_bench (speculation_profile.json) and Dynamo's mocker, and as "
+        "specmeter's planner profile, into this directory.")
 
     @model_validator(mode="after")
     def _writable(self) -> ReportFiles:
         if self.html is not None and self.html.is_dir():
             raise InputError(f"--html {self.html}: that is a directory; give the file to write, e.g. "
                              f"--html {self.html / 'report.html'}")
-        for flag, dest in (("--csv", self.csv), ("--plots", self.plots)):
+        for flag, dest in (("--csv", self.csv), ("--plots", self.plots), ("--profiles", self.profiles)):
             check_output_dir(flag, dest)
         return self
 

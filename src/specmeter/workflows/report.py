@@ -27,8 +27,8 @@ def report(run_dir: Path, files: ReportFiles, term: Terminal, *, recompute: bool
         for done in recompute_run(run_dir):
             term.human.print(done.line())
     run = load_run(run_dir)
-    asked = [output(kind, dest) for kind, dest in (("html", files.html), ("csv", files.csv), ("plots", files.plots))
-             if dest is not None]
+    asked = [output(kind, dest) for kind, dest in (("html", files.html), ("csv", files.csv), ("plots", files.plots),
+                                                   ("profiles", files.profiles)) if dest is not None]
     told = [line for out in asked for line in out.told(out.write(run))]
     if term.json_out:  # the run's answer first, then summary.json's keys as they are, then its calibration
         answer = json.loads(answer_document(run.answer)) if run.answer is not None else None

@@ -1,4 +1,4 @@
-"""`specmeter report` re-renders a saved run with no server: tables, HTML, CSV and plots by flag."""
+"""`specmeter report` re-renders a saved run with no server: tables, HTML, CSV, plots and simulator profiles by flag."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from in_process import specmeter
 
 from specmeter.report.csv_output import POINT_COLUMNS
 from specmeter.report.plots import PLOTS
@@ -48,6 +49,20 @@ def test_html_csv_and_plots_by_flag(run_dir: Path, tmp_path: Path) -> None:
     assert stems == {p.stem for p in plot_dir.glob("*.svg")}
     for path in [page, *csv_dir.glob("*.csv"), *plot_dir.iterdir()]:
         assert str(path) in res.stdout
+
+
+def test_profiles_by_flag_are_named_in_one_line(run_dir: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "profiles"
+    res = specmeter("report", run_dir, "--profiles", dest)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "Speedup over the baseline" not in res.stdout  # files asked for: no tables
+    files = [p for p in dest.rglob("*") if p.is_file()]
+    assert {"aiconfigurator.yaml", "planner-profiles.json", "speculation_profile.json", "blis.args",
+            "dynamo-mocker.json"} <= {p.name for p in files}
+    told = [line for line in res.stdout.splitlines() if line.startswith("profiles in")]
+    assert len(told) == 1 and all(p.relative_to(dest).as_posix() in told[0] for p in files)
+    for simulator in ("BLIS", "AIConfigurator", "specdec_bench", "Dynamo mocker", "planner"):
+        assert f"{simulator}: " in told[0]
 
 
 def test_a_directory_without_a_run_is_one_line(tmp_path: Path) -> None:
