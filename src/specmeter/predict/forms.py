@@ -56,20 +56,35 @@ def _groups(used: Sequence[Observation]) -> tuple[Scheme, list[str], Callable[[O
 
 def _held_out(used: Sequence[Observation], drafters: Sequence[str], form: StepForm,
               group_of: Callable[[Observation], str], groups: Sequence[str]) -> list[tuple[Observation, float | None]]:
-    """Each held-out step with its relative error, predicted from a fit on the other groups (None: refused)."""
+    """Each held-out speculative step with the relative error of its ratio to the baseline's step at the same point
+    and repeat, both predicted from a fit on the other groups (None: refused). The ratio is what a speedup reads,
+    and pairing cancels what a point shared with its baseline (the machine's load then), as the paired speedups
+    do; a step without a paired baseline, and the baseline's own steps where no step speculated, are scored
+    alone."""
+    base = {(o.run, o.point_id, o.repeat): o for o in used if o.drafter is None}
+    speculative = any(o.drafter is not None for o in used)
     out: list[tuple[Observation, float | None]] = []
     for g in groups:
         rest = [o for o in used if group_of(o) != g]
-        held = [o for o in used if group_of(o) == g]
+        held = [o for o in used if group_of(o) == g and (o.drafter is not None or not speculative)]
         if not rest or not held:
             continue
         model = fit(rest, drafters, form)
         seen = {r.drafter for r in rest}
         for o in held:
-            x = model.determined(observation_features(drafters, o, form)) if o.drafter in seen else None
-            step = model.step(x) if x is not None else 0.0
-            out.append((o, step / o.step_s - 1.0 if step > 0 and math.isfinite(step) else None))
+            step = _predicted(model, drafters, form, o) if o.drafter in seen else None
+            pair = base.get((o.run, o.point_id, o.repeat)) if o.drafter is not None else None
+            if step is not None and pair is not None:
+                off = _predicted(model, drafters, form, pair)
+                step = None if off is None else step / off * pair.step_s
+            out.append((o, None if step is None else step / o.step_s - 1.0))
     return out
+
+
+def _predicted(model: Fit, drafters: Sequence[str], form: StepForm, obs: Observation) -> float | None:
+    x = model.determined(observation_features(drafters, obs, form))
+    step = model.step(x) if x is not None else 0.0
+    return step if step > 0 and math.isfinite(step) else None
 
 
 def _score(form: StepForm, held: Sequence[tuple[Observation, float | None]]) -> FormScore:
@@ -80,10 +95,9 @@ def _score(form: StepForm, held: Sequence[tuple[Observation, float | None]]) -> 
 
 
 def _half_width(held: Sequence[tuple[Observation, float | None]]) -> float | None:
-    """The COVER quantile of |log(predicted / measured)| over the held-out speculative steps (every held-out
-    step where none was speculative): what a prediction's interval holds at least."""
-    spec = [(o, e) for o, e in held if o.drafter is not None]
-    logs = sorted(abs(math.log1p(e)) for _, e in (spec or held) if e is not None and e > -1.0)
+    """The COVER quantile of |log(predicted / measured)| over the held-out steps: what a prediction's interval
+    holds at least."""
+    logs = sorted(abs(math.log1p(e)) for _, e in held if e is not None and e > -1.0)
     if not logs:
         return None
     return logs[min(len(logs) - 1, math.ceil(COVER * len(logs)) - 1)]
