@@ -4,6 +4,7 @@ other K and load blind, and compare with what the same sweep measured there.
     .venv/bin/python benchmarks/planner_accuracy.py --engine vllm --out runs/planner     # sweep, then score
     .venv/bin/python benchmarks/planner_accuracy.py --run runs/planner/<id>-sweep        # score a stored sweep
     .venv/bin/python benchmarks/planner_accuracy.py --render a.json b.json              # README table
+    .venv/bin/python benchmarks/planner_accuracy.py --committed                         # every committed run
 
 The sweep runs the demo pair (the speculation-off baseline and the draft model at K = 1, 2, 3, 4; on llama.cpp
 also synthetic acceptance profiles) at concurrency 1 to 32, all servers up together. For each K in turn, the
@@ -12,6 +13,11 @@ that K's acceptance profile, then on each pair of Ks; every other (configuration
 having been seen: other Ks (a larger K's later positions extrapolated from the calibration K's conditional rates),
 the loads the calibration did not see, and synthetic profiles at their set rates. The figure of merit is the error
 of the predicted TPOT speedup against the measured paired one: goal median |error| <= 10%, worst <= 20%.
+
+Each calibration chooses its own step-cost form by its held-out error (specmeter.predict.forms); every row names
+the form its calibration chose. --committed scores every run the repository holds (the vLLM CPU sweeps under
+benchmarks/planner/, the stored demo run, the GPU checks under benchmarks/gpu/) into one table: blind median and
+worst error, and how many measurements fell inside their predicted intervals.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from specmeter.predict.acceptance import AcceptanceProfile
-from specmeter.predict.calibration import calibrate, refit
+from specmeter.predict.calibration import calibrate
 from specmeter.predict.observations import request_mix
 from specmeter.predict.predict import Predictor, checks, measured_points
 from specmeter.predict.profiles import drafter_profiles, set_profiles
@@ -36,6 +42,10 @@ from specmeter.schemas.planner import Calibration
 from specmeter.schemas.results import RunSummary
 
 ROOT = Path(__file__).resolve().parents[1]
+# The runs the repository holds: vLLM CPU sweeps of this script, the stored demo run, the GPU checks.
+COMMITTED = (*sorted((ROOT / "benchmarks" / "planner").glob("*/summary.json")),
+             ROOT / "tests" / "fixtures" / "runs" / "20261123-180233-demo" / "summary.json",
+             *sorted((ROOT / "benchmarks" / "gpu").glob("results-*/run-summary.json")))
 LOADS = (1, 2, 4, 8, 16, 32)
 KS = (1, 2, 3, 4)
 SYNTHETIC = ([0.9, 0.7, 0.5, 0.3], [0.6, 0.3, 0.15, 0.05])  # llama.cpp: profiles the calibration never sees
@@ -95,7 +105,7 @@ def blind(summary: RunSummary, run_dir: Path, calibrated_on: set[str], loads: se
     ks = {c.id: c.k for c in summary.plan.configs}
     seen = _without(summary, calibrated_on, loads)
     cal = calibrate([(str(run_dir), seen)])
-    predictor = Predictor(refit(cal), mix)
+    predictor = Predictor.calibrated(cal, mix)
     profiles: dict[str, AcceptanceProfile] = drafter_profiles(seen, str(run_dir))
     given = set_profiles(summary)  # synthetic configurations: acceptance is given, only the cost is predicted
     full = calibrate([(str(run_dir), summary)])  # its observations: every measured point, batches included
@@ -106,7 +116,9 @@ def blind(summary: RunSummary, run_dir: Path, calibrated_on: set[str], loads: se
     for m in points:
         (check,) = checks(predictor, [m], profiles, given)
         profile = given.get(m.config_id) or profiles.get(m.drafter)
-        rows.append({"calibrated_on": label, "config": m.config_id, "point": m.point_id, "k": m.k,
+        chosen = cal.choice is not None and cal.choice.decided
+        rows.append({"calibrated_on": label, "form": cal.form.name, "form_chosen": chosen, "config": m.config_id,
+                     "point": m.point_id, "k": m.k,
                      "batch": round(m.batch, 1), "base_batch": round(m.base_batch, 1),
                      "al": None if profile is None else profile.al(m.k).al, "synthetic": m.config_id in given,
                      "measured": check.measured_tpot_speedup, "predicted": check.predicted,
@@ -115,11 +127,20 @@ def blind(summary: RunSummary, run_dir: Path, calibrated_on: set[str], loads: se
     return cal, rows
 
 
+def read(path: Path) -> tuple[Path, RunSummary]:
+    """A run directory, or a run's summary file (a GPU check keeps the run's as run-summary.json beside its own)."""
+    if path.is_dir() and (path / "run-summary.json").exists():
+        path = path / "run-summary.json"
+    if path.is_file():
+        return path.parent, RunSummary.model_validate_json(path.read_text(encoding="utf-8"))
+    return path, load_summary(path)
+
+
 def score(run_dir: Path, calibration_loads: set[str] | None = None) -> dict[str, Any]:
     """Per calibration K (then pair of Ks): every other measured point predicted blind, with its error.
     `calibration_loads`: the load points the calibration sees (default: all of them; the other Ks are still never
     seen)."""
-    summary = load_summary(run_dir)
+    run_dir, summary = read(run_dir)
     loads = calibration_loads or {p.id for p in summary.plan.points}
     real = [c for c in summary.plan.configs if c.spec.enabled and c.spec.synthetic_acceptance is None]
     synthetic = [c for c in summary.plan.configs if c.spec.enabled and c.spec.synthetic_acceptance is not None]
@@ -173,6 +194,29 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def accuracy_table(results: list[dict[str, Any]]) -> list[str]:
+    """One Markdown row per run: blind median and worst |error|, coverage, and the forms its calibrations chose."""
+    lines = ["| run | engine | calibrations | points | one K: median / worst | two Ks: median / worst | "
+             "all: median / worst | inside the interval | forms chosen |", "|---|---|---|---|---|---|---|---|---|"]
+    for result in results:
+        rows = result["rows"]
+        cells = []
+        for pick in (lambda r: " + " not in r["calibrated_on"], lambda r: " + " in r["calibrated_on"],
+                     lambda r: True):
+            errors = [abs(r["error"]) for r in rows if pick(r) and r["error"] is not None]
+            cells.append(f"{statistics.median(errors):.1%} / {max(errors):.1%}" if errors else "-")
+        judged = [r["covered"] for r in rows if r["covered"] is not None]
+        forms: dict[str, set[str]] = {}
+        for r in rows:
+            forms.setdefault(r["form"] + ("" if r["form_chosen"] else " (default)"), set()).add(r["calibrated_on"])
+        chosen = "; ".join(f"{name} x{len(cals)}" for name, cals in sorted(forms.items(), key=lambda f: -len(f[1])))
+        name = Path(result["run"]).name
+        lines.append(f"| {name} | {result['engine']} | {len({r['calibrated_on'] for r in rows})} | {len(rows)} | "
+                     f"{' | '.join(cells)} | {sum(judged) / len(judged):.0%} of {len(judged)} | {chosen} |"
+                     if judged else f"| {name} | {result['engine']} | - | {len(rows)} | - | - | - | - | {chosen} |")
+    return lines
+
+
 def render(paths: list[Path]) -> None:
     """A markdown table per run: the K calibrated on x the point predicted, then the errors' median and worst."""
     for path in paths:
@@ -198,9 +242,15 @@ def main() -> None:
                         "all; the Ks not calibrated on are predicted at every load either way).")
     parser.add_argument("--json", action="store_true", help="Print the result as JSON.")
     parser.add_argument("--render", type=Path, nargs="+", help="Markdown tables from --json outputs.")
+    parser.add_argument("--committed", action="store_true", help="Score every run the repository holds into one "
+                        "Markdown table (with --json: the per-run results).")
     args = parser.parse_args()
     if args.render:
         render(args.render)
+        return
+    if args.committed:
+        results = [score(path.parent if path.name == "summary.json" else path) for path in COMMITTED]
+        print(json.dumps(results, indent=2) if args.json else "\n".join(accuracy_table(results)))
         return
     run_dir = args.run or run_sweep(args.engine, args.out)
     result = score(run_dir, set(args.calibration_loads.split(",")) if args.calibration_loads else None)
