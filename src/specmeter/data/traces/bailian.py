@@ -3,8 +3,9 @@
 `input_length` and `output_length` in tokens, `type` (text, search, image or file), `turn`, and `hash_ids`, one
 salted hash per 16-token block.
 
-A follow-up's parent must be a chat on an earlier line: the replay sends a conversation's turns in order, and a link
-to a chat the file does not hold (or holds later) could not be followed. `type` and `hash_ids` may be absent, as
+A follow-up's parent must not come later in the file: the replay sends a conversation's turns in order. A parent the
+file does not hold at all is a turn from before the trace's slice began: the row is kept as it is (its input length
+already holds the context the service received). `type` and `hash_ids` may be absent, as
 AIPerf reads them (src/aiperf/dataset/loader/models.py, BailianTrace); every other key of the schema is required.
 """
 
@@ -23,6 +24,7 @@ SIGNATURE = frozenset({"chat_id", "parent_chat_id", "turn"})  # the keys a Moonc
 def parse(text: str, source: str) -> Iterator[Stamped]:
     """The requests of a Bailian JSONL text, in file order."""
     chats: dict[int, int] = {}  # chat_id -> its line
+    awaited: dict[int, int] = {}  # a parent not seen yet -> the first line that named it
     for line, row in iter_jsonl(text, source):
         where = at(source, line)
         chat = whole(required(row, "chat_id", where, "each request its chat_id"), where, "chat_id", 0,
@@ -32,9 +34,11 @@ def parse(text: str, source: str) -> Iterator[Stamped]:
                             "give every request its own chat_id")
         parent = whole(required(row, "parent_chat_id", where, "-1 for a new conversation, else the chat it follows"),
                        where, "parent_chat_id", ROOT, "-1 (a new conversation) or an earlier chat_id")
+        if chat in awaited:
+            raise row_error(where, "chat_id", f"{chat} is the parent of line {awaited[chat]}, above it",
+                            "put a conversation's turns in the order they arrived")
         if parent != ROOT and parent not in chats:
-            raise row_error(where, "parent_chat_id", f"{parent} names no chat on an earlier line",
-                            "set it to -1 to start a conversation here, or restore its parent's row above it")
+            awaited.setdefault(parent, line)
         chats[chat] = line
         written = required(row, "timestamp", where, "each request its arrival in seconds from the trace's start")
         hashes = row.get("hash_ids")

@@ -70,6 +70,16 @@ def test_bailian_seconds_and_conversation_links(tmp_path: Path) -> None:
     assert trace.rows[0].input_length == 521 and trace.rows[-1].output_length == 1
 
 
+def test_a_bailian_follow_up_whose_parent_came_before_the_slice_is_kept(tmp_path: Path) -> None:
+    """A slice of a service's log starts mid-conversation: a follow-up whose parent the file never holds keeps its
+    link (its input length already holds the context the service received)."""
+    path = write_jsonl(tmp_path / "slice.jsonl", [
+        {"chat_id": 500, "parent_chat_id": 42, "timestamp": 1.0, "input_length": 800, "output_length": 5, "turn": 4},
+        {"chat_id": 501, "parent_chat_id": 500, "timestamp": 2.0, "input_length": 900, "output_length": 5, "turn": 5},
+    ])
+    assert [(row.chat_id, row.parent_chat_id) for row in read_trace(path).rows] == [(500, 42), (501, 500)]
+
+
 @pytest.mark.parametrize("newer", [False, True], ids=["six-columns", "with-session-and-elapsed"])
 def test_burstgpt_seconds_from_midnight_counted_from_the_first_request(tmp_path: Path, newer: bool) -> None:
     stamps = [5.0, 45.0, 110.5]

@@ -58,7 +58,7 @@ ROW_CASES = [
                             "tools": [{"type": "function"}]}), 1, "tools", "does not replay"),
     ("trace.jsonl", _jsonl(BAILIAN_ROOT, {**BAILIAN_ROOT, "chat_id": 3, "parent_chat_id": 2}, {**BAILIAN_ROOT,
                                                                                                "chat_id": 2}),
-     2, "parent_chat_id", "2 names no chat on an earlier line"),
+     3, "chat_id", "2 is the parent of line 2, above it"),
     ("trace.jsonl", _jsonl(BAILIAN_ROOT, {**BAILIAN_ROOT, "timestamp": 2.0}), 2, "chat_id", "1 repeats line 1"),
     ("trace.jsonl", _jsonl(BAILIAN_ROOT, {**BAILIAN_ROOT, "chat_id": 2, "parent_chat_id": -5}), 2,
      "parent_chat_id", "-1 (a new conversation) or an earlier chat_id"),
