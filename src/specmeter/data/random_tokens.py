@@ -14,6 +14,10 @@ from collections.abc import Collection
 from specmeter.common.errors import InputError
 from specmeter.data.model import Conversation
 
+# What every report of random-token prompts warns: the synthetic bias is the reason they are never the answer.
+SYNTHETIC_BIAS = ("random-token workload: random prompts are the contrast, not the answer; acceptance on them says "
+                  "little about real traffic")
+
 
 def load_random(
     num_prompts: int = 100,

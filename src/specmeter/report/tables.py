@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from specmeter.analysis.drafter_weights import untrained_drafters
+from specmeter.data.random_tokens import SYNTHETIC_BIAS
 from specmeter.load.turns import runs_whole
 from specmeter.report.decisions import (
     decision_table,
@@ -320,8 +321,7 @@ def notes(summary: RunSummary) -> list[Note]:
     if (host := host_line(summary)) is not None:
         out.append(Note(host[0], warn=host[1]))
     if any(c.workload == "random" for c in summary.plan.configs):
-        out.append(Note("random-token workload: random prompts are the contrast, not the answer; acceptance on "
-                        "them says little about real traffic", warn=True))
+        out.append(Note(SYNTHETIC_BIAS, warn=True))
     for cfg in summary.plan.configs:
         if cfg.spec.synthetic:
             out.append(Note(f"{cfg.id}: synthetic acceptance ({cfg.label}): the engine accepts drafts at random with "
