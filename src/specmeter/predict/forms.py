@@ -104,8 +104,8 @@ def _half_width(held: Sequence[tuple[Observation, float | None]]) -> float | Non
 
 
 def _spread(fits: Sequence[Fit], used: Sequence[Observation]) -> tuple[float | None, str | None]:
-    """How far the tied fits' steps differ at most, over K = 1 to twice the largest measured, at the measured
-    batches and the points' KV per sequence, per drafter."""
+    """How far the tied fits' steps differ at most, over K = 1 to twice the largest measured, at each measured
+    speculative point's drafter, batch and KV (among the fits that can say the step there)."""
     if len(fits) < 2:
         return None, None
     spec = [o for o in used if o.drafter is not None]
@@ -116,8 +116,9 @@ def _spread(fits: Sequence[Fit], used: Sequence[Observation]) -> tuple[float | N
             steps = []
             for f in fits:
                 x = f.determined(f.features(o.drafter, float(k), o.batch, o.kv_tokens, o.prefill_tokens))
-                steps.append(f.step(x) if x is not None else 0.0)
-            if min(steps) <= 0:
+                if x is not None and f.step(x) > 0:
+                    steps.append(f.step(x))
+            if len(steps) < 2:
                 continue
             gap = max(steps) / min(steps) - 1.0
             if gap > worst:
