@@ -55,6 +55,31 @@ def verification(summary: RunSummary, records: Sequence[RequestRecord],
     return out
 
 
+IGNORED_SHARE = 0.95  # a point whose steps drafted the static K this often ran it, whatever its table said
+
+
+def ignored_table(verify: RunSummary) -> str | None:
+    """One line where the engine ran the table's largest K as a static K: at every verified point with per-step
+    counts, at least IGNORED_SHARE of the steps drafted it, and at one point at least the table names another K
+    for the batch the engine ran (vLLM #51510: on the V2 model runner the per-batch table has no effect). None where
+    the engine followed the table anywhere, or where nothing could be checked."""
+    checked = [vp for vp in verify.analysis.verification if vp.drafted.followed is not None]
+    config = next((c for c in verify.plan.configs if c.role is Role.verification), None)
+    if not checked or config is None:
+        return None
+    static = config.spec.k
+    if any(vp.drafted.drafted.get(static, 0) < IGNORED_SHARE * vp.drafted.steps for vp in checked):
+        return None
+    other = next((vp for vp in checked if vp.drafted.expected_k != static), None)
+    if other is None:
+        return None
+    batch = "-" if other.drafted.engine_batch is None else f"{other.drafted.engine_batch:.1f}"
+    return (f"the engine ignored the K table: every verified point drafted K={static} on at least "
+            f"{IGNORED_SHARE:.0%} of its steps, where the table names K={other.drafted.expected_k} at "
+            f"{other.point_id} (engine batch {batch}); serve the static K, or an engine build that honours "
+            "num_speculative_tokens_per_batch_size (vLLM's V1 model runner), and verify again")
+
+
 def table_challenge(plan: Plan, arena: Arena, point_id: str, table_k: int | None) -> HeadToHead | None:
     """The duel that says whether the table is wrong at a point: the best static K against what the table runs
     there. Against the dynamic server where the table drafts a K; against the baseline where it drafts none (a

@@ -152,6 +152,8 @@ def status(rec: Recommendation) -> str:
              "disagreed": f"verified: a static K beat this table{where}; see the corrected recommendation",
              "kept": f"verified: a static K beat this table at a point{where}, yet decided again on the pooled "
                      "evidence of sweep and verification the table stands",
+             "ignored": f"verification FAILED: the engine ignored this table and drafted its largest K everywhere"
+                        f"{where}",
              "not run": "not verified yet (`specmeter verify` runs it)"}[rec.verification]
     if rec.corrects is not None:
         state = (f"corrected in round {rec.round} from {rec.corrects} ({'; '.join(rec.changes) or 'no change'}); "

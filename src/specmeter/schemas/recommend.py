@@ -159,10 +159,11 @@ class Recommendation(BaseModel):
                                                  "which one the answer names, head to head, and by how much it won.")
     notes: list[str] = Field(default_factory=list)
     round: int = Field(default=1, ge=1, description="1: from the sweep; n > 1: corrected after n - 1 verifications.")
-    verification: Literal["not run", "held", "disagreed", "kept"] = Field(
+    verification: Literal["not run", "held", "disagreed", "kept", "ignored"] = Field(
         default="not run", description="held: no static K beat the table at any verified point; disagreed: one "
         "did, and a corrected table follows; kept: one did, but decided again on the pooled evidence of sweep and "
-        "verification the table stands.")
+        "verification the table stands; ignored: the engine drafted the table's largest K everywhere, as a static "
+        "K, so nothing verified the table (a failed verification).")
     verified_in: str | None = Field(default=None, description="The verification run directory, relative to the "
                                     "sweep's.")
     corrects: str | None = Field(default=None, description="The file of the table this one corrects.")

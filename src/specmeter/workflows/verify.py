@@ -19,6 +19,7 @@ from pathlib import Path
 
 from specmeter.analysis.correction import correct, disagreements, same_table
 from specmeter.analysis.identity import table_mismatch
+from specmeter.analysis.verify import ignored_table
 from specmeter.common.errors import InputError
 from specmeter.config.criteria import Criteria
 from specmeter.config.endpoints import normalize_endpoint
@@ -93,6 +94,11 @@ class VerifyLoop:
             done = rec.model_copy(deep=True)
             done.verified_in = str(target.relative_to(self.run_dir)) if target.is_relative_to(self.run_dir) \
                 else str(target)
+            if (ignored := ignored_table(verify)) is not None:  # what it measured is a static K's, not the table's
+                done.verification = "ignored"
+                self._write(rec, done, number, on_disk)
+                self.say(f"verification of round {number} failed: {ignored}")
+                return done
             wrong = disagreements(verify)
             done.verification = "disagreed" if wrong else "held"
             if not wrong:

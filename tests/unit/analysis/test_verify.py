@@ -7,17 +7,19 @@ from test_recommend import BATCHES, CLEAR, latency, sweep
 
 from specmeter.analysis.recommend import recommend
 from specmeter.analysis.sequential import futile_points
-from specmeter.analysis.verify import drafted_check
+from specmeter.analysis.verify import drafted_check, ignored_table
 from specmeter.common.errors import InputError
 from specmeter.config.load_search import LoadSearch
 from specmeter.config.models import ConcurrencyPoint, EngineSpec, SpecConfig, dynamic_k_at
 from specmeter.execution.runner import schedule
 from specmeter.plans.verify import VERIFY_ID, best_static, round_seconds, verify_plan, where_to_verify
 from specmeter.report.decisions import verification_table
+from specmeter.report.recommendation import status
+from specmeter.schemas.analysis import VerifyPoint
 from specmeter.schemas.metrics import RunningBatch
-from specmeter.schemas.plan import PlannedConfig, Role
+from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.records import RequestRecord
-from specmeter.schemas.results import PointResult, PointSampling, RunSummary
+from specmeter.schemas.results import Analysis, PointResult, PointSampling, RunSummary
 from specmeter.schemas.sd import SDSummary
 
 TABLE = [(1, 1, 4), (2, 8, 2), (9, 64, 0)]
@@ -255,3 +257,34 @@ def test_the_verification_table_lists_each_carried_point_with_the_evidence_it_re
     carried = [row for row in table.rows if row[-1].startswith("holds: not run again")]
     assert [row[0] for row in carried] == list(plan.carried) and len(carried) == 2
     assert all(plan.carried[row[0]] in row[-1] for row in carried)
+
+
+def _verified(*checks: tuple[str, float, list[int]]) -> RunSummary:
+    """A verification run holding only what ignored_table reads: its dynamic config and each point's drafted
+    check, from (point, engine batch, K drafted per step)."""
+    points = []
+    for point_id, batch, drafted in checks:
+        record = rec(drafted).model_copy(update={"point_id": point_id})
+        check = drafted_check(DYNAMIC, point_id, [point(batch, batch)], [record])
+        points.append(VerifyPoint(point_id=point_id, config_id=VERIFY_ID, static_id=None, vs_baseline=None,
+                                  vs_static=None, drafted=check))
+    return RunSummary.model_construct(plan=Plan.model_construct(configs=[DYNAMIC]),
+                                      analysis=Analysis(verification=points))
+
+
+def test_a_table_the_engine_ran_as_its_largest_static_k_everywhere_fails_verification_in_one_line() -> None:
+    """vLLM's V2 model runner is reported to ignore the per-batch table: every step drafts
+    num_speculative_tokens. The table names K = 2 at batch 4 and 0 at 16; the engine drafted 4 at both."""
+    ignored = ignored_table(_verified(("c1", 1.0, [4] * 30), ("c4", 4.0, [4] * 30), ("c16", 16.0, [4] * 30)))
+    assert ignored is not None and "ignored the K table" in ignored and "K=4" in ignored
+    assert "\n" not in ignored and "c4" in ignored
+    # Where it followed the table at one point, or the table names the largest K everywhere it ran, no verdict.
+    assert ignored_table(_verified(("c1", 1.0, [4] * 30), ("c4", 4.0, [2] * 30))) is None
+    assert ignored_table(_verified(("c1", 1.0, [4] * 30))) is None
+    # Nothing counted per step: nothing to claim.
+    assert ignored_table(_verified()) is None
+
+
+def test_an_ignored_table_reads_as_a_failed_verification() -> None:
+    answer = recommend(*sweep(CLEAR, BATCHES)).model_copy(update={"verification": "ignored", "verified_in": "verify"})
+    assert "FAILED" in status(answer) and "ignored this table" in status(answer)
