@@ -36,6 +36,7 @@ from specmeter.config.points import PointsShorthand, one_user, point_shorthand
 from specmeter.config.points import RatePoint as RatePoint
 from specmeter.config.points import SaturationRule as SaturationRule
 from specmeter.config.points import StrictModel as StrictModel
+from specmeter.config.points import TracePoint as TracePoint
 from specmeter.config.slo import SLO
 from specmeter.config.synthetic import SyntheticAcceptance, synthetic_extra
 from specmeter.config.tree import TreeDraft, tree_extra
@@ -278,7 +279,7 @@ class LoadSpec(StrictModel):
 
     SHORTHAND: ClassVar[type[PointsShorthand]] = PointsShorthand
     # Given over a section (a flag over a file), any of these replaces all of them: the points given are the points.
-    REPLACES: ClassVar[tuple[str, ...]] = ("points", "search", "concurrency", "request_rate")
+    REPLACES: ClassVar[tuple[str, ...]] = ("points", "search", "concurrency", "request_rate", "trace_scale")
 
     api: Annotated[Literal["chat", "completions"], Flag("--api")] = Field(
         default="chat", description="The API requests use: chat (/v1/chat/completions) or completions.")

@@ -103,8 +103,40 @@ class RatePoint(StrictModel):
         return f"{self.rate:g} req/s ({shape}{cap}){_length_label(self.input_len)}"
 
 
+class TracePoint(StrictModel):
+    """Trace replay: the workload's trace (workload.trace) sent on its own arrival times divided by `scale`, the
+    same schedule and content for every configuration, whatever the server's speed. On the rate axis it stands at
+    its scale: 2 offers twice the trace's own rate."""
+
+    kind: Literal["trace"] = "trace"
+    scale: float = Field(gt=0, description="Time scale: 2 sends the trace's requests twice as fast, 0.5 half as "
+                         "fast.")
+    input_len: None = Field(default=None, description="A trace's rows have their own lengths: never an "
+                            "input-length axis.")
+
+    @property
+    def id(self) -> str:
+        return f"t{self.scale:g}x"
+
+    @property
+    def axis(self) -> Literal["concurrency", "rate"]:
+        return "rate"
+
+    @property
+    def load(self) -> float:
+        return self.scale
+
+    @property
+    def slots(self) -> int | None:
+        return None
+
+    def label(self) -> str:
+        return f"trace at {self.scale:g}x"
+
+
 def point_shorthand(raw: Any) -> Any:
-    """4 -> {kind: concurrency, concurrency: 4}; {rate: 2} -> {kind: rate, rate: 2}."""
+    """4 -> {kind: concurrency, concurrency: 4}; {rate: 2} -> {kind: rate, rate: 2}; {scale: 2} -> {kind: trace,
+    scale: 2}."""
     if isinstance(raw, int) and not isinstance(raw, bool):
         return {"kind": "concurrency", "concurrency": raw}
     if isinstance(raw, dict) and "kind" not in raw:
@@ -112,11 +144,13 @@ def point_shorthand(raw: Any) -> Any:
             return {"kind": "rate", **raw}
         if "concurrency" in raw:
             return {"kind": "concurrency", **raw}
+        if "scale" in raw:
+            return {"kind": "trace", **raw}
     return raw
 
 
-LoadPoint = Annotated[ConcurrencyPoint | RatePoint, Field(discriminator="kind")]
-POINT_KINDS = ("concurrency", "rate")  # the discriminator tags of LoadPoint
+LoadPoint = Annotated[ConcurrencyPoint | RatePoint | TracePoint, Field(discriminator="kind")]
+POINT_KINDS = ("concurrency", "rate", "trace")  # the discriminator tags of LoadPoint
 
 
 class PointsShorthand(StrictModel):
@@ -136,6 +170,9 @@ class PointsShorthand(StrictModel):
         default=None, description="Open loop, gamma: shape (1 = Poisson, < 1 burstier).")
     max_concurrency: Annotated[int | None, Flag("--max-concurrency")] = Field(
         default=None, description="Open loop: cap on requests in flight.")
+    # A sweep file's key only: a trace replay needs workload.trace, which only a file gives.
+    trace_scale: Any = Field(default=None, description="Trace replay points: time scales of workload.trace, e.g. "
+                             "[0.5, 1, 2] (2: twice as fast).")
 
     def folded(self, data: dict[str, Any]) -> dict[str, Any]:
         """A load section's other keys with these folded in: `points` (and `search` for an axis given as auto)."""
@@ -161,10 +198,16 @@ class PointsShorthand(StrictModel):
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise ValueError(f"request_rate: {v!r} is not a number of requests/s; give numbers, e.g. "
                                  "request_rate: [0.5, 2]")
-        if conc is not None or rates is not None:
+        scales = _as_list(self.trace_scale)
+        for v in scales:
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ValueError(f"trace_scale: {v!r} is not a time scale; give numbers, e.g. trace_scale: [0.5, 1, 2]")
+        if conc is not None or rates is not None or scales:
             if data.get("points"):
-                raise ValueError("give load points either as points or as concurrency/request_rate, not both")
-            data["points"] = [*(_as_list(conc)), *({"rate": r, **arrival} for r in _as_list(rates))]
+                raise ValueError("give load points either as points or as concurrency/request_rate/trace_scale, "
+                                 "not both")
+            data["points"] = [*(_as_list(conc)), *({"rate": r, **arrival} for r in _as_list(rates)),
+                              *({"kind": "trace", "scale": v} for v in scales)]
         if searches:
             data["search"] = [*data.get("search", []), *searches]
         return data

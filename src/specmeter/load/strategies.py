@@ -65,6 +65,22 @@ def cycled(conversations: Sequence[Conversation]) -> Iterator[Conversation]:
             yield conv if pass_no == 0 else conv.model_copy(update={"id": f"{conv.id}#{pass_no + 1}"})
 
 
+async def send_on_schedule(traffic: Traffic, planned: Planned, slot: asyncio.Semaphore | None) -> None:
+    """Start each planned conversation at its offset on the point's clock (an open loop's, a trace's), whatever
+    the server's speed, then wait for them all; `slot` caps how many are in flight (the wait is queued_s)."""
+    started: list[asyncio.Task[None]] = []
+    try:
+        for conv, at in planned:
+            assert at is not None
+            while (delay := at - traffic.elapsed()) > 0:  # uvloop's millisecond timers can wake early:
+                await asyncio.sleep(delay)  # never send before the schedule
+            started.append(asyncio.create_task(traffic.conversation(conv, scheduled_s=at, slot=slot)))
+        await gather(started)
+    except BaseException:
+        await cancel(started)
+        raise
+
+
 async def gather(aws: Sequence[Awaitable[None]]) -> None:
     """Every awaitable to the end; the first failure cancels the rest and is raised."""
     tasks = [asyncio.ensure_future(a) for a in aws]

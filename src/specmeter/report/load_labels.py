@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from specmeter.config.models import ConcurrencyPoint, LoadPoint, RatePoint
+from specmeter.config.models import ConcurrencyPoint, LoadPoint, RatePoint, TracePoint
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,11 @@ def _rate(p: LoadPoint) -> RatePoint:
     return p
 
 
+def _trace(p: LoadPoint) -> TracePoint:
+    assert isinstance(p, TracePoint)
+    return p
+
+
 def _rate_title(p: LoadPoint) -> str:
     r = _rate(p)
     shape = {"poisson": "Poisson", "gamma": f"gamma b={r.burstiness:g}", "constant": "constant"}[r.arrival]
@@ -45,6 +50,9 @@ LABELS: dict[str, LoadLabels] = {
         xlabel="request rate (req/s)",
         panel_key=lambda p: f"rate {_rate(p).arrival} {_rate(p).burstiness:g} {_rate(p).max_concurrency or ''}",
         panel_title=_rate_title, short_label=lambda p: f"{_rate(p).rate:g} req/s"),
+    "trace": LoadLabels(
+        xlabel="trace time scale (x the trace's own rate)", panel_key=lambda p: "trace",
+        panel_title=lambda p: "trace replay", short_label=lambda p: f"{_trace(p).scale:g}x"),
 }
 
 

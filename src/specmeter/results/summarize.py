@@ -17,6 +17,7 @@ from specmeter.metrics.latency import summarize_latency
 from specmeter.metrics.replicas import parse_scrape, pooled_samples, replica_shares, summed_snapshots
 from specmeter.metrics.requests import with_sd
 from specmeter.metrics.running import summarize_running
+from specmeter.metrics.schedule import schedule_error
 from specmeter.metrics.sd_summary import summarize_sd
 from specmeter.metrics.synthetic import synthetic_check
 from specmeter.rundir.store import latest_records
@@ -68,6 +69,7 @@ def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], poi
         if running is not None else None,
         sd=sd, categories=category_breakdown(final), resumed=resumed,
         goodput=summarize_goodput(final, wall, load.slo) if load is not None and load.slo is not None else None,
+        schedule_error=schedule_error(final),
         replicas=replica_shares(reads, final, steady) if len(reads) > 1 else None, host=last.host,
     )
 

@@ -11,6 +11,7 @@ from specmeter.schemas.host import HostReading
 from specmeter.schemas.jobs import JobAttempt, RanOn
 from specmeter.schemas.metrics import (
     CategoryBreakdown,
+    Distribution,
     Goodput,
     LatencySummary,
     ReplicaShare,
@@ -44,6 +45,9 @@ class PointResult(BaseModel):
     sd: SDSummary
     categories: CategoryBreakdown | None = None
     goodput: Goodput | None = Field(default=None, description="Requests/s that met load.slo (None: no SLO given).")
+    schedule_error: Distribution | None = Field(default=None, description="Seconds each scheduled send (an open "
+                                                "loop's, a trace's) went out after its time: p50 and p99 say how "
+                                                "well the load was offered (None: a closed loop).")
     resumed: bool = Field(default=False, description="Finished by --resume on a new server: wall time and "
                           "throughput span two servers; SD comes from per-request stats.")
     replicas: list[ReplicaShare] | None = Field(default=None, description="Attached to several replicas: each "

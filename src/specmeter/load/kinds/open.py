@@ -10,7 +10,7 @@ from specmeter.config.models import LoadSpec, RatePoint
 from specmeter.data.model import Conversation
 from specmeter.load.arrivals import arrival_times
 from specmeter.load.kinds.base import LoadKind
-from specmeter.load.strategies import Planned, Strategy, cancel, gather
+from specmeter.load.strategies import Planned, Strategy, send_on_schedule
 from specmeter.load.traffic import Traffic
 from specmeter.metrics.steady import open_loop_window
 from specmeter.schemas.records import RequestRecord
@@ -36,17 +36,7 @@ class OpenLoop(Strategy):
 
     async def drive(self, traffic: Traffic, planned: Planned) -> None:
         slot = asyncio.Semaphore(self.point.max_concurrency) if self.point.max_concurrency else None
-        started: list[asyncio.Task[None]] = []
-        try:
-            for conv, at in planned:
-                assert at is not None
-                while (delay := at - traffic.elapsed()) > 0:  # uvloop's millisecond timers can wake early:
-                    await asyncio.sleep(delay)  # never send before the schedule
-                started.append(asyncio.create_task(traffic.conversation(conv, scheduled_s=at, slot=slot)))
-            await gather(started)
-        except BaseException:
-            await cancel(started)
-            raise
+        await send_on_schedule(traffic, planned, slot)
 
 
 class OpenLoopKind(LoadKind[RatePoint]):
