@@ -15,8 +15,9 @@ import numpy as np
 from specmeter.analysis.headline import decision_confidence, headline_metric
 from specmeter.analysis.headtohead import Arena
 from specmeter.analysis.speedup import point_speedup
+from specmeter.analysis.student import t_quantile
 from specmeter.config.dynamic_k import dynamic_k_at
-from specmeter.schemas.analysis import DraftedCheck, HeadToHead, Speedup, VerifyPoint
+from specmeter.schemas.analysis import DraftedCheck, HeadToHead, RecoveryCheck, Speedup, VerifyPoint
 from specmeter.schemas.plan import Plan, PlannedConfig, Role
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import PointResult, RunSummary
@@ -49,10 +50,61 @@ def verification(summary: RunSummary, records: Sequence[RequestRecord],
                 vs_static=vs_static,
                 drafted=drafted_check(config, point.id, at_point(summary, point.id), records),
             )
+            if static_id and any(k == 0 for *_, k in config.spec.num_speculative_tokens_per_batch_size or []):
+                vp.recovery = recovery_check(config.id, static_id, point.id, records)
             if vs_static is not None and static_id is not None:
                 _challenge(vp, summary, records, plan.config(static_id).k)
             out.append(vp)
     return out
+
+
+COLLAPSE = 0.1  # a fall of the first position's acceptance by more than this after K = 0 is a collapse
+MIN_PAIRED = 5  # fewer paired requests than this say nothing about recovery
+
+
+def _first_accepted(r: RequestRecord) -> tuple[float, int] | None:
+    """(a_0, the K = 0 steps) of a request: the share of its reported speculative steps that accepted the first
+    draft, and the decode steps that drafted nothing (output tokens - 1 - what the reported steps emitted)."""
+    if r.sd_raw is None:
+        return None
+    drafted, accepted = r.sd_raw.get("per_step_drafted"), r.sd_raw.get("per_step_accepted")
+    if not isinstance(drafted, list) or not isinstance(accepted, list) or not accepted:
+        return None
+    zero = max(0, (r.output_tokens or 0) - 1 - sum(int(a) + 1 for a in accepted))
+    return sum(1 for a in accepted if int(a) >= 1) / len(accepted), zero
+
+
+def recovery_check(dynamic_id: str, static_id: str, point_id: str,
+                   records: Sequence[RequestRecord]) -> RecoveryCheck:
+    """The dynamic server's requests that drafted nothing on some steps at the point, paired with the same requests
+    on the static server: does their first-position acceptance hold (see RecoveryCheck)?"""
+    def at(config_id: str) -> dict[tuple[int, str, int], RequestRecord]:
+        return {(r.repeat, r.conversation_id, r.turn): r for r in records
+                if r.config_id == config_id and r.point_id == point_id and r.ok and not r.warmup}
+
+    static = at(static_id)
+    pairs: list[tuple[float, float]] = []
+    for key, r in at(dynamic_id).items():
+        mine, theirs = _first_accepted(r), static.get(key)
+        other = _first_accepted(theirs) if theirs is not None else None
+        if mine is not None and other is not None and mine[1] > 0:
+            pairs.append((mine[0], other[0]))
+    check = RecoveryCheck(requests=len(pairs))
+    if len(pairs) < MIN_PAIRED:
+        check.note = (f"{len(pairs)} requests drafted nothing on some steps and ran on both servers: too few to say "
+                      "whether acceptance recovers after K = 0")
+        return check
+    diffs = [a - b for a, b in pairs]
+    mean = float(np.mean(diffs))
+    half = t_quantile(0.95, len(diffs) - 1) * float(np.std(diffs, ddof=1)) / len(diffs) ** 0.5
+    check.after_zero, check.static = float(np.mean([a for a, _ in pairs])), float(np.mean([b for _, b in pairs]))
+    check.low, check.high = mean - half, mean + half
+    check.recovered = False if check.high < -COLLAPSE else True if check.low > -COLLAPSE else None
+    said = {False: "did not recover", True: "recovered", None: "may not have recovered (unsettled)"}[check.recovered]
+    check.note = (f"acceptance after K = 0 {said}: the first draft accepted on {check.after_zero:.0%} of steps of "
+                  f"{len(pairs)} requests that drafted nothing for a while, {check.static:.0%} on the static server "
+                  f"(difference {mean:+.2f} [{check.low:+.2f}, {check.high:+.2f}])")
+    return check
 
 
 IGNORED_SHARE = 0.95  # a point whose steps drafted the static K this often ran it, whatever its table said

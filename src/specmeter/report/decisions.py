@@ -76,7 +76,15 @@ def verification_table(summary: RunSummary) -> Grid | None:
 
 
 def _judgement(v: VerifyPoint) -> str:
-    """Does the table hold at this point, head to head against the best static K?"""
+    """Does the table hold at this point, head to head against the best static K (and does acceptance recover
+    after its K = 0 steps)?"""
+    verdict = _head_to_head(v)
+    if v.recovery is not None and v.recovery.recovered is False:
+        return f"{verdict}; {v.recovery.note}"
+    return verdict
+
+
+def _head_to_head(v: VerifyPoint) -> str:
     if v.challenge is None:
         return "-"
     if v.disagrees:

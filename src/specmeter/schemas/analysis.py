@@ -191,6 +191,23 @@ class DraftedCheck(BaseModel):
     note: str = ""
 
 
+class RecoveryCheck(BaseModel):
+    """After a stretch at K = 0, does acceptance come back? The requests of the dynamic server at a point whose steps
+    drafted nothing for a while (its table's K = 0 ranges), against the same requests (repeat and conversation) on the
+    best static server: the share of their speculative steps that accepted the first drafted token (a_0, the same
+    whatever K for a chain drafter). TensorRT-LLM #16888: after a K = 0 tier acceptance collapsed for the rest of
+    each affected request."""
+
+    requests: int = Field(description="Requests paired: drafted nothing on some steps there, and ran on both.")
+    after_zero: float | None = Field(default=None, description="Their mean a_0 on the dynamic server.")
+    static: float | None = Field(default=None, description="The same requests' mean a_0 on the static server.")
+    low: float | None = Field(default=None, description="95% interval of the paired difference (dynamic - static).")
+    high: float | None = None
+    recovered: bool | None = Field(default=None, description="False: a_0 fell by more than COLLAPSE for certain; "
+                                   "True: by less than that for certain; None: too few requests, or unsettled.")
+    note: str = ""
+
+
 class VerifyPoint(BaseModel):
     """The recommended dynamic config at one point, against the baseline and the best static config there."""
 
@@ -205,6 +222,8 @@ class VerifyPoint(BaseModel):
                                          "head to head (beats: the static wins by more than the minimum gain).")
     disagrees: bool = Field(default=False, description="A static K other than the table's beat the table at the "
                             "batch the engine ran: the table is wrong there.")
+    recovery: RecoveryCheck | None = Field(default=None, description="Where the table has a K = 0 range and steps "
+                                           "drafted nothing here: whether acceptance came back after them.")
     note: str = ""
 
 

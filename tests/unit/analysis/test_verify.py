@@ -7,7 +7,7 @@ from test_recommend import BATCHES, CLEAR, latency, sweep
 
 from specmeter.analysis.recommend import recommend
 from specmeter.analysis.sequential import futile_points
-from specmeter.analysis.verify import drafted_check, ignored_table
+from specmeter.analysis.verify import drafted_check, ignored_table, recovery_check
 from specmeter.common.errors import InputError
 from specmeter.config.load_search import LoadSearch
 from specmeter.config.models import ConcurrencyPoint, EngineSpec, SpecConfig, dynamic_k_at
@@ -288,3 +288,30 @@ def test_a_table_the_engine_ran_as_its_largest_static_k_everywhere_fails_verific
 def test_an_ignored_table_reads_as_a_failed_verification() -> None:
     answer = recommend(*sweep(CLEAR, BATCHES)).model_copy(update={"verification": "ignored", "verified_in": "verify"})
     assert "FAILED" in status(answer) and "ignored this table" in status(answer)
+
+
+def _request(config_id: str, conversation: str, accepted: list[int], zero_steps: int) -> RequestRecord:
+    """A request whose reported steps accepted `accepted` drafts (K = 2 each) and which drafted nothing on
+    `zero_steps` more decode steps."""
+    emitted = sum(a + 1 for a in accepted)
+    return RequestRecord(config_id=config_id, point_id="c4", conversation_id=conversation, ok=True,
+                         output_tokens=1 + emitted + zero_steps,
+                         sd_raw={"per_step_drafted": [2] * len(accepted), "per_step_accepted": accepted})
+
+
+def test_acceptance_that_collapses_after_k0_fails_recovery_and_one_that_holds_recovers() -> None:
+    """TensorRT-LLM #16888: after a K = 0 tier acceptance collapsed for the rest of each request. Twelve requests
+    passed through K = 0 on the dynamic server; on the static one the same requests accept the first draft on 75%
+    of their steps."""
+    static = [_request("static", f"q{i}", [1, 2, 0, 1] * 3 if i % 2 else [2, 1, 1, 0] * 3, 0) for i in range(12)]
+    collapsed = [_request(VERIFY_ID, f"q{i}", [0, 0, 0, 1] * 3, 6) for i in range(12)]
+    held = [_request(VERIFY_ID, f"q{i}", [1, 1, 0, 2] * 3 if i % 3 else [2, 0, 1, 1] * 3, 6) for i in range(12)]
+    bad = recovery_check(VERIFY_ID, "static", "c4", static + collapsed)
+    assert bad.requests == 12 and bad.recovered is False and bad.high is not None and bad.high < 0
+    assert "did not recover" in bad.note and "\n" not in bad.note
+    good = recovery_check(VERIFY_ID, "static", "c4", static + held)
+    assert good.recovered is True and good.low is not None and good.low > -0.1
+    # Requests that never drafted nothing say nothing about recovery; too few pairs claim nothing.
+    assert recovery_check(VERIFY_ID, "static", "c4", static + [
+        _request(VERIFY_ID, f"q{i}", [0, 0, 0, 0], 0) for i in range(12)]).recovered is None
+    assert recovery_check(VERIFY_ID, "static", "c4", static + collapsed[:3]).recovered is None
