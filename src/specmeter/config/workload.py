@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from specmeter.config import flag_text
 from specmeter.config.flags import Flag
 from specmeter.config.points import StrictModel
+from specmeter.config.trace import TraceSpec
 
 
 class WorkloadSpec(StrictModel):
@@ -36,6 +37,9 @@ class WorkloadSpec(StrictModel):
     tokenizer: Annotated[str | None, Flag("--tokenizer")] = Field(
         default=None, description="The target's tokenizer, where tokens are counted from text (default: the target "
         "model).")
+    trace: TraceSpec | None = Field(default=None, description="A production trace to replay at the load's trace "
+                                    "points (load.trace_scale): its rows' text is the trace's own, else this "
+                                    "dataset's at each row's input length (docs/traces.md).")
 
     @field_validator("input_len", mode="before")
     @classmethod
@@ -61,6 +65,12 @@ class WorkloadSpec(StrictModel):
                 raise ValueError("input lengths are distinct positive token counts, e.g. [128, 512]")
             return list(value)
         return value
+
+    @model_validator(mode="after")
+    def _trace_has_its_lengths(self) -> WorkloadSpec:
+        if self.trace is not None and self.input_len is not None:
+            raise ValueError("a trace's rows have their own input lengths: drop input_len, or the trace")
+        return self
 
     @property
     def lengths(self) -> list[int]:

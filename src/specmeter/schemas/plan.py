@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from specmeter.config.models import EngineSpec, LoadPoint, LoadSpec, SpecConfig
+from specmeter.config.trace import TraceSpec
 from specmeter.schemas.analysis import DEFAULT_INDIFFERENCE, indifference_for
 from specmeter.schemas.placement import Placement
 from specmeter.schemas.proposal import ProposedK
@@ -41,6 +42,10 @@ class WorkloadSelection(BaseModel):
     lengths: list[WorkloadSelection] = Field(default_factory=list, description="An input-length axis: each "
                                              "length's selection (shaped_len set); the fields above describe the "
                                              "first. Empty: no axis.")
+    trace: TraceSpec | None = Field(default=None, description="The trace replayed, one conversation a row of its "
+                                    "window (the dataset fills the rows without text).")
+    notes: list[str] = Field(default_factory=list, description="What to know about the content before it is sent "
+                             "(a trace's: random tokens, a dataset too small for it).")
     num_prompts: int | None = None
     seed: int = 0
     conversation_ids: list[str] = Field(default_factory=list)

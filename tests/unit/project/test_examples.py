@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from contextlib import chdir
 from pathlib import Path
 
+from specmeter.data.workload import load_conversations
 from specmeter.plans.sweep import read_sweep_file
 from specmeter.schemas.plan import Role
 
@@ -41,3 +43,18 @@ def test_llamacpp_p_min_sweep_file_runs_each_floor_beside_the_default() -> None:
     assert {c.k for c in configs if c.spec.draft_p_min is None} == {2, 4}  # llama.cpp's own default floor, 0
     floors = {c.spec.draft_p_min for c in configs if c.spec.draft_p_min is not None}
     assert len(floors) >= 3 and all(0 < p < 1 for p in floors if p is not None)
+
+
+def test_trace_replay_sweep_file_replays_its_trace_at_each_scale() -> None:
+    sweep = read_sweep_file(EXAMPLES / "trace-replay-sweep.yaml")
+    assert [p.kind for p in sweep.load.points] == ["trace", "trace"] and sweep.interleave
+    trace = sweep.workload.trace
+    assert trace is not None
+    root = EXAMPLES.parent
+    with chdir(root):  # the file's paths are the repository root's, as its comment runs it
+        convs, info = load_conversations(sweep.workload.dataset, sweep.workload.path, sweep.effective_load(),
+                                         tokenizer=str(sweep.engine.model), trace=trace)
+    assert convs and all(c.max_tokens and c.metadata["arrival_s"] < (trace.duration_s or 0) for c in convs)
+    # The sample set is small: where a category's text runs out the run says it repeats, and nothing else.
+    assert all("text is shorter than the trace asks of it" in note for note in info.notes)
+    assert any(c.metadata.get("shared_tokens") for c in convs)  # its rows share prefixes, as it says
