@@ -62,8 +62,24 @@ def choose_drafter(drafters: Sequence[DrafterRecommendation], configs: Sequence[
     others = [d for d in drafters if d is not chosen]
     runner_up = max(others, key=lambda d: d.score or 0.0)
     margin = duel(chosen.drafter, runner_up.drafter)
+    reason = _reason(chosen, runner_up, margin, order[0], walked.evidence)
+    mode = {d.drafter: _engine_adaptive(d, configs) for d in (chosen, runner_up)}
+    if mode[chosen.drafter]:
+        reason = f"deploy the engine's adaptive mode ({mode[chosen.drafter]}): {reason}"
+    elif mode[runner_up.drafter]:
+        reason = f"a table of static Ks, over the engine's adaptive mode ({mode[runner_up.drafter]}): {reason}"
     return DrafterChoice(chosen=chosen.drafter, runner_up=runner_up.drafter, margin=margin,
-                         evidence=walked.evidence, reason=_reason(chosen, runner_up, margin, order[0], walked.evidence))
+                         evidence=walked.evidence, reason=reason)
+
+
+def _engine_adaptive(d: DrafterRecommendation, configs: Sequence[PlannedConfig]) -> str | None:
+    """How the engine varies this drafter's K at run time itself, where it does: its adaptive mode, or a draft
+    model's confidence floor (llama.cpp's --spec-draft-p-min); None for static Ks."""
+    specs = [c.spec for c in configs if c.id in d.candidates]
+    if any(s.adaptive for s in specs):
+        return "the engine sizes each step's draft itself"
+    floors = sorted({s.draft_p_min for s in specs if s.draft_p_min is not None})
+    return f"drafting stops below confidence {floors[0]:g}" if floors else None
 
 
 def _reason(chosen: DrafterRecommendation, runner_up: DrafterRecommendation, margin: HeadToHead,

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from test_recommend import recommend, sweep
 
+from specmeter.analysis.recommend import recommend as neutral_recommend
 from specmeter.config.models import SpecConfig
+from specmeter.engines.deploy import with_deploy_configs
 from specmeter.report.recommendation import deploy_lines
 from specmeter.schemas.recommend import Recommendation
 
@@ -79,3 +81,27 @@ def test_the_reason_names_the_choice_a_drafter_replaced_not_every_cheaper_one() 
 def test_one_drafter_needs_no_choice() -> None:
     rec = _rec({"draft_model-k3": {"c1": (1.30, 1.25, 1.35), "c4": (1.15, 1.10, 1.20)}})
     assert rec.drafter_choice is None
+
+
+def _floor(rows: dict[str, dict[str, tuple[float, float, float]]]) -> Recommendation:
+    """The demo's draft model at static K = 3 against the same drafter under llama.cpp's confidence floor, rendered
+    for llama-server (the engine that has the floor)."""
+    floor = SpecConfig.model_validate({"method": "draft_model", "num_speculative_tokens": 3,
+                                       "draft_model": "demo-draft", "draft_p_min": 0.5})
+    return with_deploy_configs(neutral_recommend(*sweep(rows, BATCHES, ks={"draft_model-k3": 3,
+                                                                          "draft_model-k3-p0.5": 3},
+                                                        extra_specs={"draft_model-k3-p0.5": floor})), "llamacpp")
+
+
+def test_the_engines_adaptive_mode_is_named_as_the_answer_where_it_wins_and_as_what_the_table_beat() -> None:
+    wins = _floor({"draft_model-k3": {"c1": (1.20, 1.15, 1.25), "c4": (1.05, 1.00, 1.10)},
+                   "draft_model-k3-p0.5": {"c1": (1.60, 1.55, 1.65), "c4": (1.40, 1.35, 1.45)}})
+    choice = wins.drafter_choice
+    assert choice is not None and "p-min 0.5" in choice.chosen
+    assert choice.reason.startswith("deploy the engine's adaptive mode (drafting stops below confidence 0.5)")
+    loses = _floor({"draft_model-k3": {"c1": (1.60, 1.55, 1.65), "c4": (1.40, 1.35, 1.45)},
+                    "draft_model-k3-p0.5": {"c1": (1.20, 1.15, 1.25), "c4": (1.05, 1.00, 1.10)}})
+    choice = loses.drafter_choice
+    assert choice is not None and "p-min" not in choice.chosen
+    assert choice.reason.startswith("a table of static Ks, over the engine's adaptive mode")
+    assert choice.margin is not None and choice.margin.outcome == "beats"
