@@ -36,10 +36,7 @@ tensorrt_llm/commands/serve.py, serve/openai_server.py and metrics/collector.py,
 
 from __future__ import annotations
 
-import hashlib
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +46,7 @@ from specmeter.common.errors import InputError
 from specmeter.common.installed import installed_version
 from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import Engine, EngineLauncher, EngineStats, PlacementNote, ServerProbe, owned_by
+from specmeter.engines.config_files import config_dir, content_file
 from specmeter.engines.flags import Each, Flag, Row, Unsupported, argv, fixed, rows, settings
 from specmeter.engines.trtllm_iterations import ITERATION_STATS_PATH, IterationStats
 from specmeter.schemas.recommend import DeployConfig
@@ -74,14 +72,13 @@ _DECODING_TYPES = {
 # Two-model drafters the docs run without the overlap scheduler.
 _NO_OVERLAP = {SpecMethod.draft_model, SpecMethod.ngram}
 
-# Where the launcher writes its YAML: one file per distinct content (its hash names it), so equal configs
-# share a file, concurrent launches never clash and a relaunch finds the same path in the same command.
+# Where the launcher writes its YAML (engines/config_files.py: one file per distinct content).
 CONFIG_DIR_ENV = "SPECMETER_TRTLLM_CONFIG_DIR"
 DEPLOY_YAML = "extra_llm_api_options.yaml"  # the file a recommendation's config goes into
 
 
 def _config_dir() -> Path:
-    return Path(os.environ.get(CONFIG_DIR_ENV) or Path(tempfile.gettempdir()) / "specmeter-trtllm")
+    return config_dir(CONFIG_DIR_ENV, "trtllm")
 
 
 def _choices(spec: SpecConfig) -> list[list[int]] | None:
@@ -237,16 +234,8 @@ class TRTLLMLauncher(EngineLauncher):
     @staticmethod
     def write_options(options: dict[str, Any], directory: Path | None = None) -> Path:
         """Write the YAML (atomically) under a name derived from its content; returns its path."""
-        text = yaml.safe_dump(options, sort_keys=True)
-        directory = directory or _config_dir()
-        path = directory / f"llm-api-options-{hashlib.sha256(text.encode()).hexdigest()[:16]}.yaml"
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".yaml")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        return path
+        return content_file(yaml.safe_dump(options, sort_keys=True), directory or _config_dir(), "llm-api-options",
+                            ".yaml")
 
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
         """trtllm-serve serves under MODEL: it has no served-model-name flag (requests may name any model)."""
