@@ -365,6 +365,8 @@ def notes(summary: RunSummary) -> list[Note]:
             out.append(at(config, pr, f"failed requests: {errs}", warn=True))
     for what, why in missing.items():
         out.append(Note(f"{what}: not available from this engine ({why})"))
+    if (late := schedule_note(summary)) is not None:
+        out.append(late)
     for s in summary.analysis.speedups:
         if s.note:
             what, where = f"speedup {s.config_id}", point_label(summary, s.point_id)
@@ -384,6 +386,21 @@ def notes(summary: RunSummary) -> list[Note]:
     if summary.status != "complete":
         out.append(Note(f"run {summary.status}: {summary.incomplete_reason or ''}", warn=True))
     return out
+
+
+def schedule_note(summary: RunSummary) -> Note | None:
+    """How well the scheduled points (request rates, trace replays) kept their schedule, at the worst of them: a
+    load sent late is another load than the one planned (None: nothing was scheduled)."""
+    late = [(config, pr, err) for config, pr in _rows(summary)
+            if (err := pr.schedule_error) is not None and err.p50 is not None and err.p99 is not None]
+    if not late:
+        return None
+    config, worst, err = max(late, key=lambda row: row[2].p99 or 0.0)
+    p50 = max(e.p50 or 0.0 for _, _, e in late)
+    where = point_label(summary, worst.point_id) + _repeat(summary, worst)
+    return Note(f"schedule error (each send after its scheduled time): p50 at most {p50 * 1e3:.1f} ms, p99 at most "
+                f"{(err.p99 or 0.0) * 1e3:.1f} ms over {len(late)} scheduled points (the worst p99: "
+                f"{config.config_id} @ {where})")
 
 
 def summary_tables(summary: RunSummary, calibration: Calibration | None = None) -> list[Grid]:

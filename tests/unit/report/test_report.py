@@ -278,3 +278,13 @@ def test_a_model_drafter_that_accepts_almost_nothing_is_one_warning() -> None:
     assert "3 of 4000" in warned[0].text and "tensor names" in warned[0].text
     for counts in (few, SD_COUNTS):
         assert not [n for n in notes(make_summary(counters=counts, per_request=counts)) if "missing or" in n.text]
+
+
+def test_the_schedule_error_is_one_note_at_the_worst_scheduled_point() -> None:
+    summary = make_summary()
+    assert not any(n.text.startswith("schedule error") for n in notes(summary))  # a closed loop schedules nothing
+    summary.configs[0].points[0].schedule_error = Distribution(count=8, p50=0.0004, p99=0.0012)
+    summary.configs[1].points[0].schedule_error = Distribution(count=8, p50=0.0011, p99=0.0056)
+    (line,) = [n.text for n in notes(summary) if n.text.startswith("schedule error")]
+    assert "p50 at most 1.1 ms, p99 at most 5.6 ms over 2 scheduled points" in line
+    assert line.endswith(f"(the worst p99: {BASELINE} @ concurrency 4)")
