@@ -25,6 +25,13 @@ serving code and its metrics collector, read in the public source):
   `histogram[j]` counts steps that accepted exactly j drafts (no bonus token). Proposed drafts are
   SGLang's own `steps × (num_draft_tokens − 1)`. `spec_accept_length` is completion_tokens / steps (it
   counts the prefill token): never used here, AL is recomputed as 1 + accepted / steps.
+- a K table (num_speculative_tokens_per_batch_size) runs as adaptive speculation's per-batch-size tiers:
+  `--speculative-adaptive --speculative-adaptive-config FILE`, FILE a JSON object keyed by a batch size (a
+  string) with `candidate_steps` (non-negative ints, 0 drafting nothing) per tier; a batch is routed (after
+  padding up to its CUDA-graph batch size) to the tier with the largest key at or below it
+  (python/sglang/srt/speculative/adaptive_spec_params.py: _load_adaptive_config, AdaptiveSpeculativeParams
+  ._find_closest_bs). One candidate per tier holds the table's K there. Only the EAGLE worker adapts (EAGLE,
+  EAGLE3, NEXTN, topk 1: adaptive_unsupported_reason).
 - the counts can include tokens past a stop or past max_tokens (a step's accepted drafts are counted
   before the output is cut; REFERENCE §3 names reasoning tokens past EOS), so they need not match the
   emitted length.
@@ -32,13 +39,16 @@ serving code and its metrics collector, read in the public source):
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from specmeter.common.errors import InputError
 from specmeter.common.installed import installed_version
 from specmeter.config.models import EngineSpec, SpecConfig, SpecMethod
 from specmeter.engines.base import Engine, EngineLauncher, EngineStats, ServerProbe, owned_by
+from specmeter.engines.config_files import config_dir, content_file
 from specmeter.engines.flags import Each, Flag, Row, Unsupported, argv, dashed, fixed, overridden, settings
 from specmeter.schemas.recommend import DeployConfig
 from specmeter.schemas.sd import SDCounts
@@ -67,6 +77,9 @@ _ALGORITHMS = {
 }
 
 _TREE_ALGORITHMS = (SpecMethod.eagle, SpecMethod.eagle3, SpecMethod.mtp)  # its EAGLE worker
+_TIERED = _TREE_ALGORITHMS  # the EAGLE worker is also the one that adapts K per batch-size tier
+CONFIG_DIR_ENV = "SPECMETER_SGLANG_CONFIG_DIR"  # where a launch writes its tiers' JSON (engines/config_files.py)
+DEPLOY_JSON = "speculative_adaptive_config.json"  # the file a recommendation's tiers go into
 
 # Per-request field names, newest first: the first present wins.
 _ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
@@ -101,6 +114,30 @@ def _chain_width(spec: SpecConfig) -> int:
     return spec.k + 1
 
 
+def tiers(spec: SpecConfig) -> dict[str, dict[str, list[int]]] | None:
+    """A K table as SGLang's adaptive tiers: each range's smallest batch size -> one candidate, its K (SGLang routes
+    a batch to the largest key at or below it, so each range runs its K)."""
+    table = spec.num_speculative_tokens_per_batch_size
+    if not table:
+        return None
+    return {str(start): {"candidate_steps": [min(k, spec.k)]} for start, _, k in table}
+
+
+def _untiered(spec: SpecConfig) -> bool:
+    return bool(spec.num_speculative_tokens_per_batch_size) and (spec.method not in _TIERED or spec.tree is not None)
+
+
+def _untiered_reason(spec: SpecConfig) -> str:
+    return (f"sglang runs a K table as adaptive speculation's per-batch-size tiers, on its EAGLE worker only (eagle, "
+            f"eagle3, mtp, one chain); {spec.method.value}{' with a tree' if spec.tree else ''} has none: remove "
+            "num_speculative_tokens_per_batch_size or use engine vllm")
+
+
+def _adapts(spec: SpecConfig) -> bool:
+    """--speculative-adaptive: the engine's own adaptive mode, or the tiers a K table runs as."""
+    return spec.adaptive or bool(spec.num_speculative_tokens_per_batch_size)
+
+
 def _lookup_reason(spec: SpecConfig) -> str:
     return f"prompt_lookup_min/max apply to ngram only, not {spec.method.value}"
 
@@ -129,8 +166,7 @@ ENGINE_FLAGS: tuple[Row[EngineSpec], ...] = (
 # ride in `extra`, one flag each (True: a bare flag, False: left out), e.g. {"speculative_token_map": "..."}; the
 # same key overrides the value chosen above.
 SPECULATION_FLAGS: tuple[Row[SpecConfig], ...] = (
-    Unsupported("num_speculative_tokens_per_batch_size", "sglang has no per-batch-size K "
-                "(num_speculative_tokens_per_batch_size); remove it or use engine vllm"),
+    Unsupported(_untiered, _untiered_reason),
     Unsupported("draft_tensor_parallel_size", "sglang has no draft_tensor_parallel_size; remove it or pass the "
                 "engine's own flag through spec.extra"),
     Unsupported(_lookup, _lookup_reason, when=lambda spec: spec.method is not SpecMethod.ngram),
@@ -147,7 +183,7 @@ SPECULATION_FLAGS: tuple[Row[SpecConfig], ...] = (
     Flag("--speculative-num-steps", "k", when=_chain),
     Flag("--speculative-eagle-topk", fixed(1), when=_chain),
     Flag("--speculative-num-draft-tokens", _chain_width, when=_chain),
-    Flag("--speculative-adaptive", "adaptive"),
+    Flag("--speculative-adaptive", _adapts),
     Each("extra", name=dashed),
 )
 
@@ -155,6 +191,7 @@ SPECULATION_FLAGS: tuple[Row[SpecConfig], ...] = (
 class SGLangLauncher(EngineLauncher):
     name = "sglang"
     no_adaptive = None  # --speculative-adaptive (its tiers per batch size: extra speculative_adaptive_config)
+    per_batch_k = True  # a K table runs as the adaptive tiers, one candidate each (--speculative-adaptive-config)
     batch_limit_flags = ("--max-running-requests",)
     methods = tuple(_ALGORITHMS)
     placement_flags = ("--tp-size", "--tensor-parallel-size", "--tp", "--mem-fraction-static")
@@ -182,10 +219,32 @@ class SGLangLauncher(EngineLauncher):
             raise InputError(f"sglang verifies at most the {scored} candidates it scores at topk {tree.topk} and "
                              f"depth {tree.depth} (topk + (depth - 1) x topk²); give tree.nodes <= {scored}")
 
+    def schedule_refusal(self, table: SpecConfig) -> str | None:
+        return _untiered_reason(table) if _untiered(table) else None
+
     def deploy_spec(self, spec: SpecConfig, slots: int | None) -> DeployConfig:
         self.check_deployable(spec)
         self.check_method(spec)
-        return DeployConfig(engine=self.name, dynamic=False, k=spec.k, flags=self.speculative_args(spec))
+        tiered = tiers(spec)
+        if tiered is None:
+            return DeployConfig(engine=self.name, dynamic=False, k=spec.k, flags=self.speculative_args(spec))
+        return DeployConfig(
+            engine=self.name, dynamic=True, k=spec.k,
+            flags=[*self.speculative_args(spec), "--speculative-adaptive-config", DEPLOY_JSON], config=tiered,
+            config_file=DEPLOY_JSON,
+            notes=["each tier holds one candidate, the table's K from its smallest batch size up; SGLang routes a "
+                   "batch to the tier at or below it after padding it up to its CUDA-graph batch sizes "
+                   "(adaptive_spec_params.py), so a range's K starts at the CUDA-graph size at or below its "
+                   "start: align the ranges with --cuda-graph-bs, or check the drafted K per batch"])
+
+    @staticmethod
+    def write_tiers(spec: SpecConfig, directory: Path | None = None) -> Path | None:
+        """The tiers' JSON a launch passes to --speculative-adaptive-config (None: no table)."""
+        tiered = tiers(spec)
+        if tiered is None:
+            return None
+        return content_file(json.dumps(tiered, sort_keys=True), directory or config_dir(CONFIG_DIR_ENV, "sglang"),
+                            "adaptive-tiers", ".json")
 
     def server_command(self, engine: EngineSpec, spec: SpecConfig, port: int) -> list[str]:
         assert engine.model is not None, "launch mode needs a model"
@@ -200,6 +259,9 @@ class SGLangLauncher(EngineLauncher):
         cmd += argv(settings(ENGINE_FLAGS, engine))
         if spec.enabled:
             cmd += self.speculative_args(spec)
+            written = self.write_tiers(spec)
+            if written is not None:
+                cmd += ["--speculative-adaptive-config", str(written)]
         cmd += list(engine.extra_args)
         return cmd
 
