@@ -78,7 +78,7 @@ class DeployConfig(BaseModel):
     flags: list[str] = Field(description="Server command-line arguments, one argv item each.")
     config: dict[str, Any] | None = Field(default=None, description="The config object where the engine takes "
                                           "one: vLLM's --speculative-config JSON, TensorRT-LLM's "
-                                          "extra_llm_api_options YAML.")
+                                          "extra_llm_api_options YAML, SGLang's adaptive tiers JSON.")
     config_file: str | None = Field(default=None, description="The file `flags` name that `config` goes into "
                                     "(None: the flags carry it).")
     notes: list[str] = Field(default_factory=list)
