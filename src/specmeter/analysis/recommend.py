@@ -26,6 +26,7 @@ from specmeter.analysis import identity
 from specmeter.analysis.drafter_choice import choose_drafter
 from specmeter.analysis.families import deploy_specs, drafter_label, families
 from specmeter.analysis.objective import Scorer
+from specmeter.analysis.trace_answer import trace_gains
 from specmeter.common.errors import InputError
 from specmeter.config.models import LoadPoint
 from specmeter.load.kinds import kind_of
@@ -140,10 +141,11 @@ def recommend(summary: RunSummary, records: Sequence[RequestRecord], *, objectiv
     if best.spec is not None and any(r.k == 0 for r in best.ranges):
         notes.append(K0_COST_NOTE)
     notes.append(STATIC_NOTE)
+    own = plan.baseline_for(next(c for c in plan.configs if c.id == best.candidates[0])) or base
     return Recommendation(source_run=source_run, objective=objective, slo=slo, min_gain=chooser.min_gain,
                           indifference=chooser.indifference, max_num_seqs=limit,
                           max_num_seqs_source=limit_source, drafters=drafters, drafter_choice=choice, notes=notes,
-                          instances=instances_run(summary))
+                          instances=instances_run(summary), on_trace=trace_gains(summary, best, own.id))
 
 
 def instances_run(summary: RunSummary) -> int:

@@ -45,7 +45,8 @@ def al_interval(items: Sequence[SDCounts], *, n_resamples: int = AL_RESAMPLES, c
     return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1.0 - alpha))
 
 
-def _row(name: str, items: Sequence[SDCounts]) -> CategorySD:
+def acceptance_row(name: str, items: Sequence[SDCounts]) -> CategorySD:
+    """One group of requests' acceptance: pooled counts, step-weighted AL with its interval, request-mean AL."""
     pooled = sum_counts(items)
     als = [a for c in items if (a := c.acceptance_length) is not None]
     ci = al_interval(items)
@@ -78,10 +79,10 @@ def category_breakdown(records: Sequence[RequestRecord]) -> CategoryBreakdown | 
         by_cat.setdefault(r.category, []).append(r.sd)
     if not by_cat:
         return None
-    rows = [_row(cat, items) for cat, items in sorted(by_cat.items())]
+    rows = [acceptance_row(cat, items) for cat, items in sorted(by_cat.items())]
     return CategoryBreakdown(
         categories=rows,
         macro_al=_mean([r.al_step_weighted for r in rows]),
         macro_ar=_mean([r.acceptance_rate for r in rows]),
-        pooled=_row("all", [c for items in by_cat.values() for c in items]),
+        pooled=acceptance_row("all", [c for items in by_cat.values() for c in items]),
     )

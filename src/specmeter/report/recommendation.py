@@ -11,12 +11,14 @@ from specmeter.report.grid import Grid, grid
 from specmeter.rundir.answer import ANSWER_DIR, Answer, Round
 from specmeter.schemas.proposal import Contest, ProposedK
 from specmeter.schemas.recommend import (
+    BatchShare,
     DeployConfig,
     DrafterRecommendation,
     KRange,
     Recommendation,
     Score,
     Segment,
+    TraceGain,
 )
 
 BASIS = {"measured": "measured", "interpolated": "interpolated", "below_measured": "below the smallest measured",
@@ -46,7 +48,7 @@ def _score(s: Score, goodput: bool) -> str:
     return text
 
 
-def _span(seg: Segment | KRange) -> str:
+def _span(seg: Segment | KRange | BatchShare) -> str:
     return str(seg.start) if seg.start == seg.end else f"{seg.start}-{seg.end}"
 
 
@@ -83,6 +85,21 @@ def range_text(r: KRange, segments: list[Segment]) -> str:
         parts.append(f"held on each of {starts} server starts")
     k = f"K={r.k}" if r.k else "drafting off, K=0"
     return f"batch {_span(r)}: {k} ({'; '.join(parts)})"
+
+
+def trace_text(g: TraceGain) -> str:
+    """One trace point's answer in a line: 'On this trace at t1x (time at batch 1-3 (K=4): 70%, ...), the table
+    buys 1.23x [1.15, 1.31] over no speculation (...)', or why that is not known."""
+    if g.gain is None:
+        return f"On this trace at {g.point_id}: {g.reason or 'not known'}"
+    time = ", ".join(f"{_span(b)} (K={b.k}): {b.share:.0%}" for b in g.time)
+    idle = f"; idle {g.idle_share:.0%} not counted" if g.idle_share else ""
+    bounds = f" [{g.low:.2f}, {g.high:.2f}]" if g.low is not None and g.high is not None else ""
+    measured = f"; speedups measured at the batch size itself for {g.measured_share:.0%} of that time" \
+        if g.measured_share is not None and g.measured_share < 1 else ""
+    return (f"On this trace at {g.point_id} (time at batch {time}{idle}), the table buys {g.gain:.2f}x{bounds} over "
+            f"no speculation ({g.weighed_by}'s time at each batch size divided by its speedup; bounds with every "
+            f"range at its bound at once, conservative{measured})")
 
 
 def heading(rec: Recommendation) -> str:
@@ -235,6 +252,8 @@ def deploy_lines(rec: Recommendation, *, full: bool = True) -> list[Line]:
             out.append(Line("  dynamic: speculation off at every batch size (no range where a K clearly pays)"))
         else:
             out += [Line(f"  {range_text(r, d.segments)}") for r in d.ranges]
+        if d is best:
+            out += [Line(f"  {trace_text(g)}", emphasis=g.gain is not None) for g in rec.on_trace]
         if d.deploy is not None:
             out += _deploy(d.deploy, emphasis=d is best)
         if d.static_deploy is not None:

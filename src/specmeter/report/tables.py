@@ -23,6 +23,7 @@ from specmeter.report.pooled import pooled_sd as pooled_sd  # re-exported: the p
 from specmeter.report.ramp import ramp_notes, ramp_tables
 from specmeter.report.replicas import replica_table
 from specmeter.report.search import search_tables
+from specmeter.report.traffic import batch_time_table, length_table
 from specmeter.report.trees import NOT_A_CHAIN, ar_text, tree_notes, tree_table
 from specmeter.schemas.analysis import Speedup
 from specmeter.schemas.metrics import Goodput
@@ -410,7 +411,7 @@ def summary_tables(summary: RunSummary, calibration: Calibration | None = None) 
     placed = None if placement is None else placement_table(summary.plan.configs, placement)
     tables = (plan_table(summary), placed, jobs_table(summary), sd_table(summary), tree_table(summary),
               synthetic_table(summary), drafter_table(summary, calibration), *category_tables(summary),
-              throughput_table(summary), replica_table(summary),
+              length_table(summary), throughput_table(summary), batch_time_table(summary), replica_table(summary),
               latency_table(summary), speedup_table(summary), decision_table(summary), head_to_head_table(summary),
               *search_tables(summary), *ramp_tables(summary), sampling_table(summary), verification_table(summary),
               lossless_table(summary), workload_bias_table(summary))

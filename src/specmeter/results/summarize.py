@@ -13,6 +13,7 @@ from specmeter.engines.base import EngineStats
 from specmeter.load.kinds import kind_of
 from specmeter.metrics.categories import category_breakdown
 from specmeter.metrics.goodput import summarize_goodput
+from specmeter.metrics.input_length import length_breakdown
 from specmeter.metrics.latency import summarize_latency
 from specmeter.metrics.replicas import parse_scrape, pooled_samples, replica_shares, summed_snapshots
 from specmeter.metrics.requests import with_sd
@@ -67,7 +68,7 @@ def summarize_point(capture: PointCapture, records: Sequence[RequestRecord], poi
         latency=summarize_latency(final, wall), steady=steady,
         running_batch=summarize_running(running.name, running.samples, running.interval_s, steady)
         if running is not None else None,
-        sd=sd, categories=category_breakdown(final), resumed=resumed,
+        sd=sd, categories=category_breakdown(final), lengths=length_breakdown(final), resumed=resumed,
         goodput=summarize_goodput(final, wall, load.slo) if load is not None and load.slo is not None else None,
         schedule_error=schedule_error(final),
         replicas=replica_shares(reads, final, steady) if len(reads) > 1 else None, host=last.host,

@@ -1,9 +1,9 @@
 """Summaries of one load point's requests, kept as numbers (never strings): distributions, latency
-and throughput, per-category acceptance, the steady window and the engine's running batch."""
+and throughput, per-category and per-input-length acceptance, the steady window and the engine's running batch."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from specmeter.schemas.sd import SDCounts
 
@@ -80,6 +80,23 @@ class CategoryBreakdown(BaseModel):
     pooled: CategorySD = Field(description="All categories pooled: equals the run-level per-request sums.")
 
 
+class LengthBucket(BaseModel):
+    """The requests whose prompt fell in one input-length bucket, and their acceptance."""
+
+    low: int = Field(ge=0, description="Smallest prompt length in the bucket, tokens.")
+    high: int | None = Field(description="Largest, tokens (None: no upper edge, the last bucket).")
+    acceptance: CategorySD = Field(description="Their acceptance, as a category's is read (its name: the bucket's).")
+
+
+class LengthBreakdown(BaseModel):
+    """Acceptance per input-length bucket: fixed power-of-two edges in prompt tokens as the engine counted them
+    (its usage's prompt_tokens: the chat template included), the buckets that hold a request, shortest first."""
+
+    buckets: list[LengthBucket]
+    unknown: int = Field(default=0, description="Measured requests with SD stats whose usage gave no prompt "
+                         "length: in no bucket.")
+
+
 class SteadyState(BaseModel):
     """One point measured over its steady window: all N slots busy (closed loop) or the arrival process
     running (open loop), so ramp-up and drain do not dilute throughput."""
@@ -106,6 +123,14 @@ class RunningBatch(BaseModel):
     max: float | None = None
     steady_mean: float | None = Field(default=None, description="Mean over samples inside the steady window.")
     histogram: dict[int, int] = Field(default_factory=dict, description="Batch size -> samples.")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def time_share(self) -> dict[int, float]:
+        """Batch size -> the share of the point's sampled time the engine ran it (0: idle). Samples come at a
+        fixed interval, so a batch's time is its samples times interval_s and its share is its samples' share."""
+        total = sum(self.histogram.values())
+        return {size: n / total for size, n in self.histogram.items()} if total else {}
 
 
 class ReplicaShare(BaseModel):

@@ -127,6 +127,38 @@ class DrafterRecommendation(BaseModel):
         return self
 
 
+class BatchShare(BaseModel):
+    """One range of the table, and the share of a trace point's serving time the engine spent in it."""
+
+    start: int = Field(ge=1)
+    end: int = Field(ge=1)
+    k: int = Field(ge=0)
+    share: float = Field(ge=0, le=1, description="Of the time the engine ran a batch (idle time left out).")
+
+
+class TraceGain(BaseModel):
+    """What the best drafter's table buys on one trace point's traffic (analysis.trace_answer): each batch
+    size's speedup weighted by the time the baseline engine spent at that batch size replaying the trace."""
+
+    point_id: str
+    weighed_by: str = Field(description="The configuration whose running batch gives the weights (the baseline).")
+    samples: int = Field(default=0, description="Running-batch samples the weights rest on (0: none).")
+    idle_share: float | None = Field(default=None, description="Share of the sampled time the engine ran no "
+                                     "request: no step, so no weight.")
+    time: list[BatchShare] = Field(default_factory=list, description="The table's ranges the engine ran in, with "
+                                   "their share of its serving time.")
+    gain: float | None = Field(default=None, description="The table's speedup over no speculation on this traffic: "
+                               "the baseline's serving time over the time at each batch size divided by its "
+                               "speedup (None: not known, `reason` says why).")
+    low: float | None = Field(default=None, description="The same mean of each batch size's lower bound: every "
+                              "range at its bound at once, so wider than an interval of independent ranges.")
+    high: float | None = None
+    measured_share: float | None = Field(default=None, description="Of the serving time, the share at batch sizes "
+                                         "whose speedup was measured there (the rest takes the speedup of the "
+                                         "point whose K it runs; K = 0 counts as 1x).")
+    reason: str | None = None
+
+
 class DrafterChoice(BaseModel):
     """Which drafter the answer names, decided head to head (analysis.drafter_choice): each duel pools, over the
     measured points where two drafters' tables run different configurations, the paired comparison of those."""
@@ -175,6 +207,8 @@ class Recommendation(BaseModel):
     proposed: list[ProposedK] = Field(default_factory=list, description="The Ks the sweep did not run that the "
                                       "step-cost model proposed and the tune loop measured head to head, each with "
                                       "what its measurement said where it could win.")
+    on_trace: list[TraceGain] = Field(default_factory=list, description="A trace replay: per trace point, what "
+                                      "the best drafter's table buys on that traffic (empty: no trace points).")
 
     @model_validator(mode="after")
     def _tables_hold(self) -> Recommendation:

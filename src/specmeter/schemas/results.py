@@ -14,6 +14,7 @@ from specmeter.schemas.metrics import (
     Distribution,
     Goodput,
     LatencySummary,
+    LengthBreakdown,
     ReplicaShare,
     RunningBatch,
     SteadyState,
@@ -44,6 +45,8 @@ class PointResult(BaseModel):
                                                "table is keyed on), not their sum.")
     sd: SDSummary
     categories: CategoryBreakdown | None = None
+    lengths: LengthBreakdown | None = Field(default=None, description="Acceptance per input-length bucket (None: no "
+                                            "per-request SD stats).")
     goodput: Goodput | None = Field(default=None, description="Requests/s that met load.slo (None: no SLO given).")
     schedule_error: Distribution | None = Field(default=None, description="Seconds each scheduled send (an open "
                                                 "loop's, a trace's) went out after its time: p50 and p99 say how "
