@@ -77,8 +77,9 @@ def drafter_label(spec: SpecConfig) -> str:
     """Human label of a drafter, e.g. 'draft_model demo-draft', 'draft_model demo-draft p-min 0.5', 'eagle3 head
     adaptive': what tells two drafters of one model apart is in it."""
     parts = [spec.method.value]
-    if spec.draft_model:
-        parts.append(spec.draft_model.rstrip("/").rsplit("/", 1)[-1])
+    for model in (spec.draft_model, spec.target_model):
+        if model:
+            parts.append(model.rstrip("/").rsplit("/", 1)[-1])
     if spec.prompt_lookup_min is not None or spec.prompt_lookup_max is not None:
         parts.append(f"n-gram {spec.prompt_lookup_min or '-'}..{spec.prompt_lookup_max or '-'}")
     if spec.draft_p_min is not None:

@@ -100,6 +100,11 @@ class SpecConfig(StrictModel):
         "enable_adaptive_verification (GPU builds), SGLang's --speculative-adaptive, TensorRT-LLM's acceptance "
         "threshold (with extra acceptance_window and acceptance_length_threshold); llama.cpp's confidence floor is "
         "draft_p_min at any K instead.")
+    target_model: str | None = Field(
+        default=None, description="MTP: serve this configuration's target from this checkpoint of the same model, "
+        "one that keeps its MTP layers, where engine.model has none (a checkpoint converted or quantized without "
+        "them); the baseline and the other configurations serve engine.model, and the outputs are checked against "
+        "the baseline's as always. Launch mode only.")
     extra: dict[str, Any] = Field(default_factory=dict, description="Passed through to the engine as is.")
 
     @property
@@ -124,6 +129,9 @@ class SpecConfig(StrictModel):
             raise ValueError(f"method {self.method.value} needs num_speculative_tokens (K >= 1)")
         if self.method in NEEDS_DRAFT_MODEL and not self.draft_model:
             raise ValueError(f"method {self.method.value} needs draft_model (a path or hub id)")
+        if self.target_model is not None and self.method is not SpecMethod.mtp:
+            raise ValueError(f"target_model serves an MTP drafter's own target checkpoint; {self.method.value} drafts "
+                             "with a model of its own (draft_model): drop target_model")
         if self.draft_p_min is not None and self.method in (SpecMethod.ngram, SpecMethod.suffix):
             raise ValueError(f"draft_p_min is a floor on a draft model's probabilities, which {self.method.value} "
                              "lookup has none of; drop it")
@@ -224,6 +232,14 @@ class EngineSpec(StrictModel):
         default_factory=dict, description="Launch mode: server environment KEY=VALUE (repeatable).")
     startup_timeout_s: Annotated[float, Flag("--startup-timeout")] = Field(
         default=600.0, gt=0, description="Seconds to wait for a launched server.")
+
+    def serving(self, spec: SpecConfig) -> EngineSpec:
+        """The engine as it launches `spec`: from the spec's own target checkpoint where it names one (an MTP
+        target that keeps its MTP layers), still requested under this engine's model name."""
+        if spec.target_model is None:
+            return self
+        return self.model_copy(update={"model": spec.target_model,
+                                       "served_model_name": self.served_model_name or self.model})
 
     @model_validator(mode="after")
     def _mode(self) -> EngineSpec:

@@ -27,6 +27,10 @@ def with_deploy_configs(rec: Recommendation, kind: str) -> Recommendation:
         # parallel > 1 drops it); elsewhere `deploy` already is the static K.
         static = (launcher.deploy_spec(d.static_spec, slots)
                   if launcher.per_batch_k and d.static_spec is not None else None)
+        own = next((s.target_model for s in (d.spec, d.static_spec) if s is not None and s.target_model), None)
+        if deploy is not None and own is not None:
+            deploy.notes.insert(0, f"serve the target from {own} (the checkpoint that keeps its MTP layers, as "
+                                   "measured), not from the model the baseline served")
         vllm = kind == "vllm"
         drafters.append(d.model_copy(update={
             "deploy": deploy, "static_deploy": static,

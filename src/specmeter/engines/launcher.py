@@ -66,13 +66,13 @@ class LaunchedServer:
         self.launcher = launcher
         # Passed through the environment, never the command line: it must not reach logs or results.
         self._api_key = api_key
-        self.engine = engine
+        self.engine = engine.serving(spec)
         self.spec = spec
         self.log_path = log_path
         self.port = engine.port or free_port(engine.host)
         host = "127.0.0.1" if engine.host in ("0.0.0.0", "::") else engine.host
         self.base_url = f"http://{host}:{self.port}"
-        self.command = launcher.server_command(engine, spec, self.port)
+        self.command = launcher.server_command(self.engine, spec, self.port)
         self.proc: subprocess.Popen[bytes] | None = None
         self.startup_seconds: float | None = None
         self._spawned_at = 0.0

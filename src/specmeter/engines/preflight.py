@@ -55,6 +55,9 @@ def check_local_models(engine: EngineSpec, spec: SpecConfig) -> None:
     from specmeter.engines.registry import get_engine
 
     get_engine(engine.kind or "vllm").launcher.preflight(engine, spec)
+    if spec.target_model is not None:
+        _check_same_target(engine, spec.target_model)
+    engine = engine.serving(spec)
     target = Path(engine.model).expanduser() if engine.model and _looks_local(engine.model) else None
     draft = Path(spec.draft_model).expanduser() if spec.draft_model and _looks_local(spec.draft_model) else None
     for role, path in (("target model", target), ("draft model", draft)):
@@ -100,6 +103,23 @@ def _tensor_names(model_dir: Path) -> set[str] | None:
     if not files or any(h is None for h in headers):
         return None
     return {name for h in headers if h is not None for name in h[0] if name != "__metadata__"}
+
+
+def _check_same_target(engine: EngineSpec, target_model: str) -> None:
+    """A configuration's own target checkpoint must be the engine's model (the baseline serves that one): the same
+    vocabulary and tokenizer, where both are local."""
+    paths = [Path(m).expanduser() for m in (engine.model, target_model) if m and _looks_local(m)]
+    if len(paths) < 2 or any(_gguf(p) for p in paths):
+        return
+    ours, theirs = paths
+    _check_exists("target_model", theirs)
+    vocabs = [_read_config(p).get("vocab_size") for p in paths]
+    tokens = [_tokenizer_fingerprint(p) for p in paths]
+    if vocabs[0] != vocabs[1] or (all(tokens) and tokens[0] != tokens[1]):
+        what = "vocab_size differs" if vocabs[0] != vocabs[1] else "tokenizer.json differs"
+        raise InputError(f"target_model {theirs} is not {ours} saved again ({what}): "
+                         "it serves one configuration's target, and the baseline serves engine.model, so the two "
+                         "must be one model; give the MTP checkpoint of the same model, or make it engine.model")
 
 
 def _check_mtp_layers(target: Path) -> None:

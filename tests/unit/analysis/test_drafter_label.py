@@ -15,3 +15,9 @@ def test_the_drafter_label_tells_a_floor_and_an_adaptive_mode_from_the_plain_dra
     head = SpecConfig.model_validate({"method": "eagle3", "draft_model": "head", "num_speculative_tokens": 4,
                                       "adaptive": True})
     assert drafter_label(head) == "eagle3 head adaptive"
+
+
+def test_an_mtp_drafter_served_from_its_own_checkpoint_names_it() -> None:
+    mtp = SpecConfig.model_validate({"method": "mtp", "num_speculative_tokens": 2, "target_model": "models/demo-mtp/"})
+    assert drafter_label(mtp) == "mtp demo-mtp"
+    assert drafter_label(mtp.model_copy(update={"target_model": None})) == "mtp"

@@ -67,3 +67,46 @@ def test_what_cannot_be_read_is_not_judged(tmp_path: Path) -> None:
     check_local_models(EngineSpec(model=str(bin_only)), MTP)  # no safetensors: the names are not known here
     other = checkpoint(tmp_path / "plain", BASE)
     check_local_models(EngineSpec(model=str(other)), SpecConfig(method="ngram", num_speculative_tokens=2))
+
+
+def test_a_configuration_may_serve_its_own_mtp_checkpoint_of_the_same_target(tmp_path: Path) -> None:
+    """The baseline serves engine.model (no MTP tensors); the MTP configuration serves the checkpoint that keeps
+    them, checked in its place, and requested under the engine's model name."""
+    plain = checkpoint(tmp_path / "plain", BASE)
+    full = checkpoint(tmp_path / "full", [*BASE, "model.mtp_layers.0.input_proj.weight"])
+    engine = EngineSpec(model=str(plain))
+    own = MTP.model_copy(update={"target_model": str(full)})
+    check_local_models(engine, own)
+    with pytest.raises(InputError, match="MTP"):
+        check_local_models(engine, MTP)
+    served = engine.serving(own)
+    assert served.model == str(full) and served.served_model_name == str(plain)
+    assert engine.serving(MTP) is engine
+
+
+def test_a_target_checkpoint_of_another_model_is_refused_in_one_line(tmp_path: Path) -> None:
+    plain = checkpoint(tmp_path / "plain", BASE)
+    other = checkpoint(tmp_path / "other", [*BASE, "model.mtp_layers.0.input_proj.weight"])
+    (plain / "tokenizer.json").write_text('{"model": "one"}')
+    (other / "tokenizer.json").write_text('{"model": "another"}')
+    with pytest.raises(InputError) as info:
+        check_local_models(EngineSpec(model=str(plain)), MTP.model_copy(update={"target_model": str(other)}))
+    line = str(info.value)
+    assert "\n" not in line and str(other) in line and "tokenizer" in line
+
+
+def test_target_model_is_for_mtp_only() -> None:
+    with pytest.raises(ValueError, match="target_model"):
+        SpecConfig(method="draft_model", num_speculative_tokens=2, draft_model="d", target_model="t")
+
+
+def test_a_launched_server_runs_the_configurations_own_target(tmp_path: Path) -> None:
+    from specmeter.engines.launcher import LaunchedServer
+    from specmeter.engines.vllm import VLLMLauncher
+
+    own = MTP.model_copy(update={"target_model": "models/demo-mtp"})
+    server = LaunchedServer(VLLMLauncher(), EngineSpec(model="models/demo-target"), own, tmp_path / "log")
+    cmd = server.command
+    assert cmd[cmd.index("--model") + 1] == "models/demo-mtp"
+    assert cmd[cmd.index("--served-model-name") + 1] == "models/demo-target"
+    assert "target_model" not in cmd[cmd.index("--speculative-config") + 1]

@@ -193,3 +193,15 @@ def test_analysis_never_imports_an_engine() -> None:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
                 assert not (node.module or "").startswith("specmeter.engines"), path.name
+
+
+def test_an_mtp_drafter_on_its_own_target_checkpoint_says_to_serve_that_checkpoint() -> None:
+    def mtp(k: int) -> SpecConfig:
+        return SpecConfig.model_validate({"method": "mtp", "num_speculative_tokens": k,
+                                          "target_model": "models/demo-mtp"})
+
+    summary, records = sweep(CLEAR, BATCHES, extra_specs={cid: mtp(int(cid.rsplit("k", 1)[1])) for cid in CLEAR})
+    rec = with_deploy_configs(recommend(summary, records), sweep_engine(summary.plan))
+    deployed = [d for d in rec.drafters if d.deploy is not None and d.drafter == "mtp demo-mtp"]
+    assert deployed, [d.drafter for d in rec.drafters]
+    assert "models/demo-mtp" in deployed[0].deploy.notes[0]  # type: ignore[union-attr]
