@@ -19,6 +19,16 @@ Run (about 12 minutes here; or give --run-dir of a fixed sweep with repeats = ma
 verify/): the requests and measured seconds it would have left out, at the same stops (seconds, no servers):
     D=runs/<id>-demo; .venv/bin/python benchmarks/sequential_sampling.py --resting $D $D/propose $D/verify
 
+--simulate compares the stopping rules on simulated points (no servers, about a minute): a challenger truly `ratio`
+times the incumbent's throughput, per-request hardness shared by both, per-request noise on a steady machine (1.5%)
+and busier ones (5%, 10%), 12 requests a configuration a round, looks after rounds 2..4. Per case: the mean rounds
+and requests each rule spent and its rate of wrong answers beyond the zone (the cheaper kept where the challenger
+is more than z better, or the challenger chosen where it is more than z worse). The rules: tie and futility (old),
+with the zone's futility on top (new: analysis.sequential.indifferent), and, for the record, a stop on the
+projected interval alone (stop where the interval at the budget, on today's estimate, would still straddle
+1 + min gain and 1 + z), which was not taken:
+    .venv/bin/python benchmarks/sequential_sampling.py --simulate
+
 --futility DIR ... replays the same runs with resting, without futility and with it (load.futility, 5% unless
 --gamma says): where each point would have stopped, the requests and measured seconds it saves, and whether any
 point's choice or the recommended table differs:
@@ -28,19 +38,38 @@ point's choice or the recommended table differs:
 from __future__ import annotations
 
 import argparse
+import math
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import NormalDist
+
+import numpy as np
 
 from specmeter.analysis.decide import analyze
+from specmeter.analysis.headtohead import Side, head_to_head
 from specmeter.analysis.recommend import recommend
-from specmeter.analysis.sequential import confidence_after, distinct, futile, point_arena, point_walks, resting, settled
+from specmeter.analysis.sequential import (
+    confidence_after,
+    distinct,
+    futile,
+    indifferent,
+    point_arena,
+    point_walks,
+    resting,
+    settled,
+)
 from specmeter.config.models import LoadSpec
 from specmeter.execution.runner import execute
 from specmeter.plans.demo import demo_plan
 from specmeter.rundir.store import RunStore, latest_records, load_summary
+from specmeter.schemas.analysis import HeadToHead
+from specmeter.schemas.metrics import Distribution, LatencySummary
+from specmeter.schemas.plan import Role
 from specmeter.schemas.records import RequestRecord
-from specmeter.schemas.results import PointSampling, RunSummary
+from specmeter.schemas.results import ConfigResult, PointResult, PointSampling, RunSummary
+from specmeter.schemas.sd import SDSummary
 
 Ran = dict[str, set[int]]  # configuration -> the rounds (repeats) it ran at a point
 
@@ -179,11 +208,126 @@ def _table(run: Replayed) -> list[list[int]] | None:
     return [r.entry for r in best.ranges] if best else None
 
 
+SIM_LOAD = LoadSpec(precision="adaptive", min_rounds=2, max_rounds=4)
+SIM_ZONE, SIM_GAIN, SIM_REQUESTS = 0.03, 0.01, 12  # the default zone and minimum gain; requests a round
+SIM_NOISES = (0.015, 0.05, 0.10)
+SIM_RATIOS = (0.97, 1.0, 1.01, 1.02, 1.03, 1.04, 1.05, 1.08)
+Rule = Callable[[HeadToHead, int], bool]  # stop a look whose comparison is open (outcome unsettled)?
+
+
+def sim_side(cid: str, rounds: list[np.ndarray]) -> Side:
+    """A side from its per-request E2E seconds per round, 100 output tokens each."""
+    recs = [RequestRecord(config_id=cid, point_id="c1", repeat=r, conversation_id=f"q{i}", ok=True, ttft_s=0.01,
+                          e2e_s=float(x), output_tokens=100) for r, e2e in enumerate(rounds) for i, x in enumerate(e2e)]
+    res = ConfigResult(config_id=cid, role=Role.candidate, spec_label=cid, points=[
+        PointResult(point_id="c1", repeat=r, latency=_latency(float(e2e.sum()), 100 * len(e2e)),
+                    sd=SDSummary(available=False)) for r, e2e in enumerate(rounds)])
+    return Side.of(res, recs, "c1")
+
+
+def _latency(wall: float, tokens: int) -> LatencySummary:
+    d = Distribution(count=SIM_REQUESTS)
+    return LatencySummary(num_requests=SIM_REQUESTS, num_ok=SIM_REQUESTS, wall_s=wall, output_tokens=tokens,
+                          prompt_tokens=100, output_tokens_per_s=tokens / wall, requests_per_s=1.0, ttft_s=d,
+                          tpot_s=d, inter_chunk_s=d, itl_per_token_s=d, e2e_s=d, queued_s=d, tokens_per_chunk=1.0)
+
+
+def sim_looks(rng: np.random.Generator, ratio: float, noise: float) -> list[tuple[int, HeadToHead]]:
+    """One simulated point: the looks the runner takes (rounds run, the comparison at that look's confidence), up to
+    the budget or a beats / does-not-beat / tie, which every rule reads alike."""
+    a: list[np.ndarray] = []
+    b: list[np.ndarray] = []
+    out: list[tuple[int, HeadToHead]] = []
+    for done in range(1, SIM_LOAD.max_rounds + 1):
+        hard = rng.lognormal(0.0, 0.5, SIM_REQUESTS)
+        a.append(hard / ratio * (1 + rng.normal(0, noise, SIM_REQUESTS)).clip(0.5))
+        b.append(hard * (1 + rng.normal(0, noise, SIM_REQUESTS)).clip(0.5))
+        if done < SIM_LOAD.min_rounds:
+            continue
+        h = head_to_head(sim_side("a", a), sim_side("b", b), "c1", "output_throughput", min_gain=SIM_GAIN,
+                         indifference=SIM_ZONE, confidence=confidence_after(done, SIM_LOAD))
+        out.append((done, h))
+        if h.outcome != "unsettled":
+            break
+    return out
+
+
+def projected(h: HeadToHead, rounds: int) -> bool:
+    """The stop not taken: the interval at the budget, its half-width shrunk with the rounds on today's estimate,
+    would still straddle both 1 + min gain and 1 + z, so the budget could settle nothing."""
+    if h.ratio.value is None or h.low is None or rounds >= SIM_LOAD.max_rounds:
+        return False
+    normal = NormalDist()
+    now, end = (normal.inv_cdf(0.5 + c / 2) for c in (h.ratio.confidence, confidence_after(SIM_LOAD.max_rounds,
+                                                                                             SIM_LOAD)))
+    half = (h.ratio.value - h.low) / now * end * math.sqrt(rounds / SIM_LOAD.max_rounds)
+    return h.ratio.value - half < h.threshold and h.ratio.value + half > 1.0 + SIM_ZONE
+
+
+SIM_RULES: dict[str, Rule] = {
+    "old": lambda h, r: futile([h], r, SIM_LOAD) is not None,
+    "new": lambda h, r: futile([h], r, SIM_LOAD) is not None or indifferent([h], r, SIM_LOAD) is not None,
+    "projected": lambda h, r: futile([h], r, SIM_LOAD) is not None or projected(h, r),
+}
+
+
+def sim_stop(looks: list[tuple[int, HeadToHead]], rule: Rule) -> tuple[bool, int]:
+    """Where `rule` stops on these looks: whether the challenger was chosen (a win), and the rounds run."""
+    for done, h in looks:
+        if h.outcome != "unsettled" or rule(h, done):
+            return h.outcome == "beats", done
+    return False, looks[-1][0]
+
+
+def wrong_beyond_zone(ratio: float, chosen: bool) -> bool:
+    """The answer costs more than the zone: the cheaper kept where the challenger is more than z better, or the
+    challenger chosen where it is more than z worse."""
+    return (not chosen and ratio > 1.0 + SIM_ZONE) or (chosen and ratio < 1.0 / (1.0 + SIM_ZONE))
+
+
+def simulate(points: int, seed: int = 7) -> dict[tuple[float, float], dict[str, tuple[float, float]]]:
+    """Per (noise, ratio): each rule's mean requests per point (both configurations) and wrong-answer rate."""
+    out: dict[tuple[float, float], dict[str, tuple[float, float]]] = {}
+    for noise in SIM_NOISES:
+        for ratio in SIM_RATIOS:
+            rng = np.random.default_rng(seed)
+            sims = [sim_looks(rng, ratio, noise) for _ in range(points)]
+            out[(noise, ratio)] = {}
+            for name, rule in SIM_RULES.items():
+                stops = [sim_stop(looks, rule) for looks in sims]
+                requests = float(np.mean([r for _, r in stops])) * 2 * SIM_REQUESTS
+                out[(noise, ratio)][name] = requests, float(np.mean([wrong_beyond_zone(ratio, c) for c, _ in stops]))
+    return out
+
+
+def simulated(points: int) -> None:
+    """The table: per case, requests and wrong answers under each rule, and what the new one saves."""
+    table = simulate(points)
+    print(f"{points} simulated points a case; zone {SIM_ZONE:.0%}, min gain {SIM_GAIN:.0%}, looks after rounds "
+          f"{SIM_LOAD.min_rounds}..{SIM_LOAD.max_rounds}, {SIM_REQUESTS} requests a configuration a round\n")
+    print("| noise | true ratio | requests old / new / projected | saved by new | wrong beyond the zone old / new / "
+          "projected |")
+    print("|---|---|---|---|---|")
+    for (noise, ratio), rules in table.items():
+        (old_n, old_w), (new_n, new_w), (pro_n, pro_w) = (rules[name] for name in SIM_RULES)
+        print(f"| {noise:.1%} | {ratio:.2f} | {old_n:.1f} / {new_n:.1f} / {pro_n:.1f} | "
+              f"{1 - new_n / old_n:.1%} | {old_w:.1%} / {new_w:.1%} / {pro_w:.1%} |")
+    near = [rules for (_, ratio), rules in table.items() if 1.0 <= ratio <= 1.0 + SIM_ZONE]
+    print()
+    for name in SIM_RULES:
+        spent = sum(rules[name][0] for rules in near) / len(near)
+        wrong = np.mean([rules[name][1] for rules in table.values()])
+        print(f"{name}: {spent:.1f} requests a near-tie point (ratio 1 to 1 + z), {wrong:.1%} wrong beyond the zone "
+              "over every case")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--resting", type=Path, nargs="+", metavar="DIR", help="replay resting on these adaptive runs")
     ap.add_argument("--futility", type=Path, nargs="+", metavar="DIR",
                     help="replay these adaptive runs without futility and with it")
+    ap.add_argument("--simulate", type=int, nargs="?", const=200, metavar="POINTS",
+                    help="compare the stopping rules on simulated points (POINTS a case; default 200)")
     ap.add_argument("--gamma", type=float, default=0.05, help="the futility replayed (--futility; default 5%%)")
     ap.add_argument("--run-dir", type=Path, help="a finished fixed sweep (interleaved, repeats = max rounds)")
     ap.add_argument("--out", type=Path, default=Path(tempfile.mkdtemp(prefix="specmeter-seq-")))
@@ -191,6 +335,9 @@ def main() -> int:
     ap.add_argument("--max-rounds", type=int, default=4)
     ap.add_argument("--indifference", type=float, help="the zone replayed (default: the run's)")
     args = ap.parse_args()
+    if args.simulate:
+        simulated(args.simulate)
+        return 0
     if args.resting:
         resting_on(args.resting)
         return 0

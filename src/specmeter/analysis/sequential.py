@@ -32,12 +32,25 @@ last look's bound (Lan, Simon and Halperin's stochastic curtailment, in its pred
 than the current trend while the interval is wide). It cannot add a wrong win (it never stops on one), and it
 gives up only wins the remaining rounds were unlikely to show: the comparison stays "unsettled" and the point
 says it stopped for futility.
+
+The zone's futility goes one step further, on the same reading: a win changes the answer by more than the zone only
+where the challenger is truly more than z better (a win at most z better replaces a cheaper that was within z of
+it), so a point also stops once no open comparison has more than `load.futility` predictive probability of ending
+as a win with the true ratio above 1 + z (zone_win_chance: the ratio's normal posterior, integrated above the zone's
+edge, times the chance of a win given it). That probability is never above the win chance, so this stops wherever
+futility does and on near-ties too (a challenger estimated 2% better on a steady machine, whose win would be real
+but worth less than the zone), and what it gives up is bounded as futility's is: a win beyond the zone that the
+rounds left were unlikely to show. It reads the point as futile too, so verification carries it. A stop on the
+projected interval alone ("at the budget it would still straddle a zone edge") was measured and not taken: it
+ignores how far the estimate may still move and doubles the wrong answers beyond the zone on a busy machine
+(benchmarks/sequential_sampling.py --simulate).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from statistics import NormalDist
 
 from specmeter.analysis.choice import Duel, choose, contenders
@@ -185,12 +198,21 @@ def outside_decisions(summary: RunSummary, walks: Sequence[Sequence[HeadToHead]]
     return (running & behind) - ahead
 
 
-def win_chance(h: HeadToHead, rounds: int, load: LoadSpec) -> float | None:
-    """The predictive probability that the open comparison `h`, read after `rounds` rounds, ends as a win at the
-    last look max_rounds allows: the ratio taken as normal around its estimate with the spread its lower bound
-    shows (half-width over the look's z), the pooled estimate at the end as today's and the rounds to come, and
-    the end's lower bound as its half-width shrunk with the square root of the rounds, at the last look's
-    confidence. None where it cannot be read (no interval, a settled comparison, no round left)."""
+@dataclass(frozen=True)
+class Predictive:
+    """An open comparison read for what the rounds to come may show: the ratio's estimate, its spread (the normal
+    posterior's), the share of max_rounds run, and the estimate the last look needs for a win."""
+
+    value: float
+    sigma: float
+    done: float
+    needed: float
+
+
+def predictive(h: HeadToHead, rounds: int, load: LoadSpec) -> Predictive | None:
+    """The ratio taken as normal around its estimate with the spread its lower bound shows (half-width over the
+    look's z), and the end's lower bound as its half-width shrunk with the square root of the rounds, at the last
+    look's confidence. None where it cannot be read (no interval, a settled comparison, no round left)."""
     value, low = h.ratio.value, h.low
     if h.outcome != "unsettled" or value is None or low is None or not 0 < rounds < load.max_rounds:
         return None
@@ -200,8 +222,17 @@ def win_chance(h: HeadToHead, rounds: int, load: LoadSpec) -> float | None:
         return None
     done = rounds / load.max_rounds
     end_z = normal.inv_cdf(0.5 + confidence_after(load.max_rounds, load) / 2)
-    needed = h.threshold + end_z * sigma * math.sqrt(done)  # the estimate the last look needs for a win
-    return 1.0 - normal.cdf((needed - value) / (sigma * math.sqrt(1.0 - done)))
+    return Predictive(value, sigma, done, h.threshold + end_z * sigma * math.sqrt(done))
+
+
+def win_chance(h: HeadToHead, rounds: int, load: LoadSpec) -> float | None:
+    """The predictive probability that the open comparison `h`, read after `rounds` rounds, ends as a win at the
+    last look max_rounds allows (predictive: the pooled estimate at the end as today's and the rounds to come).
+    None where it cannot be read."""
+    p = predictive(h, rounds, load)
+    if p is None:
+        return None
+    return 1.0 - NormalDist().cdf((p.needed - p.value) / (p.sigma * math.sqrt(1.0 - p.done)))
 
 
 def futile(decisions: Sequence[HeadToHead], rounds: int, load: LoadSpec) -> list[tuple[HeadToHead, float]] | None:
@@ -209,6 +240,40 @@ def futile(decisions: Sequence[HeadToHead], rounds: int, load: LoadSpec) -> list
     `load.futility` (so more rounds would very likely keep what the point keeps now); None where one could still
     win, none is open, or futility is off (0)."""
     chances = [(h, win_chance(h, rounds, load)) for h in decisions if h.outcome == "unsettled"]
+    if not load.futility or not chances or any(c is None or c >= load.futility for _, c in chances):
+        return None
+    return [(h, c) for h, c in chances if c is not None]
+
+
+def zone_win_chance(h: HeadToHead, rounds: int, load: LoadSpec, steps: int = 200) -> float | None:
+    """The predictive probability that the open comparison `h` ends as a win at the last look max_rounds allows
+    AND the challenger is truly more than the zone better: the one way more rounds could change the answer by more
+    than the zone (a win where the challenger is at most z better replaces a cheaper that was within z). Given a
+    true ratio r, the pooled estimate at the end is normal around done x estimate + (1 - done) x r with variance
+    sigma^2 x done x (1 - done), so the chance is the integral over r above 1 + z of the chance of a win given r
+    (midpoint rule in `steps`, out to eight spreads). None where win_chance is, or where the comparison has no zone
+    wider than the minimum gain (no ties: every win counts)."""
+    p, zone = predictive(h, rounds, load), h.indifference
+    if p is None or zone is None or 1.0 + zone <= h.threshold:
+        return None
+    normal = NormalDist()
+    start = (1.0 + zone - p.value) / p.sigma  # the zone's edge, in spreads from the estimate
+    width = max(8.0 - start, 0.0) / steps
+    spread = p.sigma * math.sqrt(p.done * (1.0 - p.done))
+    total = 0.0
+    for i in range(steps):
+        t = start + (i + 0.5) * width
+        mean = p.value + (1.0 - p.done) * t * p.sigma  # done x estimate + (1 - done) x (estimate + t sigma)
+        total += normal.pdf(t) * (1.0 - normal.cdf((p.needed - mean) / spread)) * width
+    return total
+
+
+def indifferent(decisions: Sequence[HeadToHead], rounds: int,
+                load: LoadSpec) -> list[tuple[HeadToHead, float]] | None:
+    """The open comparisons with the chance each has of ending as a win beyond the zone (zone_win_chance), where
+    every one is below `load.futility`: more rounds would very likely change the answer by no more than the zone,
+    so the cheaper stays, unsettled. None where one could still win beyond it, none is open, or futility is off."""
+    chances = [(h, zone_win_chance(h, rounds, load)) for h in decisions if h.outcome == "unsettled"]
     if not load.futility or not chances or any(c is None or c >= load.futility for _, c in chances):
         return None
     return [(h, c) for h, c in chances if c is not None]

@@ -1,7 +1,7 @@
 """How many rounds each load point runs: the fixed design's `repeats`, or, with adaptive precision, rounds until
-every decision at the point is settled, more rounds are unlikely to change what it keeps (futility), or a budget
-runs out (analysis.sequential holds the statistics), each round leaving out the configurations no open
-comparison can still read.
+every decision at the point is settled, more rounds are unlikely to change what it keeps (futility) or to change
+it by more than the indifference zone (the zone's futility), or a budget runs out (analysis.sequential holds the
+statistics), each round leaving out the configurations no open comparison can still read.
 
 The runner asks before each configuration's round of an adaptive point whether to run it; the answer and the
 looks behind it are written to the summary (`sampling`), so a resumed run looks again at the same data and agrees.
@@ -19,6 +19,7 @@ from specmeter.analysis.sequential import (
     confidence_after,
     distinct,
     futile,
+    indifferent,
     outside_decisions,
     point_arena,
     point_walks,
@@ -68,6 +69,15 @@ class MaxSeconds:
         if state.began is not None and time.monotonic() - state.began >= self.limit:
             return Stop(f"max_seconds ({self.limit:g}) reached")
         return None
+
+
+def zone_stop(h: HeadToHead, chance: float, rounds: int, load: LoadSpec) -> str:
+    """Why a point stopped on the zone (analysis.sequential.indifferent), in one line for the comparison `h`."""
+    zone = f"{h.indifference or 0:.0%}"
+    return (f"{h.config_id} and {h.against} within the {zone} zone of each other after {rounds} rounds: more rounds "
+            f"cannot change the answer beyond it ({chance:.0%} chance of a win by max_rounds ({load.max_rounds}) "
+            f"with {h.config_id} more than {zone} better, under {load.futility:.0%}), so {h.against}, the cheaper, "
+            f"stays, unsettled: {h.summary()}")
 
 
 def budgets(load: LoadSpec) -> StopConditions[RoundsRun]:
@@ -171,6 +181,10 @@ class Rounds:
             self._stop(entry, "futile", f"no open decision was likely to end as a win by max_rounds "
                        f"({self.load.max_rounds}; under {self.load.futility:.0%} each), so the cheaper stays, "
                        f"unsettled, after {rounds} rounds: {chances}")
+            return None
+        within = None if waiting else indifferent(decisions, rounds, self.load)
+        if within is not None:
+            self._stop(entry, "futile", "; ".join(zone_stop(h, chance, rounds, self.load) for h, chance in within))
             return None
         if waiting:  # as before min_rounds: what the decisions read runs again in full
             look.rested = sorted(outside_decisions(self.summary, walks, point.id))

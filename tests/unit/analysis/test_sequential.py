@@ -19,11 +19,13 @@ from specmeter.analysis.sequential import (
     ALPHA,
     confidence_after,
     futile,
+    indifferent,
     look_confidence,
     looks,
     resting,
     settled,
     win_chance,
+    zone_win_chance,
 )
 from specmeter.common.errors import InputError
 from specmeter.config.models import ConcurrencyPoint, LoadSpec
@@ -116,6 +118,25 @@ def test_a_point_whose_open_decision_is_unlikely_to_end_as_a_win_stops_for_futil
     assert ahead.start(C1, 2, K4)
     going = ahead.summary.sampled("c1")
     assert going is not None and going.stopped is None
+
+
+def test_a_point_whose_open_decision_cannot_change_the_answer_beyond_the_zone_stops_and_says_why() -> None:
+    """K = 4 about 2% better than K = 2 on a steady machine: not a win yet, not a tie (it may still be 3% better),
+    and a 1% win by max_rounds fairly likely, so futility runs on; but a win with K = 4 truly more than 3% better
+    is very unlikely, so more rounds cannot change the answer beyond the zone: the point stops, K = 2 (the cheaper)
+    stays, unsettled, and the summary says so in one line. Without a zone (or with futility off) it runs on."""
+    near = {K2: {"c1": [(1.30, 1.29, 1.31)] * 4}, K4: {"c1": [(1.326, 1.306, 1.346)] * 4}}
+    rounds = adaptive(near)
+    assert not rounds.start(C1, 2, K4)
+    entry = rounds.summary.sampled("c1")
+    assert entry is not None and (entry.stopped, entry.rounds) == ("futile", 2) and entry.looks[-1].open
+    assert f"{K4} and {K2} within the 3% zone of each other after 2 rounds" in entry.why
+    assert "more rounds cannot change the answer beyond it" in entry.why and f"{K2}, the cheaper, stays" in entry.why
+    assert Rounds(rounds.summary, rounds.records, rounds.per_round).stopped_before(C1, 3)  # a resume agrees
+    no_zone = adaptive(near)
+    no_zone.summary.plan.indifference = no_zone.summary.plan.min_gain
+    assert no_zone.start(C1, 2, K4)
+    assert adaptive(near, futility=0.0).start(C1, 2, K4)
 
 
 def test_a_configuration_whose_comparisons_settled_rests_while_the_rest_go_on() -> None:
@@ -340,6 +361,64 @@ def test_futility_stops_near_ties_early_and_gives_up_few_wins(ratio: float) -> N
         assert np.mean([r for _, r in with_]) < np.mean([r for _, r in without]) - 0.5
         assert sum(r < LOAD.max_rounds for _, r in with_) / len(with_) > 0.5
     assert all(win_chance(h, done, LOAD) is None for looks in points for done, h in looks if h.outcome != "unsettled")
+
+
+def test_the_zones_win_chance_is_the_part_of_the_win_chance_beyond_the_zone() -> None:
+    """Never above the win chance; the wider the zone, the smaller; nearly the win chance where the zone's edge is
+    far below the estimate; None where the comparison has no zone (no ties: every win counts) or none is open."""
+    rng = np.random.default_rng(3)
+    opened = [(done, h) for _ in range(40) for done, h in _looks(rng, 1.03, LOAD, 0.05) if h.outcome == "unsettled"
+              and done < LOAD.max_rounds]
+    assert opened
+    for done, h in opened:
+        win = win_chance(h, done, LOAD)
+        chances = [zone_win_chance(h.model_copy(update={"indifference": z}), done, LOAD) for z in (0.02, 0.03, 0.06)]
+        assert win is not None and all(c is not None and c <= win + 1e-9 for c in chances)
+        assert chances == sorted(chances, reverse=True)
+        far = zone_win_chance(h.model_copy(update={"indifference": h.ratio.value - 1.0 - 0.3}), done, LOAD)
+        if h.ratio.value - 1.3 > h.threshold - 1.0:
+            assert far == pytest.approx(win, abs=1e-3)
+        assert zone_win_chance(h.model_copy(update={"indifference": 0.01}), done, LOAD) is None
+        assert zone_win_chance(h.model_copy(update={"indifference": None}), done, LOAD) is None
+    done, h = opened[0]
+    assert zone_win_chance(h.model_copy(update={"outcome": "tie"}), done, LOAD) is None
+
+
+def _zoned(looks: list[tuple[int, HeadToHead]], zone_futility: bool) -> tuple[str, int]:
+    """Where the rule stops on these looks: a beats / does-not-beat / tie, futility, and with `zone_futility` the
+    zone's futility too (both "futile": the cheaper stays, unsettled)."""
+    for done, h in looks:
+        outcome = outcome_of(h.low, h.high, h.threshold, ZONE)
+        if outcome != "unsettled":
+            return outcome, done
+        open_ = [h.model_copy(update={"outcome": outcome})]
+        if futile(open_, done, LOAD) or (zone_futility and indifferent(open_, done, LOAD)):
+            return "futile", done
+    return "unsettled", looks[-1][0]
+
+
+def _beyond_zone(ratio: float, outcome: str) -> bool:
+    """The answer costs more than the zone: the cheaper kept where the challenger is more than z better, or the
+    challenger chosen where it is more than z worse."""
+    return (outcome != "beats" and ratio > 1 + ZONE) or (outcome == "beats" and ratio < 1 / (1 + ZONE))
+
+
+@pytest.mark.parametrize("noise", [QUIET, 0.05, NOISY])
+@pytest.mark.parametrize("ratio", [0.97, 1.0, 1.02, 1.03, 1.05, 1.08])
+def test_the_zones_futility_saves_rounds_on_near_ties_and_adds_no_wrong_answers(ratio: float, noise: float) -> None:
+    """The same simulated points under the rule before (ties, futility) and with the zone's futility on top: it
+    stops no later on the same rounds, its answers cost more than the zone no more often than before (at most one
+    point in fifty more: it gives up only wins beyond the zone the rounds left were unlikely to show), and on a
+    steady machine a challenger 2% better, a real win worth less than the zone, stops sooner."""
+    rng = np.random.default_rng(7)
+    points = [_looks(rng, ratio, LOAD, noise) for _ in range(100)]
+    before = [_zoned(looks, False) for looks in points]
+    after = [_zoned(looks, True) for looks in points]
+    assert all(a <= b for (_, a), (_, b) in zip(after, before, strict=True))
+    wrong_before, wrong_after = (sum(_beyond_zone(ratio, o) for o, _ in runs) / len(runs) for runs in (before, after))
+    assert wrong_after <= wrong_before + 0.02
+    if ratio == 1.02 and noise == QUIET:
+        assert np.mean([r for _, r in after]) < np.mean([r for _, r in before]) - 0.25
 
 
 def _duel(sides: dict[str, Side], confidence: float) -> Callable[[str, str], HeadToHead]:
