@@ -268,6 +268,11 @@ class EngineLauncher(ABC):
         until the one before serves, as a GPU server must: its memory is sized from what is free when it starts)."""
         return False
 
+    def compile_cache(self, engine: EngineSpec) -> Path | None:
+        """Where a server keeps the kernels it compiles on its first start on a machine, which later starts reuse
+        (engines.start_notes says so while a start is long; None: an engine that compiles none worth telling)."""
+        return None
+
     def gpu_offload(self, engine: EngineSpec, command: Sequence[str], log_path: Path) -> GpuOffload | None:
         """How much of each model the server started with `command` placed on GPUs, read once it serves from
         its log at `log_path` (None: an engine that places whole models and logs no partial offload)."""

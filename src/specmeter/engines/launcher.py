@@ -15,7 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -116,6 +116,10 @@ class LaunchedServer:
             self.startup_seconds = time.monotonic() - self._spawned_at
         return self.startup_seconds is not None
 
+    def elapsed_s(self) -> float:
+        """Seconds since the server was spawned."""
+        return time.monotonic() - self._spawned_at
+
     def starting(self) -> bool:
         """Whether the spawned server's process runs within its startup time (whether it serves yet or not)."""
         return (self.proc is not None and self.proc.poll() is None
@@ -183,13 +187,17 @@ class LaunchedServer:
         self.stop()
 
 
-def wait_served(servers: Sequence[LaunchedServer], poll_s: float = 1.0) -> None:
+def wait_served(servers: Sequence[LaunchedServer], poll_s: float = 1.0,
+                tick: Callable[[Sequence[LaunchedServer]], None] | None = None) -> None:
     """Look at the spawned `servers` together until each serves, has exited or ran out of its startup time, so each
-    is timed when it came to serve, however long the others take (wait_ready then says why one did not)."""
+    is timed when it came to serve, however long the others take (wait_ready then says why one did not); `tick`
+    is shown those still starting after each look (a progress line)."""
     waiting = list(servers)
     while waiting:
         waiting = [s for s in waiting if not s.poll_ready() and s.starting()]
         if waiting:
+            if tick is not None:
+                tick(waiting)
             time.sleep(poll_s)
 
 

@@ -298,6 +298,13 @@ class VLLMLauncher(EngineLauncher):
     def api_key_env(self, api_key: str) -> dict[str, str]:
         return {"VLLM_API_KEY": api_key}
 
+    def compile_cache(self, engine: EngineSpec) -> Path | None:
+        # torch.compile's graphs and inductor's kernels for the model, under VLLM_CACHE_ROOT (vllm/envs.py: default
+        # $XDG_CACHE_HOME/vllm, ~/.cache/vllm) as the server's environment sets it.
+        env = {**os.environ, **engine.env}
+        root = env.get("VLLM_CACHE_ROOT") or str(Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vllm")
+        return Path(root).expanduser() / "torch_compile_cache"
+
     def starts_together(self, engine: EngineSpec) -> bool:
         # A CPU build's start is mostly two Python processes importing torch and vLLM, one core each, and the model
         # runs in one of them (CPU_SERVER_ENV): in three demo runs each, the sweep's three servers served in 53-61 s

@@ -39,6 +39,7 @@ from specmeter.engines.kv_capacity import kv_capacity_from_log
 from specmeter.engines.launcher import LaunchedServer
 from specmeter.engines.probe import resolve_endpoints
 from specmeter.engines.server_log import failure_reason
+from specmeter.engines.start_notes import StartWatch
 from specmeter.execution.leftovers import start_ticks, stop_leftovers
 from specmeter.execution.load_search import Search
 from specmeter.execution.ramp import Ramp
@@ -122,6 +123,7 @@ class _Run:
         self.summary = ex.prior if ex.prior is not None else self._new_summary()
         self._derived: dict[str, list[Conversation]] = {}
         self._started: dict[str, str | None] = {}  # server -> None: this run started it; else why it failed
+        self._watches: dict[str, StartWatch] = {}  # server -> what its start is doing, read when it was spawned
         self.ramp = Ramp(self.summary, lambda: run_records(store, self.plan), reporter.note)
 
     def _new_summary(self) -> RunSummary:
@@ -169,7 +171,7 @@ class _Run:
         GPUs of their own start together, and so do a CPU build's whose KV cache has a set size; the rest start in
         turn (servers.start_all). A server that fails is recorded and the rest go on."""
         start_all(servers, lambda server: self._spawn(server, pool),
-                  lambda server, proc: self._ready(server, proc, pool))
+                  lambda server, proc: self._ready(server, proc, pool), self._starting)
 
     def _spawn(self, server: Server, pool: ServerPool) -> LaunchedServer | None:
         """Spawn the server's process (None: it needs none: failed before, attached, or running in the pool)."""
@@ -196,8 +198,17 @@ class _Run:
                 r.batch_limit = server.engine.launcher.batch_limit(proc.command)
         self.save()
         self.reporter.note(f"starting {server.engine.kind} server {server.name}: speculation {head.label}")
+        self._watches[server.name] = StartWatch.of(server.name, server.engine.kind, head.engine.model or server.name,
+                                                   server.engine.launcher.compile_cache(head.engine))
         pool.spawn(proc)
         return proc
+
+    def _starting(self, server: Server, proc: LaunchedServer) -> None:
+        """A spawned server not serving yet: past engines.start_notes.SLOW_START_S, a line saying what it does."""
+        watch = self._watches.get(server.name)
+        line = None if watch is None else watch.line(proc.elapsed_s())
+        if line is not None:
+            self.reporter.server_starting(server.name, line)
 
     def _ready(self, server: Server, proc: LaunchedServer, pool: ServerPool) -> None:
         """Wait for a spawned server; one that fails is recorded with the engine's own reason, and the plan goes on
@@ -206,6 +217,7 @@ class _Run:
         try:
             pool.ready(head, proc, server.instance)
         except EngineError as exc:
+            self.reporter.server_started(server.name)
             server.error = self._started[server.name] = str(exc)
             for r in (self.result(c, server.engine) for c in server.configs):
                 r.server_error = server.error
@@ -216,6 +228,9 @@ class _Run:
         self._bind(server, proc, reused=False)
         self._started[server.name] = None
         self.save()  # the pid on disk lets a user (or a test) find the server
+        if (watch := self._watches.pop(server.name, None)) is not None and proc.startup_seconds is not None:
+            watch.record(proc.startup_seconds)
+        self.reporter.server_started(server.name)
         self.reporter.server_ready(server.name, proc.startup_seconds or 0.0)
 
     def _bind(self, server: Server, proc: LaunchedServer, *, reused: bool) -> None:

@@ -108,15 +108,28 @@ def start_waves(servers: Sequence[Server]) -> list[list[Server]]:
 
 
 def start_all(servers: Sequence[Server], spawn: Callable[[Server], LaunchedServer | None],
-              ready: Callable[[Server, LaunchedServer], None]) -> None:
+              ready: Callable[[Server, LaunchedServer], None],
+              starting: Callable[[Server, LaunchedServer], None] | None = None) -> None:
     """Start `servers` wave by wave (start_waves): `spawn` starts a server's process (None: it needs none), `ready`
-    takes it once it serves (or says why it does not). A wave's servers are looked at together until each serves
-    or ends (launcher.wait_served), so each is timed when it came to serve; the next wave starts after."""
+    takes it once it serves (or says why it does not), `starting` is shown each server still starting after every
+    look (a progress line). A wave's servers are looked at together until each serves or ends
+    (launcher.wait_served), so each is timed when it came to serve; the next wave starts after."""
     for wave in start_waves(servers):
         spawned = [(server, proc) for server in wave if (proc := spawn(server)) is not None]
-        wait_served([proc for _, proc in spawned])
+        wait_served([proc for _, proc in spawned], tick=None if starting is None else _ticker(spawned, starting))
         for server, proc in spawned:
             ready(server, proc)
+
+
+def _ticker(spawned: Sequence[tuple[Server, LaunchedServer]], starting: Callable[[Server, LaunchedServer], None]
+            ) -> Callable[[Sequence[LaunchedServer]], None]:
+    """wait_served's tick: `starting` for each server whose process is still starting."""
+    by_proc = {id(proc): server for server, proc in spawned}
+
+    def tick(waiting: Sequence[LaunchedServer]) -> None:
+        for proc in waiting:
+            starting(by_proc[id(proc)], proc)
+    return tick
 
 
 async def served_model(client: OpenAIClient, engine: EngineSpec) -> tuple[str, tuple[str, ...]]:

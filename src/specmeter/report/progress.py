@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 from specmeter.config.models import LoadPoint
 from specmeter.schemas.plan import Plan, PlannedConfig
@@ -22,18 +25,30 @@ from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import PointResult
 
 
+class _Counted(ProgressColumn):
+    """A column of requests (counts, errors, eta), left empty on a server's start line, which has none."""
+
+    def __init__(self, inner: ProgressColumn) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def render(self, task: Task) -> RenderableType:
+        return Text("") if task.fields.get("server_start") else self.inner.render(task)
+
+
 class RichReporter(Reporter):
     def __init__(self, console: Console) -> None:
         self.console = console
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[errors]} errors"), TimeElapsedColumn(), TextColumn("eta"),
-            TimeRemainingColumn(), console=console, transient=False,
+            TextColumn("{task.description}"), BarColumn(), _Counted(MofNCompleteColumn()),
+            _Counted(TextColumn("{task.fields[errors]} errors")), TimeElapsedColumn(), _Counted(TextColumn("eta")),
+            _Counted(TimeRemainingColumn()), console=console, transient=False,
         )
         self._plan_task: TaskID | None = None
         # Each point in progress: its bar and errors, by configuration (cells taking turns run at once).
         self._tasks: dict[str, TaskID] = {}
         self._errors: dict[str, int] = {}
+        self._starts: dict[str, TaskID] = {}  # each long server start: its live line, by server
 
     def __enter__(self) -> RichReporter:
         self.progress.start()
@@ -59,6 +74,16 @@ class RichReporter(Reporter):
         self.progress.update(self._plan_task, total=None if remaining_requests is None else done + remaining_requests,
                              description=f"{plan.kind}: {len(plan.configs)} configurations x {len(plan.points)} "
                              "points (load search)")
+
+    def server_starting(self, server: str, line: str) -> None:
+        if server not in self._starts:
+            self._starts[server] = self.progress.add_task(line, total=None, errors=0, server_start=True)
+        self.progress.update(self._starts[server], description=line)
+
+    def server_started(self, server: str) -> None:
+        task = self._starts.pop(server, None)
+        if task is not None:
+            self.progress.remove_task(task)
 
     def server_ready(self, server: str, seconds: float) -> None:
         self.progress.console.print(f"  server {server} ready in {seconds:.0f} s")
