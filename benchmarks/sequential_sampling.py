@@ -29,6 +29,10 @@ projected interval alone (stop where the interval at the budget, on today's esti
 1 + min gain and 1 + z), which was not taken:
     .venv/bin/python benchmarks/sequential_sampling.py --simulate
 
+--zone DIR ... replays the same runs with resting and futility, without the zone's futility and with it: where
+each point would have stopped, what it saves, and whether any choice or table differs (seconds, no servers):
+    D=runs/<id>-demo; .venv/bin/python benchmarks/sequential_sampling.py --zone $D $D/propose $D/verify
+
 --futility DIR ... replays the same runs with resting, without futility and with it (load.futility, 5% unless
 --gamma says): where each point would have stopped, the requests and measured seconds it saves, and whether any
 point's choice or the recommended table differs:
@@ -84,11 +88,12 @@ def cut(summary: RunSummary, records: list[RequestRecord], point_id: str, ran: R
     return s, kept
 
 
-def replay(summary: RunSummary, records: list[RequestRecord], load: LoadSpec, *, rest: bool
+def replay(summary: RunSummary, records: list[RequestRecord], load: LoadSpec, *, rest: bool, zone: bool = True
            ) -> dict[str, tuple[int, bool, Ran]]:
     """Per point, the rounds the adaptive rule would have run on this data, whether it settled there, and the rounds
     each configuration ran (with `rest`, a configuration the look rested sits out the next round; with
-    `load.futility`, a point also stops where no open decision is likely to end as a win)."""
+    `load.futility`, a point also stops where no open decision is likely to end as a win, and with `zone` too where
+    none is likely to end as one beyond the indifference zone, as the runner does)."""
     out: dict[str, tuple[int, bool, Ran]] = {}
     plan = summary.plan
     for point in plan.points:
@@ -99,7 +104,8 @@ def replay(summary: RunSummary, records: list[RequestRecord], load: LoadSpec, *,
             walks = point_walks(s, recs, point.id, confidence_after(r, load), arena)
             decisions = distinct(walks)
             done = settled(decisions)
-            if done or r == load.max_rounds or futile(decisions, r, load) is not None:
+            curtailed = futile(decisions, r, load) is not None or (zone and indifferent(decisions, r, load) is not None)
+            if done or r == load.max_rounds or curtailed:
                 out[point.id] = (r, done, ran)
                 break
             rested = resting(s, walks, point.id, arena.duel) if rest else set()
@@ -150,8 +156,9 @@ class Replayed:
     seconds: float
 
 
-def replayed(summary: RunSummary, records: list[RequestRecord], load: LoadSpec, *, rest: bool) -> Replayed:
-    stop = replay(summary, records, load, rest=rest)
+def replayed(summary: RunSummary, records: list[RequestRecord], load: LoadSpec, *, rest: bool,
+             zone: bool = True) -> Replayed:
+    stop = replay(summary, records, load, rest=rest, zone=zone)
     cut_summary, kept = adaptive_run(summary, records, load, stop)
     used = [usage(cut_summary, kept, p) for p in stop]
     return Replayed(stop, cut_summary, kept, sum(u[0] for u in used), sum(u[1] for u in used))
@@ -178,17 +185,31 @@ def resting_on(run_dirs: list[Path]) -> None:
 
 
 def futility_on(run_dirs: list[Path], futility: float) -> None:
-    """Each adaptive run replayed on its own rounds, with resting, without futility and with it."""
-    gammas = (0.0, futility)
+    """Each adaptive run replayed on its own rounds, with resting, without futility and with it (and the zone's)."""
+    rules = {"without futility": (0.0, False), "with": (futility, True)}
+    _compare_on(run_dirs, rules, f"futility at {futility:.0%}")
+
+
+def zone_on(run_dirs: list[Path], futility: float) -> None:
+    """Each adaptive run replayed on its own rounds, with resting and futility, without the zone's futility and
+    with it."""
+    rules = {"without the zone's futility": (futility, False), "with": (futility, True)}
+    _compare_on(run_dirs, rules, "the zone's futility")
+
+
+def _compare_on(run_dirs: list[Path], rules: dict[str, tuple[float, bool]], what: str) -> None:
+    """Two rules (name -> futility, the zone's futility on?) replayed on each run's own rounds, with resting: where
+    each point stopped, the requests and measured seconds, and whether any choice or the recommended table differs."""
+    (before, _), (after, _) = rules.items()
     totals = [[0, 0.0], [0, 0.0]]
-    print("| run | points: rounds without / with futility | without: requests / seconds | with: requests / seconds "
+    print(f"| run | points: rounds {before} / {after} | {before}: requests / seconds | {after}: requests / seconds "
           "| choices, table |")
     print("|---|---|---|---|---|")
     for run_dir in run_dirs:
         summary = load_summary(run_dir)
         records = latest_records(RunStore(run_dir).read_records())
-        runs = [replayed(summary, records, summary.plan.load.model_copy(update={"futility": g}), rest=True)
-                for g in gammas]
+        runs = [replayed(summary, records, summary.plan.load.model_copy(update={"futility": g}), rest=True, zone=z)
+                for g, z in rules.values()]
         for total, run in zip(totals, runs, strict=True):
             total[0], total[1] = total[0] + run.requests, total[1] + run.seconds
         cells = [f"{run.requests} / {run.seconds:.0f}" for run in runs]
@@ -198,7 +219,7 @@ def futility_on(run_dirs: list[Path], futility: float) -> None:
         same = "same" if picks[0] == picks[1] and tables[0] == tables[1] else f"differ: {picks} {tables}"
         print(f"| {run_dir} | {rounds} | {' | '.join(cells)} | {same} |")
     (n0, w0), (n1, w1) = totals
-    print(f"\nfutility at {futility:.0%} leaves out {n0 - n1} of {n0} requests ({n1 / n0:.3f}x) and {w0 - w1:.0f} of "
+    print(f"\n{what} leaves out {n0 - n1} of {n0} requests ({n1 / n0:.3f}x) and {w0 - w1:.0f} of "
           f"{w0:.0f} measured seconds ({w1 / w0:.3f}x)")
 
 
@@ -326,6 +347,8 @@ def main() -> int:
     ap.add_argument("--resting", type=Path, nargs="+", metavar="DIR", help="replay resting on these adaptive runs")
     ap.add_argument("--futility", type=Path, nargs="+", metavar="DIR",
                     help="replay these adaptive runs without futility and with it")
+    ap.add_argument("--zone", type=Path, nargs="+", metavar="DIR",
+                    help="replay these adaptive runs with futility, without the zone's futility and with it")
     ap.add_argument("--simulate", type=int, nargs="?", const=200, metavar="POINTS",
                     help="compare the stopping rules on simulated points (POINTS a case; default 200)")
     ap.add_argument("--gamma", type=float, default=0.05, help="the futility replayed (--futility; default 5%%)")
@@ -343,6 +366,9 @@ def main() -> int:
         return 0
     if args.futility:
         futility_on(args.futility, args.gamma)
+        return 0
+    if args.zone:
+        zone_on(args.zone, args.gamma)
         return 0
     run_dir = args.run_dir
     if run_dir is None:  # the demo's sweep (its pair, K 2 and 4, concurrency 1/4/16), in the fixed design
