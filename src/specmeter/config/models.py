@@ -351,8 +351,10 @@ class LoadSpec(StrictModel):
         "attached servers are one instance).")
     futility: float = Field(default=0.05, ge=0.0, lt=1.0, description="adaptive: a point also stops once no "
                             "open comparison has more than this chance (predictive probability) of ending as a "
-                            "win by max_rounds: an open comparison keeps the cheaper, as a loss or a tie would, so "
-                            "the rounds left could only relabel the answer. 0: every open point runs to its budget.")
+                            "win by max_rounds, or of ending as one with the challenger truly more than the "
+                            "indifference zone better: an open comparison keeps the cheaper, as a loss or a tie "
+                            "would, so the rounds left could only relabel the answer, or change it by less than the "
+                            "zone. 0: every open point runs to its budget.")
     max_requests: int | None = Field(default=None, ge=1, description="adaptive: the most requests one "
                                      "configuration sends at a point over all its rounds.")
     max_seconds: float | None = Field(default=None, gt=0, description="adaptive: no new round starts at a point "
