@@ -102,7 +102,8 @@ def sampling_table(summary: RunSummary) -> Grid | None:
     if not rows:
         return None
     t = grid("Sequential sampling: rounds until every decision at the point settled (alpha spent over the looks), "
-             "no open one was likely to end as a win (futile), or a budget ran out",
+             "no open one was likely to end as a win, or as one beyond the indifference zone (futile), or a budget "
+             "ran out",
              ("point", "rounds", "requests / config", "confidence", "stopped", "rested", "why"),
              left={"point", "stopped", "rested", "why"})
     for s in rows:
