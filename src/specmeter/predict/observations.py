@@ -70,16 +70,19 @@ def _batch(point: PointResult, planned: PlannedConfig, summary: RunSummary) -> f
 def _per_step(point: PointResult) -> tuple[float, float] | None:
     """(tokens per request-step, drafted tokens per request-step) of an SD point.
 
-    Where per-request counts cover every completed request, exactly: each request's first token comes from its
+    Where per-request counts cover every completed request, from them: each request's first token comes from its
     prefill, the rest from steps that each emit one target token plus what they accepted, so steps = decode
-    tokens - accepted (also counting steps that drafted nothing, as an n-gram miss is). Otherwise every step is
-    assumed to draft: tokens per step = AL."""
+    tokens - accepted (also counting steps that drafted nothing, as an n-gram miss is). A request's last step may
+    accept drafts past max_tokens that are never emitted, which makes that count short (a K = 4 draft model read
+    4.18 drafted per step); the engine's count of drafting steps is exact where every step drafts, and short only
+    by the steps that drafted nothing, so the larger of the two is the count. Otherwise every step is assumed to
+    draft: tokens per step = AL."""
     sd = point.sd
     req = sd.per_request
     lat = point.latency
     decode = lat.output_tokens - lat.num_ok
     if req is not None and sd.requests_with_stats == lat.num_ok and decode > req.num_accepted_tokens:
-        steps = decode - req.num_accepted_tokens
+        steps = max(decode - req.num_accepted_tokens, req.num_steps or 0)
         return decode / steps, req.num_draft_tokens / steps
     head = sd.headline
     if head is None or head.acceptance_length is None or head.mean_draft_length is None:

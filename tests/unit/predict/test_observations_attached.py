@@ -69,3 +69,14 @@ def test_an_ngram_server_may_draft_fewer_than_its_k_but_never_more() -> None:
     _attached(fresh, SpecConfig(method="ngram", num_speculative_tokens=max(1, k - 1)))
     with pytest.raises(InputError, match="does not run"):
         recommend(fresh, [], source_run="runs/x")
+
+
+def test_a_drafter_that_drafts_k_every_step_is_read_as_k_per_step() -> None:
+    """A request's last step may accept drafts past max_tokens that are never emitted: steps are not fewer than the
+    engine counted, so a draft model (K drafted at every step) reads exactly K, not a few percent more."""
+    summary = load_summary(DEMO_RUN)
+    drafted = [(o, summary.plan.config(o.config_id)) for o in observations(summary, "run", set(), []) if o.drafter]
+    assert drafted
+    for obs, cfg in drafted:
+        assert cfg is not None and obs.k == pytest.approx(cfg.k), (obs.config_id, obs.point_id)
+        assert 1.0 < obs.tokens_per_step <= cfg.k + 1
