@@ -117,6 +117,27 @@ REQUESTS = "RUN/requests.jsonl"
 RUN_CONFIG = "engine:\n  endpoint: " + DEAD + "\n"
 
 
+def trace_sweep(path: str, fmt: str | None = None) -> str:
+    """A sweep that replays the trace at `path` (relative to the working folder) on the demo target: its trace is
+    read before any server starts, so a bad row is refused by --dry-run as by a real run."""
+    named = f", format: {fmt}" if fmt else ""
+    return (f"workload:\n  dataset: sample\n  trace: {{path: {path}{named}}}\n"
+            f"engine: {{model: {DEMO_TARGET}, max_model_len: 2048}}\n" + NGRAM + "load: {trace_scale: [1]}\n")
+
+
+def trace_case(id: str, name: str, text: str, words: list[str], fmt: str | None = None) -> Case:
+    """A trace whose bad row the replay must refuse in one line naming the file, the line, the field and the fix."""
+    return Case(id, ["sweep", "s.yaml", "--dry-run"], words,
+                [write(name, text), sweep_file("s.yaml", trace_sweep(name, fmt))])
+
+
+MOONCAKE_ROW = '{"timestamp": 0, "input_length": 600, "output_length": 20, "hash_ids": [0, 1]}\n'
+BAILIAN_ROW = ('{"chat_id": 0, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 40, "output_length": 8, '
+               '"turn": 1, "type": "text", "hash_ids": [0, 1, 2]}\n')
+BURSTGPT_HEADER = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+
+
 def run(*args: str) -> list[str]:
     return ["run", "--endpoint", DEAD, "--out", "out", *args]
 
@@ -223,6 +244,67 @@ CASES: list[Case] = [
     Case("sweep-slo-flag", ["sweep", "s.yaml", "--slo", "ttft_ms=-5"], ["--slo", "ttft_ms", "> 0"],
          [sweep_file("s.yaml", GOOD_SWEEP)]),
     Case("sweep-bad-option", ["sweep", "--bogus"], ["--bogus", "sweep --help"]),
+
+    # ---------------------------------------------------------------- sweep: a trace's bad rows, per reader
+    trace_case("trace-mooncake-length-word", "t.jsonl",
+               MOONCAKE_ROW + '{"timestamp": 3000, "input_length": "abc", "output_length": 20}\n',
+               ['t.jsonl line 2', 'field "input_length"', "'abc'", "whole number of tokens", "fix the row or drop it"]),
+    trace_case("trace-mooncake-out-of-order", "t.jsonl",
+               MOONCAKE_ROW.replace('"timestamp": 0', '"timestamp": 6000')
+               + MOONCAKE_ROW.replace('"timestamp": 0', '"timestamp": 3000'),
+               ['t.jsonl line 2', 'field "timestamp"', "earlier than line 1's 6000", "sort the file by it"]),
+    trace_case("trace-mooncake-no-output-length", "t.jsonl",
+               MOONCAKE_ROW + '{"timestamp": 3000, "input_length": 80}\n',
+               ['t.jsonl line 2', 'field "output_length"', "is missing", "output length in tokens"]),
+    trace_case("trace-mooncake-two-prompts", "t.jsonl",
+               '{"timestamp": 0, "input_length": 80, "text_input": "hello", "output_length": 20}\n',
+               ['t.jsonl line 1', 'field "input_length"', "conflicts with 'text_input'", "give exactly one of"]),
+    trace_case("trace-mooncake-hashes-not-ids", "t.jsonl",
+               MOONCAKE_ROW + '{"timestamp": 3000, "input_length": 80, "output_length": 20, "hash_ids": ["a"]}\n',
+               ['t.jsonl line 2', 'field "hash_ids"', "not a list of whole numbers"]),
+    trace_case("trace-mooncake-aiperf-key", "t.jsonl",
+               MOONCAKE_ROW + '{"timestamp": 3000, "input_length": 80, "output_length": 20, "delay": 5}\n',
+               ['t.jsonl line 2', 'field "delay"', "AIPerf key", "replay the file with AIPerf"]),
+    trace_case("trace-mooncake-not-json", "t.jsonl", MOONCAKE_ROW + '{"timestamp": 3000,\n',
+               ['t.jsonl line 2', "not valid JSON", "fix the row or drop it"]),
+    trace_case("trace-bailian-chat-id-repeats", "b.jsonl", BAILIAN_ROW + BAILIAN_ROW.replace("0.5", "0.9"),
+               ['b.jsonl line 2', 'field "chat_id"', "0 repeats line 1", "its own chat_id"]),
+    trace_case("trace-bailian-parent-below", "b.jsonl",
+               BAILIAN_ROW.replace('"chat_id": 0, "parent_chat_id": -1', '"chat_id": 1, "parent_chat_id": 0')
+               .replace('"turn": 1', '"turn": 2') + BAILIAN_ROW.replace("0.5", "0.9"),
+               ['b.jsonl line 2', 'field "chat_id"', "parent of line 1, above it", "in the order they arrived"]),
+    trace_case("trace-bailian-turn-zero", "b.jsonl", BAILIAN_ROW.replace('"turn": 1', '"turn": 0'),
+               ['b.jsonl line 1', 'field "turn"', "0 is not a turn number", "fix the row or drop it"]),
+    trace_case("trace-bailian-negative-time", "b.jsonl", BAILIAN_ROW.replace('"timestamp": 0.5', '"timestamp": -2'),
+               ['b.jsonl line 1', 'field "timestamp"', "negative, before the trace's start"]),
+    trace_case("trace-bailian-no-parent", "b.jsonl", BAILIAN_ROW.replace('"parent_chat_id": -1, ', ''),
+               ['b.jsonl line 1', 'field "parent_chat_id"', "is missing", "-1 for a new conversation"],
+               fmt="bailian"),
+    trace_case("trace-burstgpt-negative-tokens", "burst.csv",
+               BURSTGPT_HEADER + "5,ChatGPT,472,18,490,Conversation log\n6,ChatGPT,210,-18,192,Conversation log\n",
+               ['burst.csv line 3', 'field "Response tokens"', "'-18' is negative", "fix the row or drop it"]),
+    trace_case("trace-burstgpt-short-record", "burst.csv", BURSTGPT_HEADER + "5,ChatGPT,472,18\n",
+               ["burst.csv line 2", "has 4 fields where the header names 6", "fix the row or drop it"]),
+    trace_case("trace-burstgpt-empty-time", "burst.csv", BURSTGPT_HEADER + ",ChatGPT,472,18,490,API log\n",
+               ['burst.csv line 2', 'field "Timestamp"', "is empty"]),
+    trace_case("trace-burstgpt-missing-column", "burst.csv", "Timestamp,Model,Request tokens\n5,ChatGPT,472\n",
+               ["burst.csv line 1", "missing column(s) Response tokens", "a BurstGPT trace"], fmt="burstgpt"),
+    trace_case("trace-azure-not-a-time", "az.csv", AZURE_HEADER + "yesterday noon,374,44\n",
+               ['az.csv line 2', 'field "TIMESTAMP"', "'yesterday noon' is not a date and time",
+                "2023-11-16 18:17:03.9799600"]),
+    trace_case("trace-azure-mixed-zones", "az.csv",
+               AZURE_HEADER + "2024-05-12 00:00:00+00:00,374,44\n2024-05-12 00:00:01,20,9\n",
+               ['az.csv line 3', 'field "TIMESTAMP"', "has no UTC offset where line 2's has one",
+                "one form"]),
+    trace_case("trace-azure-tokens-word", "az.csv", AZURE_HEADER + "2023-11-16 18:17:03.9799600,many,44\n",
+               ['az.csv line 2', 'field "ContextTokens"', "'many' is not a whole number of tokens"]),
+    trace_case("trace-azure-missing-column", "az.csv", "TIMESTAMP,ContextTokens\n2023-11-16 18:17:03,374\n",
+               ["az.csv line 1", "missing column(s) GeneratedTokens", "an Azure LLM inference trace"], fmt="azure"),
+    trace_case("trace-unknown-extension", "t.txt", MOONCAKE_ROW,
+               ["t.txt", "cannot tell the trace format from a .txt extension", "name the format"]),
+    trace_case("trace-empty-file", "t.jsonl", "", ["t.jsonl", "the file is empty"]),
+    Case("trace-file-missing", ["sweep", "s.yaml", "--dry-run"], ["nope.jsonl", "file not found"],
+         [sweep_file("s.yaml", trace_sweep("nope.jsonl"))]),
 
     # ---------------------------------------------------------------- resume
     Case("resume-not-a-run", ["resume", "elsewhere"], ["elsewhere", "summary.json"], [mkdir("elsewhere")]),
