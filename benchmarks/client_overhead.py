@@ -22,7 +22,12 @@ For every tool and load point:
 
 Points: the capacity point (gap 0, `--capacity-concurrency` streams); a closed loop at each `--concurrency`;
 an open loop with constant intervals, by default each tool at `--rate-fraction` of its own capacity (`--rate`;
-`specmeter-unrecorded` at specmeter's, so the cost of recording is read at one rate).
+`specmeter-unrecorded` at specmeter's, so the cost of recording is read at one rate); then the trace case:
+specmeter's own tools replay `--trace`'s arrivals (default examples/trace-mooncake.jsonl, again after itself
+as often as N takes) sped up so the trace's busiest second offers `--trace-peak-rate` requests (default:
+specmeter's open-loop rate), as a trace replay sends them (a trace point, no cap in flight). Its table gives each
+figure over the same tool's at the open loop in the same run: does a trace's peak cost more than today's figures?
+Its send lag is against the trace's own schedule.
 
 specmeter runs the path a `specmeter run` against the server takes (benchmarks/peers/specmeter_driver.py: the
 runner, the vLLM engine's stats adapter, every finished request appended to requests.jsonl through the store's
@@ -62,10 +67,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from overhead.measures import Point, Row, Run, summarize
+from overhead.measures import Point, Row, Run, summarize, trace_schedule
 from overhead.output import add_ratios, markdown, markdown_over_runs
 from overhead.processes import PacedServer, ToolFailed, become_subreaper, run_tool
 from overhead.tools import DEFAULT_TOKENIZER, TOOLS, Setup, Specmeter, SpecmeterUnrecorded, Tool
+
+from specmeter.data.traces.formats import read_trace
+
+TRACE = Path(__file__).resolve().parents[1] / "examples" / "trace-mooncake.jsonl"
 
 
 def parse_list(text: str, kind: Callable[[str], Any]) -> list[Any]:
@@ -100,6 +109,11 @@ def parse_args() -> argparse.Namespace:
                          "capacity; or request rates in req/s, comma-separated; 'none' skips it")
     ap.add_argument("--rate-fraction", type=float, default=0.8)
     ap.add_argument("--open-seconds", type=float, default=5.0)
+    ap.add_argument("--trace", type=Path, default=TRACE,
+                    help="trace case: specmeter's tools replay this trace's arrivals (any format specmeter reads), "
+                         "sped up so its busiest second offers --trace-peak-rate ('' skips it)")
+    ap.add_argument("--trace-peak-rate", default="open",
+                    help="the trace's peak rate in req/s, or 'open': specmeter's open-loop rate in this run")
     ap.add_argument("--api", choices=["chat", "completions"], default="chat")
     ap.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER,
                     help="local Hugging Face tokenizer directory (the peers need one; never downloaded)")
@@ -124,6 +138,10 @@ def parse_args() -> argparse.Namespace:
     unknown = [t for t in parse_list(args.tools, str) if t not in TOOLS]
     if unknown:
         ap.error(f"unknown tool(s) {', '.join(unknown)} (known: {', '.join(TOOLS)})")
+    if str(args.trace) in ("", ".") or (args.rate == "none" and args.trace_peak_rate == "open"):
+        args.trace = None
+    elif not args.trace.is_file():
+        ap.error(f"--trace {args.trace}: no such file ('' skips the trace case)")
     if not args.tokenizer.is_dir():
         ap.error(f"--tokenizer {args.tokenizer} is not a directory")
     return args
@@ -188,6 +206,26 @@ class Bench:
                 out.append((point(frac * cap / a.chunks, f"open {frac:g}x own capacity"), group))
             return out
         return [(point(r), self.tools) for r in parse_list(a.rate, float)]
+
+    def trace_point(self) -> Point | None:
+        """The trace case, after the open loop: the trace's arrivals sped up so its busiest second offers the peak
+        rate (by default specmeter's open-loop rate here, so its figures stand beside the open loop's), N requests
+        the open loop's count at that rate."""
+        a = self.args
+        if a.trace is None:
+            return None
+        if a.trace_peak_rate == "open":
+            peak = next((r.rate for r in self.rows if r.tool == Specmeter.name and r.point.startswith("open")
+                         and r.rate), None)
+            if peak is None:
+                say("skipping the trace case: --trace-peak-rate open needs specmeter's open-loop point")
+                return None
+        else:
+            peak = float(a.trace_peak_rate)
+        arrivals = [row.arrival_s for row in read_trace(a.trace).rows]
+        n = self.n_for(peak * a.open_seconds)
+        return Point("trace", n, self.gap_s, self.ttft_s, rate=peak, group=f"trace {a.trace.name} at peak {peak:g}/s",
+                     schedule=trace_schedule(arrivals, 2 * n, peak))
 
     def run_point(self, point: Point, tools: Sequence[Tool]) -> None:
         """Every tool's N and 2N runs (repeated). The tools take turns at each request count, in reverse order at
@@ -268,6 +306,9 @@ def main() -> None:
             bench.run_point(point, tools)
         for point, some in bench.open_points():
             bench.run_point(point, some)
+        trace = bench.trace_point()
+        if trace is not None:  # specmeter's own tools: the peers replay traces their own ways, or not at all
+            bench.run_point(trace, [t for t in tools if isinstance(t, Specmeter)])
     finally:
         server.stop()
     add_ratios(bench.rows)

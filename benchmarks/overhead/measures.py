@@ -15,13 +15,14 @@ class Point:
     """One load point. Rows of the same `label` are compared with specmeter's (ratios); an open point at a
     fraction of each tool's own capacity has one label and a rate per tool."""
 
-    kind: Literal["closed", "capacity", "open"]
+    kind: Literal["closed", "capacity", "open", "trace"]
     requests: int  # N: the point runs N, then 2N requests
     gap_s: float
     ttft_s: float
     concurrency: int | None = None
-    rate: float | None = None
+    rate: float | None = None  # a trace: its peak rate
     group: str | None = None
+    schedule: tuple[float, ...] = field(default=(), repr=False)  # a trace: 2N send offsets, s (N runs the first N)
 
     @property
     def label(self) -> str:
@@ -109,10 +110,38 @@ def send_lags(arrivals: Sequence[float], rate: float) -> list[float]:
     """Lateness of each arrival against a fixed-interval schedule (request i due i/rate after the start).
     The start is unknown to the server, so the schedule is anchored where it fits best: the least lateness
     is 0. Arrivals are taken in order (every tool sends its requests in order)."""
-    arr = sorted(arrivals)
-    late = [t - i / rate for i, t in enumerate(arr)]
+    return schedule_lags(arrivals, [i / rate for i in range(len(arrivals))])
+
+
+def schedule_lags(arrivals: Sequence[float], schedule: Sequence[float]) -> list[float]:
+    """Lateness of each arrival against any schedule (offsets from its start, in order), anchored as send_lags
+    anchors a fixed interval's: the least lateness is 0. The k-th arrival is the k-th send."""
+    late = [t - due for t, due in zip(sorted(arrivals), sorted(schedule))]
     base = min(late, default=0.0)
     return [x - base for x in late]
+
+
+def peak_rate(arrivals: Sequence[float], window_s: float = 1.0) -> float:
+    """Requests a second in the busiest `window_s` of a schedule (a window opening at an arrival)."""
+    ts = sorted(arrivals)
+    most, j = 0, 0
+    for i, t in enumerate(ts):
+        while j < len(ts) and ts[j] < t + window_s:
+            j += 1
+        most = max(most, j - i)
+    return most / window_s
+
+
+def trace_schedule(arrivals: Sequence[float], count: int, peak: float) -> tuple[float, ...]:
+    """`count` send offsets from a trace's arrivals, sped up (or slowed) so its busiest second (on the trace's own
+    clock, a shorter stretch once sped up) offers `peak` requests a second: the trace's own burstiness at a rate
+    the bench chose. A trace shorter than `count` is replayed again after itself (its span and one mean gap later),
+    as often as it takes."""
+    ts = sorted(arrivals)
+    factor = peak / peak_rate(ts)
+    span = ts[-1] - ts[0]
+    period = span + (span / (len(ts) - 1) if len(ts) > 1 else 1.0)
+    return tuple(((ts[i % len(ts)] - ts[0]) + (i // len(ts)) * period) / factor for i in range(count))
 
 
 def compare(log: list[dict[str, Any]], records: list[Measured]) -> tuple[list[float], list[float], list[float], int]:

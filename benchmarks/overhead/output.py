@@ -59,6 +59,54 @@ def recording_costs(rows: Sequence[Row]) -> list[RecordingCost]:
     return out
 
 
+@dataclass
+class TraceCost:
+    """One tool's figures at the trace case over its own at the open loop, same run (above 1: the trace's peak
+    costs that much more); send lag p99 in ms at both, since an open loop's can be 0."""
+
+    tool: str
+    point: str
+    cpu: float | None
+    ttft_err_p99: float | None
+    gap_err_p99: float | None
+    send_lag_p99_ms: tuple[float | None, float | None]
+    failed: int
+
+
+def trace_costs(rows: Sequence[Row]) -> list[TraceCost]:
+    ok = [r for r in rows if r.error is None]
+    out = []
+    for r in ok:
+        if not r.point.startswith("trace "):
+            continue
+        base = next((b for b in ok if b.tool == r.tool and b.point.startswith("open")), None)
+        if base is None:
+            continue
+
+        def p99(s: dict[str, float] | None) -> float | None:
+            return None if s is None else s.get("p99")
+
+        out.append(TraceCost(r.tool, r.point, _ratio(r.cpu_us_per_chunk, base.cpu_us_per_chunk),
+                             _ratio(p99(r.ttft_err_ms), p99(base.ttft_err_ms)),
+                             _ratio(p99(r.gap_err_ms), p99(base.gap_err_ms)),
+                             (p99(r.send_lag_ms), p99(base.send_lag_ms)), r.failed))
+    return out
+
+
+def trace_table(costs: Sequence[TraceCost]) -> list[str]:
+    if not costs:
+        return []
+    lines = ["", "The trace case: each tool at a trace's peak rate over the same tool at the open loop, same run "
+             "(above 1: the trace costs that much more; send lag against each one's own schedule).", "",
+             "| point | tool | CPU per chunk | TTFT err p99 | gap err p99 | send lag ms p99 (trace / open) | failed |",
+             "|" + "---|" * 7]
+    for c in costs:
+        lag = f"{_f(c.send_lag_p99_ms[0])} / {_f(c.send_lag_p99_ms[1])}"
+        lines.append(f"| {c.point} | {c.tool} | {_f(c.cpu, '.2f')} | {_f(c.ttft_err_p99, '.2f')} "
+                     f"| {_f(c.gap_err_p99, '.2f')} | {lag} | {c.failed} |")
+    return lines
+
+
 def _f(x: float | None, fmt: str = ".1f") -> str:
     return "-" if x is None else format(x, fmt)
 
@@ -99,7 +147,7 @@ def markdown(rows: Sequence[Row], meta: dict[str, Any]) -> str:
     extra = s.get("extra_args") or {}
     if extra:
         notes.append("Extra arguments: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in extra.items()) + ".")
-    return "\n".join(lines + notes + recording_table(recording_costs(rows)))
+    return "\n".join(lines + notes + recording_table(recording_costs(rows)) + trace_table(trace_costs(rows)))
 
 
 def recording_table(costs: Sequence[RecordingCost]) -> list[str]:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from overhead.measures import Point, Run, compare, send_lags, sustained_rate
+from overhead.measures import Point, Run, compare, schedule_lags, send_lags, sustained_rate
 from overhead.tools import MODEL, ROOT, Setup, Tool
 
 
@@ -161,6 +161,8 @@ def run_tool(tool: Tool, setup: Setup, server: PacedServer, point: Point, n: int
               ttft_err=ttft_err, gap_err=gap_err, mean_gap_err=mean_gap_err)
     if point.kind == "open" and point.rate:
         run.send_lag = send_lags([e["arrival"] for e in log], point.rate)
+    elif point.kind == "trace":
+        run.send_lag = schedule_lags([e["arrival"] for e in log], point.schedule[:n])
     if matched < len(records) * 0.9:
         raise ToolFailed(f"only {matched} of its {len(records)} records matched the server's log; see {work}")
     return run

@@ -111,6 +111,9 @@ class Specmeter(Tool):
             argv.append("--no-recording")
         if point.kind == "open":
             argv += ["--rate", f"{point.rate}", "--arrival", "constant"]
+        elif point.kind == "trace":
+            (work / "schedule.json").write_text(json.dumps(list(point.schedule[:n])))
+            argv += ["--schedule", str(work / "schedule.json")]
         else:
             argv += ["--concurrency", str(point.concurrency)]
         return argv, {}

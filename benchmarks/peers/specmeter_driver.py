@@ -3,7 +3,8 @@
 benchmarks/client_overhead.py runs this like any other peer tool, so specmeter's client is measured
 the same way as theirs (its whole process's CPU, its own per-request timings). It takes the path a
 `specmeter run --endpoint URL --engine vllm --no-baseline` takes: a plan with one attached configuration
-and one load point (a closed-loop ConcurrencyPoint or an open-loop RatePoint), executed by the runner,
+and one load point (a closed-loop ConcurrencyPoint, an open-loop RatePoint, or a TracePoint replaying a
+schedule of send offsets as a trace replay does), executed by the runner,
 with the vLLM engine's stats adapter (its request extensions, its per-chunk stats parsing, its /metrics
 snapshots and running-batch sampler), every finished request appended to requests.jsonl through the
 store's writer, and the CLI's progress bars (RichReporter on a console made the CLI's way).
@@ -19,7 +20,7 @@ Prompts are `req-<i> ...`, so the server can key its log by request. Output: one
 (or --out) with per-request `marker`, `ok`, `error`, `start_s`, `scheduled_s`, `ttft_s`, `chunk_offsets_s`.
 
 Run: .venv/bin/python benchmarks/peers/specmeter_driver.py --url http://127.0.0.1:8123 --requests 256 \
-       --concurrency 64 --max-tokens 20       (or --rate 500 [--arrival constant])
+       --concurrency 64 --max-tokens 20       (or --rate 500 [--arrival constant], or --schedule offsets.json)
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from specmeter.config.models import (
     LoadSpec,
     RatePoint,
     SpecConfig,
+    TracePoint,
 )
 from specmeter.data.model import Conversation
 from specmeter.execution import runner
@@ -92,10 +94,12 @@ class AiohttpClient(OpenAIClient):
         AiohttpClient.made += 1
 
 
-def execute(url: str, model: str, requests: int, point: ConcurrencyPoint | RatePoint, load: LoadSpec, run_dir: Path,
-            recording: bool) -> list[RequestRecord]:
-    """Run the point as `specmeter run` would; the records as the run kept them."""
-    convs = [Conversation(id=f"req-{i}", turns=[f"req-{i} Say something."]) for i in range(requests)]
+def execute(url: str, model: str, requests: int, point: ConcurrencyPoint | RatePoint | TracePoint, load: LoadSpec,
+            run_dir: Path, recording: bool, schedule: list[float] | None = None) -> list[RequestRecord]:
+    """Run the point as `specmeter run` would (a trace point: each request at its `schedule` offset, as a trace
+    replay's rows carry their arrivals); the records as the run kept them."""
+    convs = [Conversation(id=f"req-{i}", turns=[f"req-{i} Say something."],
+                          metadata={} if schedule is None else {"arrival_s": schedule[i]}) for i in range(requests)]
     engine = EngineSpec(endpoint=url, kind="vllm", served_model_name=model)
     plan = run_plan(engine, SpecConfig(), load.model_copy(update={"points": [point]}), baseline=False,
                     baseline_endpoint=None, workload=WorkloadSelection(dataset="bench", num_prompts=requests))
@@ -121,6 +125,8 @@ def main() -> None:
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--concurrency", type=int, help="closed loop: this many requests in flight")
     mode.add_argument("--rate", type=float, help="open loop: requests/s")
+    mode.add_argument("--schedule", type=Path, help="trace replay: a JSON list of send offsets in seconds, one a "
+                      "request (a trace point at scale 1)")
     ap.add_argument("--arrival", choices=["constant", "poisson"], default="constant")
     ap.add_argument("--client-processes", default="auto",
                     help="client processes (LoadSpec.client_processes): a number, or 'auto' (specmeter's default: "
@@ -139,9 +145,17 @@ def main() -> None:
                  f"(it would repeat prompts); give at least {REQUESTS_PER_SLOT_FLOOR * args.concurrency}")
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    point: ConcurrencyPoint | RatePoint = (
-        ConcurrencyPoint(concurrency=args.concurrency) if args.concurrency is not None
-        else RatePoint(rate=args.rate, arrival=args.arrival))
+    schedule: list[float] | None = None
+    point: ConcurrencyPoint | RatePoint | TracePoint
+    if args.concurrency is not None:
+        point = ConcurrencyPoint(concurrency=args.concurrency)
+    elif args.schedule is not None:
+        schedule = [float(t) for t in json.loads(args.schedule.read_text())]
+        if len(schedule) < args.requests:
+            ap.error(f"--schedule {args.schedule}: {len(schedule)} offsets for {args.requests} requests")
+        point = TracePoint(scale=1.0)
+    else:
+        point = RatePoint(rate=args.rate, arrival=args.arrival)
     load = LoadSpec(api=args.api, max_tokens=args.max_tokens, warmup=0, temperature=0.0, max_error_rate=1.0,
                     client_processes=None if args.client_processes == "auto" else int(args.client_processes),
                     event_loop=args.event_loop)
@@ -150,7 +164,7 @@ def main() -> None:
     cpu0, t0 = time.process_time(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="specmeter-driver-") as tmp:
         records = execute(args.url, args.model, args.requests, point, load, args.run_dir or Path(tmp),
-                          not args.no_recording)
+                          not args.no_recording, schedule)
     if args.transport == "aiohttp" and not AiohttpClient.made:
         sys.exit("--transport aiohttp: the runner no longer makes its client as runner.OpenAIClient; update "
                  "benchmarks/peers/specmeter_driver.py")

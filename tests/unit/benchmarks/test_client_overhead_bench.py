@@ -198,3 +198,58 @@ def test_several_runs_render_as_median_and_range(co: SimpleNamespace) -> None:
     assert "| c16 | specmeter | 30.0 (20.0-40.0) |" in text
     assert "| c16 | 2.00 (1.00-2.00) |" in text  # recording's CPU ratio in each run: 1, 2, 2
     assert co.spread([None, 1.0]) == "1.0" and co.spread([None]) == "-"
+
+
+def test_a_traces_schedule_offers_its_peak_at_the_rate_asked_and_repeats_itself(co: SimpleNamespace) -> None:
+    arrivals = [10.0, 10.1, 10.2, 10.3, 12.0, 14.0]  # a burst of 4 in 0.3 s, then two stragglers
+    assert co.peak_rate(arrivals) == 4.0
+    schedule = co.trace_schedule(arrivals, 9, peak=40.0)  # ten times as fast
+    assert len(schedule) == 9
+    assert co.peak_rate(schedule[:6], window_s=0.1) == pytest.approx(40.0)  # the trace's busiest second, sped up
+    assert schedule[:6] == pytest.approx([0.0, 0.01, 0.02, 0.03, 0.2, 0.4])
+    period = (4.0 + 4.0 / 5) / 10  # the span and one mean gap, sped up alike
+    assert schedule[6:] == pytest.approx([period, period + 0.01, period + 0.02])
+    assert list(schedule) == sorted(schedule)
+
+
+def test_schedule_lag_is_zero_on_any_schedule_whatever_the_offset(co: SimpleNamespace) -> None:
+    schedule = [0.0, 0.01, 0.02, 0.5, 0.51]
+    arrivals = [100.0 + t for t in schedule]
+    assert max(co.schedule_lags(arrivals, schedule)) == pytest.approx(0.0, abs=1e-9)
+    late = list(arrivals)
+    late[3] += 0.004
+    assert co.schedule_lags(late, schedule)[3] == pytest.approx(0.004)
+    assert co.send_lags(arrivals[:3], 100.0) == pytest.approx([0.0, 0.0, 0.0])  # a fixed interval is one schedule
+
+
+def test_the_trace_case_is_each_tool_over_its_own_open_loop(co: SimpleNamespace) -> None:
+    open_row = co.Row(tool=co.Specmeter.name, point="open 0.8x own capacity", requests=10, rate=50.0,
+                      cpu_us_per_chunk=40.0, ttft_err_ms={"mean": 1.0, "p99": 2.0, "n": 5},
+                      gap_err_ms={"mean": 0.1, "p99": 0.5, "n": 5}, send_lag_ms={"p50": 0.1, "p99": 0.8, "n": 5})
+    trace_row = co.Row(tool=co.Specmeter.name, point="trace t.jsonl at peak 50/s", requests=10, rate=50.0,
+                       cpu_us_per_chunk=44.0, ttft_err_ms={"mean": 1.0, "p99": 3.0, "n": 5},
+                       gap_err_ms={"mean": 0.1, "p99": 0.5, "n": 5}, send_lag_ms={"p50": 0.2, "p99": 1.6, "n": 5})
+    other = co.Row(tool="vllm bench serve", point="open 0.8x own capacity", requests=10, cpu_us_per_chunk=90.0)
+    (cost,) = co.trace_costs([open_row, other, trace_row])  # vllm has no trace row: no trace case for it
+    assert (cost.tool, cost.cpu, cost.ttft_err_p99, cost.gap_err_p99) == (
+        co.Specmeter.name, pytest.approx(1.1), pytest.approx(1.5), pytest.approx(1.0))
+    assert cost.send_lag_p99_ms == (1.6, 0.8)
+    meta = {"settings": {"chunks": 5, "gap_ms": 10.0, "ttft_ms": 10.0}, "versions": {}, "machine": "test"}
+    text = co.markdown([open_row, other, trace_row], meta)
+    assert f"| trace t.jsonl at peak 50/s | {co.Specmeter.name} | 1.10 | 1.50 | 1.00 | 1.6 / 0.8 | 0 |" in text
+
+
+def test_specmeter_driver_replays_a_trace_schedule_against_the_paced_server(co: SimpleNamespace,
+                                                                         tmp_path: Path) -> None:
+    arrivals = [0.0, 0.05, 0.1, 0.12, 0.14, 0.16, 0.5, 0.9]
+    point = co.Point("trace", 8, 0.002, 0.002, rate=50.0, group="trace", schedule=co.trace_schedule(arrivals, 16, 50.0))
+    server = co.PacedServer(tmp_path, chunks=3)
+    try:
+        setup = co.Setup(url=server.url, chunks=3, api="chat", tokenizer=tmp_path)
+        run = co.run_tool(co.Specmeter(), setup, server, point, 16, tmp_path / "run", timeout_s=120)
+    finally:
+        server.stop()
+    assert (run.served, run.matched, run.failed, run.chunks) == (16, 16, 0, 48)
+    assert len(run.send_lag) == 16 and min(run.send_lag) == 0.0
+    recorded = RunStore(tmp_path / "run" / "run").read_records()
+    assert sorted(r.scheduled_s for r in recorded if not r.warmup) == pytest.approx(sorted(point.schedule))
