@@ -21,7 +21,8 @@ from specmeter.plans.demo import models_dir
 MODULE_ORDER = [
     "test_demo_cli", "test_eagle3", "test_eagle3_plan_check", "test_mtp", "test_drafter_sweep", "test_sweep",
     "test_demo_pair",
-    "test_recommend_verify", "test_attach_flow", "test_speculation_off", "test_input_len_sweep", "test_vocab",
+    "test_recommend_verify", "test_attach_flow", "test_speculation_off", "test_input_len_sweep",
+    "test_trace_replay_vllm", "test_vocab",
     "test_verify_corrects", "test_replicas_vllm", "test_draft_equals_target", "test_kill_resume", "test_suffix_vllm",
 ]
 
