@@ -1,4 +1,4 @@
-"""The tables: every tool against specmeter at each point, and the cost of recording."""
+"""The tables: every tool against specmeter at each point, the cost of recording, and the trace case."""
 
 from __future__ import annotations
 
@@ -212,6 +212,19 @@ def markdown_over_runs(runs: Sequence[Sequence[Row]], meta: dict[str, Any]) -> s
         for p in points:
             lines.append(f"| {p} | " + " | ".join(
                 spread([getattr(c[p], f) if p in c else None for c in costs], ".2f") for f in fields) + " |")
+    traces = [{(c.tool, c.point): c for c in trace_costs(run)} for run in runs]
+    cases = list(dict.fromkeys(key for run_traces in traces for key in run_traces))
+    if cases:
+        lines += ["", "The trace case: each tool at a trace's peak rate over the same tool at the open loop in the "
+                  "same run, median (min-max) over the runs (above 1: the trace costs that much more).", "",
+                  "| point | tool | CPU per chunk | TTFT err p99 | gap err p99 | send lag ms p99 at the trace |",
+                  "|" + "---|" * 6]
+        for key in cases:
+            found = [t[key] for t in traces if key in t]
+            lines.append(f"| {key[1]} | {key[0]} | " + " | ".join(
+                [spread([c.cpu for c in found], ".2f"), spread([c.ttft_err_p99 for c in found], ".2f"),
+                 spread([c.gap_err_p99 for c in found], ".2f"), spread([c.send_lag_p99_ms[0] for c in found])])
+                + " |")
     versions = ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
     s = meta["settings"]
     lines += ["", f"{s['chunks']} chunks per request, {s['gap_ms']:g} ms apart; capacity points stream with no gap. "

@@ -237,6 +237,9 @@ def test_the_trace_case_is_each_tool_over_its_own_open_loop(co: SimpleNamespace)
     meta = {"settings": {"chunks": 5, "gap_ms": 10.0, "ttft_ms": 10.0}, "versions": {}, "machine": "test"}
     text = co.markdown([open_row, other, trace_row], meta)
     assert f"| trace t.jsonl at peak 50/s | {co.Specmeter.name} | 1.10 | 1.50 | 1.00 | 1.6 / 0.8 | 0 |" in text
+    over = co.markdown_over_runs([[open_row, trace_row], [open_row, trace_row]], meta)
+    assert (f"| trace t.jsonl at peak 50/s | {co.Specmeter.name} | 1.10 (1.10-1.10) | 1.50 (1.50-1.50) "
+            "| 1.00 (1.00-1.00) | 1.6 (1.6-1.6) |") in over
 
 
 def test_specmeter_driver_replays_a_trace_schedule_against_the_paced_server(co: SimpleNamespace,
