@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from demo_models.acceptance import AcceptanceResult, simulate_greedy_spec, target_greedy
+from demo_models.acceptance import compare_acceptance, heldout_sets, target_greedy
 from demo_models.common import SEED_DEFAULT, Budget, log, render_chat
 from demo_models.corpus import collect_corpus, extract_doc_items, stdlib_dir
 from demo_models.examples import (
@@ -184,29 +184,9 @@ def check_acceptance(args: argparse.Namespace, layer: MtpLayer, target: Any, dft
     from transformers import LlamaForCausalLM
 
     draft = LlamaForCausalLM.from_pretrained(str(dft_dir), dtype=torch.float32).eval()
-    erng = random.Random(args.seed + 3)
-    held_chat = [q for _, q in instruction_prompts(extract_doc_items(heldout_files), erng, n_doc=args.eval_prompts)]
-    sets: dict[str, list[list[int]]] = {
-        "heldout-chat": encode_many([render_chat([{"role": "user", "content": q}], True)
-                                     for q in held_chat[-args.eval_prompts:]]),
-        "heldout-corpus": [],
-    }
-    for d in erng.sample([d for d in held_docs if len(d) > 100], min(args.eval_prompts, len(held_docs))):
-        s = erng.randint(0, len(d) - 65)
-        sets["heldout-corpus"].append([d[0], *d[s + 1 : s + 64]])
-    result: dict[str, Any] = {}
-    for name, prompts in sets.items():
-        conts = [target_greedy(target, p, args.eval_new_tokens, eos) for p in prompts]
-        row: dict[str, Any] = {"prompts": len(prompts)}
-        for k in args.eval_k:
-            mine, theirs = AcceptanceResult(), AcceptanceResult()
-            for p, c in zip(prompts, conts):
-                mine.extend(simulate_mtp(layer, target, p, c, k))
-                theirs.extend(simulate_greedy_spec(draft, p, c, k))
-            row[f"k{k}"] = {"mtp": round(mine.al, 3), "demo_draft": round(theirs.al, 3)}
-            log(f"AL@K={k} {name}: mtp {row[f'k{k}']['mtp']}, demo-draft {row[f'k{k}']['demo_draft']}")
-        result[name] = row
-    return result
+    sets = heldout_sets(args.seed, args.eval_prompts, heldout_files, held_docs, encode_many)
+    return compare_acceptance(sets, target, draft, args.eval_k, args.eval_new_tokens, eos, "mtp",
+                              lambda p, c, k: simulate_mtp(layer, target, p, c, k))
 
 
 if __name__ == "__main__":

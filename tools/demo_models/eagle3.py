@@ -79,6 +79,23 @@ class RMSNorm(nn.Module):
         return xf.to(x.dtype) * self.weight.to(x.dtype)
 
 
+def step_attention(q: torch.Tensor, k1: torch.Tensor, v1: torch.Tensor, keys: list[torch.Tensor],
+                   values: list[torch.Tensor], causal: torch.Tensor, scale: float) -> torch.Tensor:
+    """One unrolled step's attention at every anchor, as a drafter's KV cache holds it: over the first pass's
+    entries (k1, v1: (B, T, heads, head_dim)) at positions up to the anchor (``causal``), and over this anchor's own
+    entries of the later steps so far (``keys``/``values``, one (B, T, heads, head_dim) each; none at step 1)."""
+    n = k1.size(1)
+    scores = (torch.einsum("bqhd,bkhd->bhqk", q, k1) * scale).masked_fill(~causal, float("-inf"))
+    if keys:
+        own = torch.stack([(q * kk).sum(-1) for kk in keys], dim=-1).transpose(1, 2) * scale  # (B, H, T, s-1)
+        scores = torch.cat([scores, own], dim=-1)
+    probs = scores.float().softmax(-1).to(q.dtype)
+    attn = torch.einsum("bhqk,bkhd->bqhd", probs[..., :n], v1)
+    if keys:
+        attn = attn + torch.einsum("bhqj,bqjhd->bqhd", probs[..., n:], torch.stack(values, dim=2))
+    return attn
+
+
 @dataclass(frozen=True)
 class HeadShape:
     hidden: int
@@ -196,18 +213,10 @@ class Eagle3Head(nn.Module):
             q, k, v, residual = self._qkv(embed(padded[:, s : s + n]), hidden, anchor + s - 1)
             if s == 1:
                 k1, v1 = k, v
-                scores = torch.einsum("bqhd,bkhd->bhqk", q, k1) * scale
-                scores = scores.masked_fill(~causal, float("-inf"))
-                probs = scores.float().softmax(-1).to(q.dtype)
-                attn = torch.einsum("bhqk,bkhd->bqhd", probs, v1)
             else:
                 keys.append(k)
                 values.append(v)
-                base = (torch.einsum("bqhd,bkhd->bhqk", q, k1) * scale).masked_fill(~causal, float("-inf"))
-                own = torch.stack([(q * kk).sum(-1) for kk in keys], dim=-1).transpose(1, 2) * scale  # (B, H, T, s-1)
-                probs = torch.cat([base, own], dim=-1).float().softmax(-1).to(q.dtype)
-                attn = torch.einsum("bhqk,bkhd->bqhd", probs[..., :n], v1)
-                attn = attn + torch.einsum("bhqj,bqjhd->bqhd", probs[..., n:], torch.stack(values, dim=2))
+            attn = step_attention(q, k1, v1, keys, values, causal, scale)
             logits, hidden = self._after_attention(attn, residual)
             out.append(logits)
         return out

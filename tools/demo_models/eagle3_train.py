@@ -10,10 +10,10 @@ from typing import Any
 
 import torch
 
-from demo_models.acceptance import AcceptanceResult
+from demo_models.acceptance import AcceptanceResult, accepted_walk
 from demo_models.common import Budget, log
 from demo_models.eagle3 import AUX_LAYERS, Eagle3Head
-from demo_models.train import lr_at
+from demo_models.train import train_unrolled
 
 
 @torch.no_grad()
@@ -123,32 +123,8 @@ def train_head(head: Eagle3Head, embed: torch.nn.Embedding, data: Sequence[Cache
                ) -> dict[str, Any]:
     """AdamW on the unrolled loss over shuffled batches of the cached sequences (the target's continuations and
     corpus windows); the target's embedding stays frozen."""
-    opt = torch.optim.AdamW(head.parameters(), lr=peak_lr, betas=(0.9, 0.95), weight_decay=0.01)
-    batches = cached_batches(data, batch, gen, pad_id)
-    step, ema_loss, ema_acc = 0, None, None
-    history: list[dict[str, Any]] = []
-    while not budget.done(step):
-        lr = lr_at(budget.progress(step), step, 20, peak_lr)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        ids, valid, aux, logp, top = next(batches)
-        loss, losses, accs = unrolled_loss(head, embed, ids, valid, aux, logp, top, steps, decay, autocast)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-        opt.step()
-        step += 1
-        ema_loss = losses if ema_loss is None else [0.95 * e + 0.05 * v for e, v in zip(ema_loss, losses)]
-        ema_acc = accs if ema_acc is None else [0.95 * e + 0.05 * v for e, v in zip(ema_acc, accs)]
-        if step % 10 == 0 or step == 1:
-            history.append({"step": step, "loss": [round(v, 4) for v in ema_loss],
-                            "top1": [round(v, 4) for v in ema_acc]})
-            log(f"head step {step} loss/step {' '.join(f'{v:.3f}' for v in ema_loss)} "
-                f"top1/step {' '.join(f'{v:.3f}' for v in ema_acc)} lr {lr:.2e} "
-                f"elapsed {time.monotonic() - budget.start:.0f}s")
-    return {"steps": step, "seconds": round(time.monotonic() - budget.start, 1),
-            "final_loss_ema": [round(v, 4) for v in ema_loss or []],
-            "final_top1_ema": [round(v, 4) for v in ema_acc or []], "history": history}
+    return train_unrolled(head, lambda b: unrolled_loss(head, embed, *b, steps, decay, autocast),
+                          cached_batches(data, batch, gen, pad_id), budget, peak_lr, "head")
 
 
 @torch.no_grad()
@@ -163,13 +139,4 @@ def simulate_eagle3(head: Eagle3Head, target: Any, prompt: Sequence[int], target
     aux, _, _ = target_features(target, seq, None, head.draft_ids, autocast=False)
     per_step = head.unrolled(target.get_input_embeddings(), seq, aux, k)
     drafts = torch.stack([head.draft_ids[lg[0].argmax(-1)] for lg in per_step], dim=-1)  # (T - 1, k)
-    res = AcceptanceResult(generated_tokens=len(target_tokens))
-    full = seq[0].tolist()
-    p, end = len(prompt) - 1, len(full) - 1
-    while p + 1 < end:  # the target's token at p + 1 is out; the step verifies the drafts after it
-        acc = 0
-        while acc < k and p + 2 + acc <= end and int(drafts[p, acc]) == full[p + 2 + acc]:
-            acc += 1
-        res.accepted.append(acc)
-        p += acc + 1
-    return res
+    return accepted_walk(drafts, seq[0].tolist(), len(prompt))

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from demo_models.eagle3 import RMSNorm
+from demo_models.eagle3 import RMSNorm, step_attention
 
 #: The folder's files that are demo-target's own, linked rather than copied: the target's weights stay one file.
 SHARED_FILES = ("model.safetensors", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -149,14 +149,7 @@ class MtpLayer(nn.Module):
             else:
                 keys.append(k)
                 values.append(v)
-            base = (torch.einsum("bqhd,bkhd->bhqk", q, k1) * scale).masked_fill(~causal, float("-inf"))
-            if keys:
-                own = torch.stack([(q * kk).sum(-1) for kk in keys], dim=-1).transpose(1, 2) * scale
-                base = torch.cat([base, own], dim=-1)
-            probs = base.float().softmax(-1).to(q.dtype)
-            attn = torch.einsum("bhqk,bkhd->bqhd", probs[..., :n], v1)
-            if keys:
-                attn = attn + torch.einsum("bhqj,bqjhd->bqhd", probs[..., n:], torch.stack(values, dim=2))
+            attn = step_attention(q, k1, v1, keys, values, causal, scale)
             state = self._after_attention(attn, residual)
             out.append(state)
         return out

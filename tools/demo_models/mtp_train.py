@@ -10,10 +10,10 @@ from typing import Any
 
 import torch
 
-from demo_models.acceptance import AcceptanceResult
+from demo_models.acceptance import AcceptanceResult, accepted_walk
 from demo_models.common import Budget, log
 from demo_models.mtp import MtpLayer
-from demo_models.train import lr_at
+from demo_models.train import train_unrolled
 
 
 @dataclass
@@ -135,31 +135,8 @@ def train_layer(layer: MtpLayer, embed: torch.nn.Embedding, data: Sequence[Cache
                 peak_lr: float, steps: int, decay: float, gen: torch.Generator, pad_id: int, autocast: bool
                 ) -> dict[str, Any]:
     """AdamW on the unrolled loss over shuffled batches of the cached sequences; the target stays frozen."""
-    opt = torch.optim.AdamW(layer.parameters(), lr=peak_lr, betas=(0.9, 0.95), weight_decay=0.01)
-    feed = batches(data, batch, gen, pad_id)
-    step, ema_loss, ema_acc = 0, None, None
-    history: list[dict[str, Any]] = []
-    while not budget.done(step):
-        lr = lr_at(budget.progress(step), step, 20, peak_lr)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        loss, losses, accs = unrolled_loss(layer, embed, *next(feed), steps, decay, autocast)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(layer.parameters(), 1.0)
-        opt.step()
-        step += 1
-        ema_loss = losses if ema_loss is None else [0.95 * e + 0.05 * v for e, v in zip(ema_loss, losses)]
-        ema_acc = accs if ema_acc is None else [0.95 * e + 0.05 * v for e, v in zip(ema_acc, accs)]
-        if step % 10 == 0 or step == 1:
-            history.append({"step": step, "loss": [round(v, 4) for v in ema_loss],
-                            "top1": [round(v, 4) for v in ema_acc]})
-            log(f"mtp step {step} loss/step {' '.join(f'{v:.3f}' for v in ema_loss)} "
-                f"top1/step {' '.join(f'{v:.3f}' for v in ema_acc)} lr {lr:.2e} "
-                f"elapsed {time.monotonic() - budget.start:.0f}s")
-    return {"steps": step, "seconds": round(time.monotonic() - budget.start, 1),
-            "final_loss_ema": [round(v, 4) for v in ema_loss or []],
-            "final_top1_ema": [round(v, 4) for v in ema_acc or []], "history": history}
+    return train_unrolled(layer, lambda b: unrolled_loss(layer, embed, *b, steps, decay, autocast),
+                          batches(data, batch, gen, pad_id), budget, peak_lr, "mtp")
 
 
 @torch.no_grad()
@@ -174,13 +151,4 @@ def simulate_mtp(layer: MtpLayer, target: Any, prompt: Sequence[int], target_tok
     embed = target.get_input_embeddings()
     outs = layer.unrolled(embed, seq, states, k)
     drafts = torch.stack([(o[0] @ embed.weight.t()).argmax(-1) for o in outs], dim=-1)  # (T - 1, k)
-    res = AcceptanceResult(generated_tokens=len(target_tokens))
-    full = seq[0].tolist()
-    p, end = len(prompt) - 1, len(full) - 1
-    while p + 1 < end:
-        acc = 0
-        while acc < k and p + 2 + acc <= end and int(drafts[p, acc]) == full[p + 2 + acc]:
-            acc += 1
-        res.accepted.append(acc)
-        p += acc + 1
-    return res
+    return accepted_walk(drafts, seq[0].tolist(), len(prompt))

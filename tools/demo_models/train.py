@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,36 @@ def lr_at(progress: float, step: int, warmup: int, peak: float, floor_frac: floa
     return peak * (floor_frac + (1 - floor_frac) * 0.5 * (1 + math.cos(math.pi * p)))
 
 
+
+
+def train_unrolled(module: torch.nn.Module, loss_of: Callable[[Any], tuple[torch.Tensor, list[float], list[float]]],
+                   feed: Iterator[Any], budget: Budget, peak_lr: float, name: str) -> dict[str, Any]:
+    """AdamW (warmup, cosine) on an unrolled drafter's loss over the batches ``feed`` gives, gradients clipped at 1:
+    ``loss_of(batch)`` returns the total loss and each unrolled step's loss and top-1 agreement, logged as EMAs."""
+    opt = torch.optim.AdamW(module.parameters(), lr=peak_lr, betas=(0.9, 0.95), weight_decay=0.01)
+    step, ema_loss, ema_acc = 0, None, None
+    history: list[dict[str, Any]] = []
+    while not budget.done(step):
+        lr = lr_at(budget.progress(step), step, 20, peak_lr)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        loss, losses, accs = loss_of(next(feed))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+        opt.step()
+        step += 1
+        ema_loss = losses if ema_loss is None else [0.95 * e + 0.05 * v for e, v in zip(ema_loss, losses)]
+        ema_acc = accs if ema_acc is None else [0.95 * e + 0.05 * v for e, v in zip(ema_acc, accs)]
+        if step % 10 == 0 or step == 1:
+            history.append({"step": step, "loss": [round(v, 4) for v in ema_loss],
+                            "top1": [round(v, 4) for v in ema_acc]})
+            log(f"{name} step {step} loss/step {' '.join(f'{v:.3f}' for v in ema_loss)} "
+                f"top1/step {' '.join(f'{v:.3f}' for v in ema_acc)} lr {lr:.2e} "
+                f"elapsed {time.monotonic() - budget.start:.0f}s")
+    return {"steps": step, "seconds": round(time.monotonic() - budget.start, 1),
+            "final_loss_ema": [round(v, 4) for v in ema_loss or []],
+            "final_top1_ema": [round(v, 4) for v in ema_acc or []], "history": history}
 
 
 def sample_windows(stream: torch.Tensor, batch: int, seq_len: int, gen: torch.Generator) -> torch.Tensor:
