@@ -71,6 +71,9 @@ class TraceCost:
     gap_err_p99: float | None
     send_lag_p99_ms: tuple[float | None, float | None]
     failed: int
+    # the share of a core the tool's marginal CPU took (CPU per chunk x chunks/s), trace / open: a trace sends
+    # fewer chunks a second than its peak, so costs a client pays per second (progress, scrapes) weigh on each more
+    core_share: tuple[float | None, float | None] = (None, None)
 
 
 def trace_costs(rows: Sequence[Row]) -> list[TraceCost]:
@@ -89,8 +92,13 @@ def trace_costs(rows: Sequence[Row]) -> list[TraceCost]:
         out.append(TraceCost(r.tool, r.point, _ratio(r.cpu_us_per_chunk, base.cpu_us_per_chunk),
                              _ratio(p99(r.ttft_err_ms), p99(base.ttft_err_ms)),
                              _ratio(p99(r.gap_err_ms), p99(base.gap_err_ms)),
-                             (p99(r.send_lag_ms), p99(base.send_lag_ms)), r.failed))
+                             (p99(r.send_lag_ms), p99(base.send_lag_ms)), r.failed,
+                             (_share(r), _share(base))))
     return out
+
+
+def _share(r: Row) -> float | None:
+    return None if r.cpu_us_per_chunk is None or r.chunks_per_s is None else r.cpu_us_per_chunk * r.chunks_per_s / 1e6
 
 
 def trace_table(costs: Sequence[TraceCost]) -> list[str]:
@@ -98,12 +106,14 @@ def trace_table(costs: Sequence[TraceCost]) -> list[str]:
         return []
     lines = ["", "The trace case: each tool at a trace's peak rate over the same tool at the open loop, same run "
              "(above 1: the trace costs that much more; send lag against each one's own schedule).", "",
-             "| point | tool | CPU per chunk | TTFT err p99 | gap err p99 | send lag ms p99 (trace / open) | failed |",
-             "|" + "---|" * 7]
+             "| point | tool | CPU per chunk | TTFT err p99 | gap err p99 | send lag ms p99 (trace / open) "
+             "| share of a core (trace / open) | failed |",
+             "|" + "---|" * 8]
     for c in costs:
         lag = f"{_f(c.send_lag_p99_ms[0])} / {_f(c.send_lag_p99_ms[1])}"
+        share = f"{_f(c.core_share[0], '.2f')} / {_f(c.core_share[1], '.2f')}"
         lines.append(f"| {c.point} | {c.tool} | {_f(c.cpu, '.2f')} | {_f(c.ttft_err_p99, '.2f')} "
-                     f"| {_f(c.gap_err_p99, '.2f')} | {lag} | {c.failed} |")
+                     f"| {_f(c.gap_err_p99, '.2f')} | {lag} | {share} | {c.failed} |")
     return lines
 
 

@@ -236,7 +236,12 @@ def test_the_trace_case_is_each_tool_over_its_own_open_loop(co: SimpleNamespace)
     assert cost.send_lag_p99_ms == (1.6, 0.8)
     meta = {"settings": {"chunks": 5, "gap_ms": 10.0, "ttft_ms": 10.0}, "versions": {}, "machine": "test"}
     text = co.markdown([open_row, other, trace_row], meta)
-    assert f"| trace t.jsonl at peak 50/s | {co.Specmeter.name} | 1.10 | 1.50 | 1.00 | 1.6 / 0.8 | 0 |" in text
+    assert cost.core_share == (None, None)  # no chunks/s given
+    trace_row.chunks_per_s, open_row.chunks_per_s = 5000.0, 10000.0
+    assert co.trace_costs([open_row, trace_row])[0].core_share == (pytest.approx(0.22), pytest.approx(0.4))
+    text = co.markdown([open_row, other, trace_row], meta)
+    assert (f"| trace t.jsonl at peak 50/s | {co.Specmeter.name} | 1.10 | 1.50 | 1.00 | 1.6 / 0.8 | 0.22 / 0.40 "
+            "| 0 |") in text
     over = co.markdown_over_runs([[open_row, trace_row], [open_row, trace_row]], meta)
     assert (f"| trace t.jsonl at peak 50/s | {co.Specmeter.name} | 1.10 (1.10-1.10) | 1.50 (1.50-1.50) "
             "| 1.00 (1.00-1.00) | 1.6 (1.6-1.6) |") in over
