@@ -198,8 +198,8 @@ class _Run:
                 r.batch_limit = server.engine.launcher.batch_limit(proc.command)
         self.save()
         self.reporter.note(f"starting {server.engine.kind} server {server.name}: speculation {head.label}")
-        self._watches[server.name] = StartWatch.of(server.name, server.engine.kind, head.engine.model or server.name,
-                                                   server.engine.launcher.compile_cache(head.engine))
+        self._watches[server.name] = StartWatch.of(server.name, server.engine.kind, proc.engine.model or server.name,
+                                                   server.engine.launcher.compile_cache(proc.engine))
         pool.spawn(proc)
         return proc
 
