@@ -72,15 +72,22 @@ def check_local_models(engine: EngineSpec, spec: SpecConfig) -> None:
         _check_eagle3_head(target, draft)
     if spec.method is not SpecMethod.draft_model:
         return
-    t_cfg, d_cfg = _read_config(target), _read_config(draft)
-    t_vocab, d_vocab = t_cfg.get("vocab_size"), d_cfg.get("vocab_size")
-    t_tok, d_tok = _tokenizer_fingerprint(target), _tokenizer_fingerprint(draft)
-    if t_vocab != d_vocab or (t_tok and d_tok and t_tok != d_tok):
-        what = f"vocab_size {d_vocab} vs {t_vocab}" if t_vocab != d_vocab else "tokenizer.json differs"
+    what = _vocabulary_differs(target, draft)
+    if what is not None:
         raise InputError(
             f"draft model {draft} uses a different tokenizer than target {target} ({what}); "
             "draft_model speculation needs a draft trained on the target's tokenizer"
         )
+
+
+def _vocabulary_differs(target: Path, other: Path) -> str | None:
+    """How `other`'s vocabulary differs from `target`'s (None: the same vocab_size and, where both have one, the
+    same tokenizer.json)."""
+    t_vocab, o_vocab = _read_config(target).get("vocab_size"), _read_config(other).get("vocab_size")
+    if t_vocab != o_vocab:
+        return f"vocab_size {o_vocab} vs {t_vocab}"
+    t_tok, o_tok = _tokenizer_fingerprint(target), _tokenizer_fingerprint(other)
+    return "tokenizer.json differs" if t_tok and o_tok and t_tok != o_tok else None
 
 
 # Where an MTP layer's weights are in the checkpoints vLLM serves: mtp.* or model.mtp_layers.* (Qwen3-Next,
@@ -113,10 +120,8 @@ def _check_same_target(engine: EngineSpec, target_model: str) -> None:
         return
     ours, theirs = paths
     _check_exists("target_model", theirs)
-    vocabs = [_read_config(p).get("vocab_size") for p in paths]
-    tokens = [_tokenizer_fingerprint(p) for p in paths]
-    if vocabs[0] != vocabs[1] or (all(tokens) and tokens[0] != tokens[1]):
-        what = "vocab_size differs" if vocabs[0] != vocabs[1] else "tokenizer.json differs"
+    what = _vocabulary_differs(ours, theirs)
+    if what is not None:
         raise InputError(f"target_model {theirs} is not {ours} saved again ({what}): "
                          "it serves one configuration's target, and the baseline serves engine.model, so the two "
                          "must be one model; give the MTP checkpoint of the same model, or make it engine.model")
