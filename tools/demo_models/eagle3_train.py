@@ -3,7 +3,6 @@ the training loop, and greedy acceptance simulated the way vLLM drafts with the 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,9 +10,9 @@ from typing import Any
 import torch
 
 from demo_models.acceptance import AcceptanceResult, accepted_walk
-from demo_models.common import Budget, log
+from demo_models.common import Budget
 from demo_models.eagle3 import AUX_LAYERS, Eagle3Head
-from demo_models.train import train_unrolled
+from demo_models.train import by_length, train_unrolled
 
 
 @torch.no_grad()
@@ -76,23 +75,12 @@ def precompute(target: Any, seqs: Sequence[list[int]], draft_ids: torch.Tensor, 
                autocast: bool) -> list[Cached]:
     """Run the target once over every sequence (batched by length, right-padded)."""
     out: list[Cached] = []
-    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
-    t0 = time.monotonic()
-    for b in range(0, len(order), batch):
-        group = [seqs[i] for i in order[b : b + batch]]
-        t = max(len(x) for x in group)
-        ids = torch.full((len(group), t), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(group), t), dtype=torch.long)
-        for r, x in enumerate(group):
-            ids[r, : len(x)] = torch.tensor(x)
-            mask[r, : len(x)] = 1
+    for group, ids, mask in by_length(seqs, batch, pad_id, "target features"):
         aux, logp, top = target_features(target, ids, mask, draft_ids, autocast)
         for r, x in enumerate(group):
             n = len(x)
             out.append(Cached(ids[r, :n].clone(), aux[r, :n].to(torch.bfloat16), logp[r, :n].to(torch.bfloat16),
                                  top[r, :n].clone()))
-        if (b // batch) % 10 == 0:
-            log(f"target features: {len(out)}/{len(seqs)} sequences, {time.monotonic() - t0:.0f}s")
     return out
 
 

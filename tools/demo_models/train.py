@@ -29,6 +29,25 @@ def lr_at(progress: float, step: int, warmup: int, peak: float, floor_frac: floa
 
 
 
+def by_length(seqs: Sequence[list[int]], batch: int, pad_id: int, what: str
+              ) -> Iterator[tuple[list[list[int]], torch.Tensor, torch.Tensor]]:
+    """The sequences in batches of similar length, right-padded: (sequences, ids, attention mask), for one pass of
+    the frozen target over them; a progress line every ten batches names `what` it computes."""
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    t0 = time.monotonic()
+    for b in range(0, len(order), batch):
+        group = [seqs[i] for i in order[b : b + batch]]
+        t = max(len(x) for x in group)
+        ids = torch.full((len(group), t), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(group), t), dtype=torch.long)
+        for r, x in enumerate(group):
+            ids[r, : len(x)] = torch.tensor(x)
+            mask[r, : len(x)] = 1
+        yield group, ids, mask
+        if (b // batch) % 10 == 0:
+            log(f"{what}: {b + len(group)}/{len(seqs)} sequences, {time.monotonic() - t0:.0f}s")
+
+
 def train_unrolled(module: torch.nn.Module, loss_of: Callable[[Any], tuple[torch.Tensor, list[float], list[float]]],
                    feed: Iterator[Any], budget: Budget, peak_lr: float, name: str) -> dict[str, Any]:
     """AdamW (warmup, cosine) on an unrolled drafter's loss over the batches ``feed`` gives, gradients clipped at 1:
