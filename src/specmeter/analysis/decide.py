@@ -15,6 +15,7 @@ from specmeter.analysis.host import conditions
 from specmeter.analysis.identity import point_mismatch
 from specmeter.analysis.lossless import lossless_check
 from specmeter.analysis.offload import offload_warnings
+from specmeter.analysis.phases import phase_breakdowns
 from specmeter.analysis.speedup import compute_speedups
 from specmeter.analysis.verify import verification
 from specmeter.load.kinds import KINDS
@@ -65,6 +66,7 @@ def analyze(summary: RunSummary, records: Sequence[RequestRecord]) -> Analysis:
         verification=verification(summary, records, speedups),
         offload=offload_warnings(summary),
         host=conditions(summary),
+        phases=phase_breakdowns(summary, records),
     )
 
 

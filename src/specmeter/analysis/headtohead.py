@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 from typing import Any
 
@@ -64,6 +64,10 @@ class Side:
         return Side(self.config_id, {k: v for k, v in self.requests.items() if k[0] in keep},
                     {r: t for r, t in self.totals.items() if r in keep}, self.set_aside, self.disturbed,
                     self.point_id, {r: self.instance_of[r] for r in keep})
+
+    def only(self, keep: Callable[[RequestRecord], bool]) -> Side:
+        """This side on the requests `keep` takes (its point totals unchanged: compare them on a latency)."""
+        return replace(self, requests={k: r for k, r in self.requests.items() if keep(r)})
 
     def merged(self, other: Side) -> Side:
         """This side and more of the same configuration (another run's repeats, numbered apart from these)."""

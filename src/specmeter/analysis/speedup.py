@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from specmeter.analysis.headtohead import Paired, Side, compare
 from specmeter.analysis.noise import RoundNoise
-from specmeter.schemas.analysis import Speedup
+from specmeter.schemas.analysis import PhaseSpeedup, Speedup
 from specmeter.schemas.plan import PlannedConfig, Role
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import ConfigResult, RunSummary
@@ -40,6 +40,8 @@ def point_speedup(config: PlannedConfig, base: PlannedConfig, cand_res: ConfigRe
     run's round noise where given (analysis.noise)."""
     cand, bl = Side.of(cand_res, records, point_id), Side.of(base_res, records, point_id)
     pairs = Paired.of(cand, bl)
+    phases = list(dict.fromkeys(r.phase for _, r in sorted(cand.requests.items(), key=lambda kv: kv[1].start_s)
+                                if r.phase is not None))
     return Speedup(
         config_id=config.id, baseline_id=base.id, point_id=point_id,
         output_throughput=compare(cand, bl, "output_throughput", noise=noise),
@@ -48,4 +50,14 @@ def point_speedup(config: PlannedConfig, base: PlannedConfig, cand_res: ConfigRe
         paired_requests=len(pairs.keys), same_work=pairs.unmatched == 0,
         note=None if pairs.unmatched == 0 else f"the two sides completed different requests ({pairs.unmatched} "
         "differ): ratios compare unequal work; intervals use only the requests both completed",
+        phases=[phase_speedup(cand, bl, phase, noise) for phase in phases],
     )
+
+
+def phase_speedup(cand: Side, base: Side, phase: str, noise: RoundNoise | None) -> PhaseSpeedup:
+    """`cand` over `base` on one phase's requests, on TPOT: a phase has no wall time of its own to divide a
+    throughput by (the phases overlap at the switch), and decode speed is what the drafter's acceptance moves."""
+    def keep(r: RequestRecord) -> bool:
+        return r.phase == phase
+    c, b = cand.only(keep), base.only(keep)
+    return PhaseSpeedup(phase=phase, tpot=compare(c, b, "tpot", noise=noise), paired_requests=len(Paired.of(c, b).keys))

@@ -13,6 +13,16 @@ from specmeter.config.points import StrictModel
 from specmeter.config.trace import TraceSpec
 
 
+class PhaseSpec(StrictModel):
+    """One phase of a phase-shift workload: conversations of some of the dataset's categories, sent together."""
+
+    name: str = Field(min_length=1, description="The phase's name in reports (e.g. code, chat).")
+    categories: list[str] = Field(min_length=1, description="The dataset's categories this phase draws from.")
+    conversations: int | None = Field(default=None, ge=1, description="How many it sends, drawn stratified by "
+                                      "category (None: every one of its categories'); the next phase starts "
+                                      "after them: the switch.")
+
+
 class WorkloadSpec(StrictModel):
     """What the sweep sends. `input_len` takes two forms, told apart by type: a number or a list of numbers is an
     axis (`[128, 512]`: every configuration runs every length at every load, prompts shaped to exactly each length;
@@ -40,6 +50,10 @@ class WorkloadSpec(StrictModel):
     trace: TraceSpec | None = Field(default=None, description="A production trace to replay at the load's trace "
                                     "points (load.trace_scale): its rows' text is the trace's own, else this "
                                     "dataset's at each row's input length (docs/traces.md).")
+
+    phases: list[PhaseSpec] | None = Field(default=None, description="A phase-shift workload: these phases of the "
+                                           "dataset sent one after another at every point, each reported on its own "
+                                           "(docs/datasets.md, \"A phase shift\").")
 
     @field_validator("input_len", mode="before")
     @classmethod
@@ -70,6 +84,29 @@ class WorkloadSpec(StrictModel):
     def _trace_has_its_lengths(self) -> WorkloadSpec:
         if self.trace is not None and self.input_len is not None:
             raise ValueError("a trace's rows have their own input lengths: drop input_len, or the trace")
+        return self
+
+    @model_validator(mode="after")
+    def _phases_hold_apart(self) -> WorkloadSpec:
+        if self.phases is None:
+            return self
+        if len(self.phases) < 2:
+            raise ValueError("workload.phases: a phase shift needs at least two phases")
+        names = [p.name for p in self.phases]
+        if len(set(names)) != len(names):
+            raise ValueError(f"workload.phases: names repeat ({', '.join(names)}); name each phase once")
+        seen: dict[str, str] = {}
+        for phase in self.phases:
+            for cat in phase.categories:
+                if cat in seen:
+                    raise ValueError(f"workload.phases: category {cat!r} is in phases {seen[cat]!r} and "
+                                     f"{phase.name!r}; give each category to one phase")
+                seen[cat] = phase.name
+        clash = [f for f, set_ in (("categories", self.categories), ("num_prompts", self.num_prompts),
+                                   ("trace", self.trace), ("input_len", self.input_len)) if set_ is not None]
+        if clash:
+            raise ValueError(f"workload.phases: each phase names its categories and its number of conversations; "
+                             f"drop {', '.join(clash)}")
         return self
 
     @property

@@ -18,6 +18,7 @@ class Conversation(BaseModel):
 
     id: str = Field(description="Stable identifier, unique within a workload.")
     category: str = Field(default="default", description="Category used for per-category results.")
+    phase: str | None = Field(default=None, description="The phase of a phase-shift workload it is sent in.")
     turns: list[str] = Field(min_length=1, description="User turns, in order.")
     system: str | None = Field(default=None, description="Optional system prompt.")
     # Completions-style prompts (random tokens, sonnet) are sent as raw text, not chat messages.

@@ -8,8 +8,10 @@ from typing import Any
 from specmeter.common.errors import InputError
 from specmeter.config.models import LoadSpec
 from specmeter.config.trace import TraceSpec
+from specmeter.config.workload import PhaseSpec
 from specmeter.data.matched import vocab_from_model
 from specmeter.data.model import Conversation
+from specmeter.data.phases import phased
 from specmeter.data.registry import load_workload
 from specmeter.data.selection import bucket_by_input_length, select
 from specmeter.data.shaping import load_tokenizer, request_token_counter, shaped_conversations
@@ -35,11 +37,16 @@ def load_conversations(
     tokenizer: str | None = None,
     shaped: int | None = None,
     trace: TraceSpec | None = None,
+    phases: list[PhaseSpec] | None = None,
 ) -> tuple[list[Conversation], WorkloadSelection]:
     """Load, filter by category and input length, sample (stratified); fail before any server starts.
     `shaped`: build the prompts to exactly that many tokens instead (one length of an input-length axis).
-    `trace`: replay a trace instead, one conversation a row of its window, the dataset filling rows without text."""
+    `trace`: replay a trace instead, one conversation a row of its window, the dataset filling rows without text.
+    `phases`: each phase's conversations in turn (data/phases.py), instead of one sample of the whole."""
     _check_trace_points(load, trace)
+    if phases is not None and (load.num_prompts is not None or load.duration_s is not None):
+        raise InputError("workload.phases: each phase says how many conversations it sends, once each in order; "
+                         "drop num_prompts and duration_s (set phases[].conversations)")
     if trace is not None:
         return _trace_workload(dataset, path, load, categories, options or {}, input_len, tokenizer, shaped, trace)
     if dataset == "random" and input_len is not None:  # its prompts are made at one length: no range to keep
@@ -57,7 +64,10 @@ def load_conversations(
         if not convs:
             raise InputError(f"no {dataset} prompt has {input_len[0]} <= input tokens < {input_len[1]}; "
                              "widen --input-len")
-    chosen = select(convs, num_prompts=load.num_prompts, categories=categories or None, seed=load.seed)
+    if phases is not None:
+        chosen = phased(convs, phases, load.seed)
+    else:
+        chosen = select(convs, num_prompts=load.num_prompts, categories=categories or None, seed=load.seed)
     cats: dict[str, int] = {}
     for c in chosen:
         cats[c.category] = cats.get(c.category, 0) + 1
@@ -65,7 +75,7 @@ def load_conversations(
         dataset=dataset, path=path, categories=categories or None, options=options or {}, input_len=input_len,
         tokenizer=tokenizer, shaped_len=shaped, num_prompts=load.num_prompts, seed=load.seed,
         conversation_ids=[c.id for c in chosen], requests=sum(len(c.turns) for c in chosen),
-        multi_turn=sum(1 for c in chosen if c.multi_turn), category_counts=cats,
+        multi_turn=sum(1 for c in chosen if c.multi_turn), category_counts=cats, phases=phases,
     )
     return chosen, info
 
@@ -137,7 +147,7 @@ def reload_conversations(info: WorkloadSelection, load: LoadSpec, where: str) ->
     """The same conversations a stored selection named, or an error saying the dataset changed."""
     convs, _ = load_conversations(info.dataset, info.path, load, categories=info.categories, options=info.options,
                                   input_len=info.input_len, tokenizer=info.tokenizer, shaped=info.shaped_len,
-                                  trace=info.trace)
+                                  trace=info.trace, phases=info.phases)
     if [c.id for c in convs] != info.conversation_ids:
         raise InputError(
             f"{where}: the workload {info.dataset} ({info.path or 'built-in'}) no longer gives the same "

@@ -3,10 +3,13 @@ processes (load/workers.py), whichever its size asks for (load/split.py)."""
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 
 from specmeter.config.models import REQUESTS_PER_SLOT_FLOOR, LoadPoint, LoadSpec
 from specmeter.data.model import Conversation
+from specmeter.data.phases import phase_runs
 from specmeter.load.kinds import kind_of
 from specmeter.load.replicas import Replicas
 from specmeter.load.split import client_processes
@@ -26,9 +29,13 @@ def point_conversations(conversations: Sequence[Conversation], point: LoadPoint,
     """The conversations one point sends: the workload, cycled until the point has at least
     REQUESTS_PER_SLOT_FLOOR x N requests (N: its slots) and as many conversations as its kind wants (with
     duration_s, `rate x duration` at a rate point). Repeated passes get ids `<id>#<pass>`. Deterministic, so
-    every configuration gets exactly this list, and resume finds the same ids."""
+    every configuration gets exactly this list, and resume finds the same ids. A phase-shift workload is cycled in
+    whole passes within each phase (every phase repeated as often), so its phases stay in order."""
     floor = REQUESTS_PER_SLOT_FLOOR * (point.slots or 0)
     want_convs = kind_of(point).conversations_wanted(load)
+    if any(c.phase is not None for c in conversations):
+        passes = max(1, math.ceil(floor / max(1, count_requests(conversations))))
+        return [conv for run in phase_runs(conversations) for conv in itertools.islice(cycled(run), passes * len(run))]
     out: list[Conversation] = []
     requests = 0
     for n, conv in enumerate(cycled(conversations)):

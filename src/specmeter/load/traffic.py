@@ -90,7 +90,7 @@ class Traffic:
             record = RequestRecord(
                 config_id=self.key.config_id, point_id=self.key.point_id, repeat=self.key.repeat,
                 attempt=self.key.attempt, conversation_id=conv.id, turn=turn, category=conv.category,
-                warmup=self.warmup, scheduled_s=scheduled_s if turn == 0 else None, replica=replica,
+                phase=conv.phase, warmup=self.warmup, scheduled_s=scheduled_s if turn == 0 else None, replica=replica,
             )
             record.queued_s = time.perf_counter() - ready if turn == 0 else 0.0
             request = build_request(conv, turn, history, self.load, self.model)

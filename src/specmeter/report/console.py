@@ -20,6 +20,7 @@ from specmeter.report.drafters import drafter_table
 from specmeter.report.grid import Grid, Note
 from specmeter.report.host import host_line
 from specmeter.report.outputs import Output
+from specmeter.report.phases import phase_table
 from specmeter.report.recommendation import Line, deploy_lines, evidence_table, heading, round_lines
 from specmeter.report.tables import notes, pays_table, sd_table, summary_tables
 from specmeter.rundir.answer import Answer, Round
@@ -58,7 +59,8 @@ def render(summary: RunSummary, console: Console | None = None, *, verbosity: in
            calibration: Calibration | None = None) -> None:
     """One run's tables and notes: -v all of them; the default where speculation pays (with the crossovers),
     its acceptance and, with two drafters or more, the drafters side by side (their cost per step from
-    `calibration`), the notes collapsed; -q the speedups alone (acceptance where there is no baseline)."""
+    `calibration`), a phase-shift workload's phases, the notes collapsed; -q the speedups alone (acceptance where
+    there is no baseline)."""
     console = console or Console()
     if verbosity >= VERBOSE:
         print_tables(summary_tables(summary, calibration), notes(summary), console)
@@ -82,6 +84,8 @@ def render(summary: RunSummary, console: Console | None = None, *, verbosity: in
         drafters = drafter_table(summary, calibration)
         if drafters is not None:
             console.print(to_rich(drafters))
+    if (phases := phase_table(summary)) is not None:  # a phase-shift workload is run for this table
+        console.print(to_rich(phases))
     said = host[0] if host is not None and host[1] else None
     print_notes(collapse([n for n in notes(summary) if n.text != said]), console)
 

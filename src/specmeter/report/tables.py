@@ -18,6 +18,7 @@ from specmeter.report.drafters import drafter_table
 from specmeter.report.grid import VERDICTS, Grid, Note, fmt, grid, ms, point_label, ratio_text
 from specmeter.report.host import host_line
 from specmeter.report.jobs import jobs_notes, jobs_table
+from specmeter.report.phases import phase_table
 from specmeter.report.placement import placement_notes, placement_table
 from specmeter.report.pooled import pooled_sd as pooled_sd  # re-exported: the plots read it from here
 from specmeter.report.ramp import ramp_notes, ramp_tables
@@ -411,7 +412,8 @@ def summary_tables(summary: RunSummary, calibration: Calibration | None = None) 
     placed = None if placement is None else placement_table(summary.plan.configs, placement)
     tables = (plan_table(summary), placed, jobs_table(summary), sd_table(summary), tree_table(summary),
               synthetic_table(summary), drafter_table(summary, calibration), *category_tables(summary),
-              length_table(summary), throughput_table(summary), batch_time_table(summary), replica_table(summary),
+              length_table(summary), phase_table(summary), throughput_table(summary), batch_time_table(summary),
+              replica_table(summary),
               latency_table(summary), speedup_table(summary), decision_table(summary), head_to_head_table(summary),
               *search_tables(summary), *ramp_tables(summary), sampling_table(summary), verification_table(summary),
               lossless_table(summary), workload_bias_table(summary))

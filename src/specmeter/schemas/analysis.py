@@ -43,6 +43,15 @@ class Ratio(BaseModel):
                                  "read: this cell's rounds and the run's other cells'.")
 
 
+class PhaseSpeedup(BaseModel):
+    """A candidate against the baseline on one phase of a phase-shift workload: the phase's requests, paired."""
+
+    phase: str
+    tpot: Ratio = Field(description="Baseline mean TPOT / candidate mean TPOT over the phase's requests: decode "
+                        "speed, what acceptance changes.")
+    paired_requests: int
+
+
 class Speedup(BaseModel):
     """A candidate against the baseline at one load point, on the same requests (paired by request)."""
 
@@ -56,6 +65,8 @@ class Speedup(BaseModel):
     paired_requests: int = Field(description="Requests both sides completed, the unit the bootstrap resamples.")
     same_work: bool = Field(description="Both sides completed the same requests.")
     note: str | None = None
+    phases: list[PhaseSpeedup] = Field(default_factory=list, description="Per phase of a phase-shift workload, in "
+                                       "the order sent ([]: none).")
 
     decided_on: Literal["output_throughput", "tpot"] = Field(
         default="output_throughput", description="The ratio the verdict reads: throughput under closed-loop "

@@ -97,6 +97,35 @@ class LengthBreakdown(BaseModel):
                          "length: in no bucket.")
 
 
+class PhaseAcceptance(BaseModel):
+    """One phase of a phase-shift workload at one point: when it started, and its acceptance over the phase and
+    over each half of it (how far acceptance, and the K the engine drafted, had moved by the phase's end)."""
+
+    phase: str
+    requests: int = Field(description="Its measured requests (with per-request SD stats or not).")
+    started_s: float = Field(description="Its first request's send time, seconds since the point started (the "
+                             "median over rounds): for every phase but the first, when the switch came.")
+    acceptance: CategorySD = Field(description="Its acceptance over the phase, as a category's is read.")
+    first_half: SDCounts | None = Field(default=None, description="Pooled counts of the first half of its requests "
+                                        "by send time, in each round (None: no per-request stats).")
+    second_half: SDCounts | None = Field(default=None, description="The same of the second half.")
+    tpot_mean_s: float | None = Field(default=None, description="Mean TPOT of its requests.")
+
+    @property
+    def drafted_per_step(self) -> float | None:
+        """Draft tokens per step: the K the engine drafted on average (None: no steps counted)."""
+        counts = self.acceptance.counts
+        return counts.num_draft_tokens / counts.num_steps if counts.num_steps else None
+
+
+class PhaseBreakdown(BaseModel):
+    """One configuration's phases at one point, in the order sent, over its measured rounds."""
+
+    config_id: str
+    point_id: str
+    phases: list[PhaseAcceptance]
+
+
 class SteadyState(BaseModel):
     """One point measured over its steady window: all N slots busy (closed loop) or the arrival process
     running (open loop), so ramp-up and drain do not dilute throughput."""

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from specmeter.config.models import EngineSpec, LoadPoint, LoadSpec, SpecConfig
 from specmeter.config.trace import TraceSpec
+from specmeter.config.workload import PhaseSpec
 from specmeter.schemas.analysis import DEFAULT_INDIFFERENCE, indifference_for
 from specmeter.schemas.placement import Placement
 from specmeter.schemas.proposal import ProposedK
@@ -44,6 +45,8 @@ class WorkloadSelection(BaseModel):
                                              "first. Empty: no axis.")
     trace: TraceSpec | None = Field(default=None, description="The trace replayed, one conversation a row of its "
                                     "window (the dataset fills the rows without text).")
+    phases: list[PhaseSpec] | None = Field(default=None, description="A phase-shift workload's phases, in the "
+                                           "order sent.")
     notes: list[str] = Field(default_factory=list, description="What to know about the content before it is sent "
                              "(a trace's: random tokens, a dataset too small for it).")
     num_prompts: int | None = None

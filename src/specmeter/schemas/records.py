@@ -28,6 +28,7 @@ class RequestRecord(BaseModel):
     conversation_id: str
     turn: int = 0
     category: str = "default"
+    phase: str | None = Field(default=None, description="Its phase of a phase-shift workload (None: none).")
     warmup: bool = False
     ok: bool = False
     error_kind: ErrorKind | None = None

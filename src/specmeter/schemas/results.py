@@ -15,6 +15,7 @@ from specmeter.schemas.metrics import (
     Goodput,
     LatencySummary,
     LengthBreakdown,
+    PhaseBreakdown,
     ReplicaShare,
     RunningBatch,
     SteadyState,
@@ -180,6 +181,8 @@ class Analysis(BaseModel):
                                "and configurations whose target was placed otherwise than their baseline's.")
     host: HostConditions | None = Field(default=None, description="How busy the machine was with other work "
                                         "through the rounds (None: not read).")
+    phases: list[PhaseBreakdown] = Field(default_factory=list, description="A phase-shift workload: each "
+                                         "configuration's phases at each point, over its measured rounds.")
 
 
 class Look(BaseModel):

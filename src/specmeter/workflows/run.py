@@ -99,7 +99,8 @@ def run(req: RunRequest, term: Terminal) -> None:
         check_local_models(eng, sp)
         notes = launch_notes(eng, sp)
     convs, workload = load_conversations(w.dataset, w.path, ld, categories=w.categories, options=w.options,
-                                         input_len=w.length_range, tokenizer=w.tokenizer or eng.model, trace=w.trace)
+                                         input_len=w.length_range, tokenizer=w.tokenizer or eng.model, trace=w.trace,
+                                         phases=w.phases)
     notes += workload.notes
     if warning := output_policy(ld).warning():
         term.note.print(f"[yellow]note: {warning}[/]")

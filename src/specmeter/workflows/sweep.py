@@ -169,7 +169,8 @@ def prepared(sw: SweepSpec, placement: Placement | None, req: SweepRequest, term
         convs = by_length[w.lengths[0]]
     else:
         convs, workload = load_conversations(w.dataset, w.path, ld, categories=w.categories, options=w.options,
-                                             input_len=w.length_range, tokenizer=tokenizer, trace=w.trace)
+                                             input_len=w.length_range, tokenizer=tokenizer, trace=w.trace,
+                                             phases=w.phases)
     notes += workload.notes
     if warning := output_policy(ld).warning():
         notes.insert(0, warning)
