@@ -46,7 +46,8 @@ class FakeEngine(ThreadedServer):
         output_tokens: int = 24, alpha: float = 0.6, no_draft_prob: float | None = None, num_engines: int = 1,
         prior_requests: int = 0, api_key: str | None = None, seed: int = 0, stall_s: float = 4.0,
         slow_chunk_s: float = 0.02, step_s: float = 0.0, batch_step_s: float = 0.0, max_lifetime_s: float = 60.0,
-        tree_nodes: int | None = None, speculative: bool = True, **server_faults: Any,
+        tree_nodes: int | None = None, speculative: bool = True, collapse_after_zero: bool = False,
+        **server_faults: Any,
     ) -> None:
         """`k` drafts per step, each accepted with probability `alpha`; `output_tokens` per reply (or
         max_tokens, if fewer); `no_draft_prob`: share of decode steps that draft nothing (the personality's
@@ -57,13 +58,14 @@ class FakeEngine(ThreadedServer):
         batch takes longer, as a real engine's does). `tree_nodes`: every step drafts a tree of that many nodes
         and depth `k` and accepts one path of it (tree drafts: SGLang's EAGLE topk > 1, TensorRT-LLM's trees).
         `speculative=False`: a server started without a speculative config (a baseline), which shows no SD series
-        and no per-request SD stats; its steps' timing is as set."""
+        and no per-request SD stats; its steps' timing is as set. `collapse_after_zero`: a request accepts nothing
+        after its first step that drafted nothing (fakeengine.steps.plan_request)."""
         super().__init__(max_lifetime_s)
         self.personality = personality or VLLM()
         if num_engines > 1 and self.personality.replica_label is None:
             raise TypeError(f"the {self.personality.name} personality shows one engine; num_engines must be 1")
         self.k, self.model, self.output_tokens, self.alpha = k, model, output_tokens, alpha
-        self.tree_nodes = tree_nodes
+        self.tree_nodes, self.collapse_after_zero = tree_nodes, collapse_after_zero
         self.no_draft_prob = self.personality.no_draft_prob if no_draft_prob is None else no_draft_prob
         self.num_engines, self.api_key, self.seed = num_engines, api_key, seed
         self.stall_s, self.slow_chunk_s, self.step_s, self.batch_step_s = stall_s, slow_chunk_s, step_s, batch_step_s
@@ -177,7 +179,8 @@ class FakeEngine(ThreadedServer):
     # ---- generation --------------------------------------------------------------------------------
     def _plan(self, prompt: str, max_tokens: int) -> Plan:
         return plan_request(str(self.seed), prompt, max_tokens, output_tokens=self.output_tokens, k=self.k,
-                            alpha=self.alpha, no_draft_prob=self.no_draft_prob, tree_nodes=self.tree_nodes)
+                            alpha=self.alpha, no_draft_prob=self.no_draft_prob, tree_nodes=self.tree_nodes,
+                            collapse_after_zero=self.collapse_after_zero)
 
     def token_ids(self, prompt: str, n: int) -> list[int]:
         """The ids of the n tokens generated for `prompt`: deterministic, like greedy decoding."""

@@ -24,12 +24,14 @@ class Plan:
 
 
 def plan_request(seed: str, prompt: str, max_tokens: int, *, output_tokens: int, k: int, alpha: float,
-                 no_draft_prob: float, tree_nodes: int | None = None) -> Plan:
+                 no_draft_prob: float, tree_nodes: int | None = None, collapse_after_zero: bool = False) -> Plan:
     """The steps for `prompt`: min(output_tokens, max_tokens) tokens (finish "length" when max_tokens cut
     the reply, else "stop"); each step drafts K and accepts each next draft with probability `alpha`, or,
     with probability `no_draft_prob`, drafts nothing (a plain decode step, which engines do not count).
     `tree_nodes`: each step drafts a tree of that many nodes and depth K instead, and accepts one path of it
-    (each next depth with probability `alpha`), as tree drafts count: nodes drafted, at most K accepted."""
+    (each next depth with probability `alpha`), as tree drafts count: nodes drafted, at most K accepted.
+    `collapse_after_zero`: after the request's first step that drafted nothing, no draft is accepted again (the
+    fault of TensorRT-LLM #16888, where acceptance collapsed for the rest of a request after a K = 0 tier)."""
     rng = random.Random(f"{seed}|{prompt}")
     n = max(1, min(output_tokens, max_tokens))
     finish = "length" if max_tokens <= output_tokens else "stop"
@@ -37,13 +39,15 @@ def plan_request(seed: str, prompt: str, max_tokens: int, *, output_tokens: int,
     acc: list[int] = []
     dr: list[int] = []
     remaining = n - 1
+    paused = False
     while remaining > 0:
         if rng.random() < no_draft_prob:
             a, d = 0, 0
+            paused = True
         else:
             d = tree_nodes or k
             a = 0
-            while a < k and rng.random() < alpha:
+            while a < k and rng.random() < (0.0 if collapse_after_zero and paused else alpha):
                 a += 1
             a = min(a, remaining - 1)
         acc.append(a)

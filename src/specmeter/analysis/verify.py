@@ -64,14 +64,19 @@ MIN_PAIRED = 5  # fewer paired requests than this say nothing about recovery
 
 def _first_accepted(r: RequestRecord) -> tuple[float, int] | None:
     """(a_0, the K = 0 steps) of a request: the share of its reported speculative steps that accepted the first
-    draft, and the decode steps that drafted nothing (output tokens - 1 - what the reported steps emitted)."""
+    draft, and the decode steps that drafted nothing (output tokens - 1 - what the reported steps emitted, and any
+    step listed with nothing drafted: vLLM lists only the steps it scheduled drafts for, vllm/v1/core/sched/
+    scheduler.py, an engine may list the others too)."""
     if r.sd_raw is None:
         return None
     drafted, accepted = r.sd_raw.get("per_step_drafted"), r.sd_raw.get("per_step_accepted")
-    if not isinstance(drafted, list) or not isinstance(accepted, list) or not accepted:
+    if not isinstance(drafted, list) or not isinstance(accepted, list) or len(drafted) != len(accepted):
         return None
-    zero = max(0, (r.output_tokens or 0) - 1 - sum(int(a) + 1 for a in accepted))
-    return sum(1 for a in accepted if int(a) >= 1) / len(accepted), zero
+    steps = [int(a) for a, d in zip(accepted, drafted) if int(d) > 0]
+    if not steps:
+        return None
+    zero = len(accepted) - len(steps) + max(0, (r.output_tokens or 0) - 1 - sum(int(a) + 1 for a in accepted))
+    return sum(1 for a in steps if a >= 1) / len(steps), zero
 
 
 def recovery_check(dynamic_id: str, static_id: str, point_id: str,
@@ -130,6 +135,18 @@ def ignored_table(verify: RunSummary) -> str | None:
             f"{IGNORED_SHARE:.0%} of its steps, where the table names K={other.drafted.expected_k} at "
             f"{other.point_id} (engine batch {batch}); serve the static K, or an engine build that honours "
             "num_speculative_tokens_per_batch_size (vLLM's V1 model runner), and verify again")
+
+
+def collapsed_table(verify: RunSummary) -> str | None:
+    """One line where acceptance did not come back after the table's K = 0 steps at some verified point (the
+    engine's schedule broke the requests it paused, TensorRT-LLM #16888): what the table would buy is then not what
+    the sweep's static Ks measured, whatever its speed here. None where it recovered, or where nothing could say."""
+    fell = [(vp.point_id, vp.recovery) for vp in verify.analysis.verification
+            if vp.recovery is not None and vp.recovery.recovered is False]
+    if not fell:
+        return None
+    return (f"at {', '.join(p for p, _ in fell)} {fell[0][1].note}; serve the static K, or an engine build whose "
+            "schedule resumes drafting intact after K = 0, and verify again")
 
 
 def table_challenge(plan: Plan, arena: Arena, point_id: str, table_k: int | None) -> HeadToHead | None:

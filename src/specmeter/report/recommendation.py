@@ -171,6 +171,7 @@ def status(rec: Recommendation) -> str:
                      "evidence of sweep and verification the table stands",
              "ignored": f"verification FAILED: the engine ignored this table and drafted its largest K everywhere"
                         f"{where}",
+             "collapsed": f"verification FAILED: acceptance did not recover after this table's K = 0 steps{where}",
              "not run": "not verified yet (`specmeter verify` runs it)"}[rec.verification]
     if rec.corrects is not None:
         state = (f"corrected in round {rec.round} from {rec.corrects} ({'; '.join(rec.changes) or 'no change'}); "

@@ -22,6 +22,9 @@ from specmeter.schemas.proposal import ProposedK
 Basis = Literal["measured", "interpolated", "below_measured", "unmeasured", "predicted"]
 
 
+VerificationState = Literal["not run", "held", "disagreed", "kept", "ignored", "collapsed"]
+
+
 class Score(BaseModel):
     """One contender's objective at one point: a speedup over the baseline (throughput, tpot) or goodput in
     requests/s; [low, high] is the interval the choice reads (see analysis.choice.decision_bounds)."""
@@ -191,11 +194,12 @@ class Recommendation(BaseModel):
                                                  "which one the answer names, head to head, and by how much it won.")
     notes: list[str] = Field(default_factory=list)
     round: int = Field(default=1, ge=1, description="1: from the sweep; n > 1: corrected after n - 1 verifications.")
-    verification: Literal["not run", "held", "disagreed", "kept", "ignored"] = Field(
+    verification: VerificationState = Field(
         default="not run", description="held: no static K beat the table at any verified point; disagreed: one "
         "did, and a corrected table follows; kept: one did, but decided again on the pooled evidence of sweep and "
         "verification the table stands; ignored: the engine drafted the table's largest K everywhere, as a static "
-        "K, so nothing verified the table (a failed verification).")
+        "K, so nothing verified the table (a failed verification); collapsed: acceptance did not come back after the "
+        "table's K = 0 steps (a failed verification).")
     verified_in: str | None = Field(default=None, description="The verification run directory, relative to the "
                                     "sweep's.")
     corrects: str | None = Field(default=None, description="The file of the table this one corrects.")

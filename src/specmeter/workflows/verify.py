@@ -19,7 +19,7 @@ from pathlib import Path
 
 from specmeter.analysis.correction import correct, disagreements, same_table
 from specmeter.analysis.identity import table_mismatch
-from specmeter.analysis.verify import ignored_table
+from specmeter.analysis.verify import collapsed_table, ignored_table
 from specmeter.common.errors import InputError
 from specmeter.config.criteria import Criteria
 from specmeter.config.endpoints import normalize_endpoint
@@ -33,7 +33,7 @@ from specmeter.rundir.answer import ANSWER_DIR, Answer, read_answer, write_round
 from specmeter.rundir.lock import writing
 from specmeter.rundir.run_data import run_records
 from specmeter.rundir.store import REQUESTS, RunStore, atomic_write_text, load_summary, new_run_id
-from specmeter.schemas.recommend import Recommendation
+from specmeter.schemas.recommend import Recommendation, VerificationState
 from specmeter.schemas.records import RequestRecord
 from specmeter.schemas.results import RunSummary
 from specmeter.workflows.evidence import answer_evidence
@@ -94,11 +94,14 @@ class VerifyLoop:
             done = rec.model_copy(deep=True)
             done.verified_in = str(target.relative_to(self.run_dir)) if target.is_relative_to(self.run_dir) \
                 else str(target)
-            if (ignored := ignored_table(verify)) is not None:  # what it measured is a static K's, not the table's
-                done.verification = "ignored"
-                self._write(rec, done, number, on_disk)
-                self.say(f"verification of round {number} failed: {ignored}")
-                return done
+            failures: list[tuple[VerificationState, str | None]] = [("ignored", ignored_table(verify)),
+                                                                     ("collapsed", collapsed_table(verify))]
+            for state, failed in failures:
+                if failed is not None:  # what it measured is not the table the sweep's static Ks stand for
+                    done.verification = state
+                    self._write(rec, done, number, on_disk)
+                    self.say(f"verification of round {number} failed: {failed}")
+                    return done
             wrong = disagreements(verify)
             done.verification = "disagreed" if wrong else "held"
             if not wrong:
