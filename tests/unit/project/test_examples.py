@@ -58,3 +58,16 @@ def test_trace_replay_sweep_file_replays_its_trace_at_each_scale() -> None:
     # The sample set is small: where a category's text runs out the run says it repeats, and nothing else.
     assert all("text is shorter than the trace asks of it" in note for note in info.notes)
     assert any(c.metadata.get("shared_tokens") for c in convs)  # its rows share prefixes, as it says
+
+
+def test_phase_shift_sweep_file_sends_its_phases_in_order_with_a_table_beside_static_ks() -> None:
+    sweep = read_sweep_file(EXAMPLES / "phase-shift-sweep.yaml")
+    phases = sweep.workload.phases
+    assert phases is not None and [p.name for p in phases] == ["code", "chat"]
+    convs, info = load_conversations(sweep.workload.dataset, sweep.workload.path, sweep.effective_load(),
+                                     phases=phases)
+    switch = [c.phase for c in convs].index("chat")
+    assert switch > 0 and {c.phase for c in convs[switch:]} == {"chat"} and info.phases == phases
+    candidates = [c for c in sweep.configs() if c.role is Role.candidate]
+    assert any(c.spec.num_speculative_tokens_per_batch_size for c in candidates)
+    assert {c.k for c in candidates if not c.spec.num_speculative_tokens_per_batch_size} == {2, 4}
