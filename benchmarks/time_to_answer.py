@@ -17,6 +17,12 @@ Then the median and range per design, and the ratios after / before of wall time
 
 Without --setup a clone reuses this checkout's environment (.venv linked), so only the design differs.
 
+With --cold it times one revision (--after) as a new user meets it and as a returning one does, in one run: "cold",
+a fresh clone with its own new environment (`scripts/setup.sh`, pip's cache off: PIP_NO_CACHE_DIR) and empty compile
+caches (VLLM_CACHE_ROOT and TORCHINDUCTOR_CACHE_DIR new, in the clone), against "warm", a fresh clone on this
+checkout's environment and the machine's caches as they are; the two alternate which goes first:
+    .venv/bin/python benchmarks/time_to_answer.py --cold --repeats 3 --out runs/tta-cold
+
 Run (about 30 minutes per repeat of both designs on 2 cores; the larger sweep about 75):
     .venv/bin/python benchmarks/time_to_answer.py --before 0b49660 --after HEAD --repeats 3 --out runs/tta
     .venv/bin/python benchmarks/time_to_answer.py --before 0b49660 --sweep examples/demo-sweep.yaml --out runs/tta-sweep
@@ -193,18 +199,22 @@ def answer_command(sweep: str | None, runs: Path, args: Sequence[str]) -> list[s
 
 
 def run_design(design: str, rev: str, repeat: int, out: Path, *, setup: bool, sweep: str | None,
-               args: Sequence[str], drift: float | None = None) -> Timing:
-    """A fresh clone of `rev`, then (with `setup`) its own environment, then the tune loop from it."""
+               args: Sequence[str], drift: float | None = None, cold: bool = False) -> Timing:
+    """A fresh clone of `rev`, then (with `setup`) its own environment, then the tune loop from it; `cold`: pip's
+    cache off and the compile caches new and empty, as on a machine that never ran it."""
     clone = out / f"{design}-{repeat}"
     subprocess.run(["git", "clone", "-q", "--shared", str(REPO), str(clone)], check=True)
     _git("checkout", "-q", rev, cwd=clone)
+    env = {**os.environ, "PYTHONPATH": str(clone / "src")}  # the clone's code, not this checkout's
+    if cold:
+        env.update(PIP_NO_CACHE_DIR="1", VLLM_CACHE_ROOT=str(clone / ".cold-cache/vllm"),
+                   TORCHINDUCTOR_CACHE_DIR=str(clone / ".cold-cache/inductor"))
     t0 = time.perf_counter()
     if setup:
-        subprocess.run(["scripts/setup.sh"], cwd=clone, check=True)
+        subprocess.run(["scripts/setup.sh"], cwd=clone, env=env, check=True)
     else:
         (clone / ".venv").symlink_to(REPO / ".venv")
     setup_s = time.perf_counter() - t0
-    env = {**os.environ, "PYTHONPATH": str(clone / "src")}  # the clone's code, not this checkout's
     runs = clone / "runs"
     with drifting(drift):
         subprocess.run([str(clone / ".venv/bin/python"), "-m", "specmeter", *answer_command(sweep, runs, args)],
@@ -231,7 +241,7 @@ def read_finished(run_dir: Path, repeat: int) -> Timing:
 def report(timings: Sequence[Timing]) -> str:
     """Per run, its phases; per design, the median and range; the final tables matched against the first run of
     the design before (or, reading finished runs, the first run read)."""
-    reference = next((t for t in timings if t.design == "before"), timings[0])
+    reference = next((t for t in timings if t.design in ("before", "warm")), timings[0])
     for t in timings:
         t.matches = (t.table, t.static_k) == (reference.table, reference.static_k)
     lines = ["| design | repeat | wall min | setup | starts | sweep | propose | verify | other | requests | servers | "
@@ -245,7 +255,7 @@ def report(timings: Sequence[Timing]) -> str:
             f"{t.verify_rounds} | {', '.join(f'{p} {r}' for p, r in t.points.items())} | "
             f"{', '.join(f'{p} {sd:.3f}' for p, sd in t.round_sd.items())} | {t.table} | {t.answer} | "
             f"{'yes' if t.matches else 'no'} |")
-    by = {d: [t for t in timings if t.design == d] for d in ("before", "after", "read")}
+    by = {d: [t for t in timings if t.design == d] for d in ("before", "after", "cold", "warm", "read")}
     lines.append("")
     for d, ts in by.items():
         if ts:
@@ -256,12 +266,13 @@ def report(timings: Sequence[Timing]) -> str:
             if at:
                 lines.append(f"{d}: round spread per point (median over runs): " + ", ".join(
                     f"{p} {statistics.median(t.round_sd[p] for t in ts if p in t.round_sd):.3f}" for p in at))
-    if by["before"] and by["after"]:
-        def ratio(key: str) -> float:
-            return float(statistics.median(getattr(t, key) for t in by["after"])
-                         / statistics.median(getattr(t, key) for t in by["before"]))
-        lines.append(f"after / before (medians): wall {ratio('wall_s'):.2f}, requests {ratio('requests'):.2f}, "
-                     f"servers started {ratio('servers_started'):.2f}")
+    for new, old in (("after", "before"), ("cold", "warm")):
+        if by[new] and by[old]:
+            ratios = {key: float(statistics.median(getattr(t, key) for t in by[new])
+                                 / statistics.median(getattr(t, key) for t in by[old]))
+                      for key in ("wall_s", "requests", "servers_started")}
+            lines.append(f"{new} / {old} (medians): wall {ratios['wall_s']:.2f}, requests {ratios['requests']:.2f}, "
+                         f"servers started {ratios['servers_started']:.2f}")
     return "\n".join(lines)
 
 
@@ -271,6 +282,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--after", default="HEAD", help="the git revision of the new design (default HEAD)")
     ap.add_argument("--repeats", type=int, default=1, help="demo runs per design, alternating which goes first")
     ap.add_argument("--setup", action="store_true", help="time scripts/setup.sh in each clone (a fresh environment)")
+    ap.add_argument("--cold", action="store_true", help="time --after cold (a new environment, pip's cache off, empty "
+                    "compile caches) against warm (this environment, the caches as they are), instead of two designs")
     ap.add_argument("--out", type=Path, help="a new directory for the clones, runs and results (unless --read)")
     ap.add_argument("--sweep", metavar="FILE", help="time `specmeter sweep FILE --verify` instead of the demo (FILE: "
                     "a path in the repository, e.g. examples/demo-sweep.yaml, read in each clone)")
@@ -287,17 +300,21 @@ def main(argv: Sequence[str] | None = None) -> None:
                          "run directories a demo wrote, runs/<id>-demo")
         print(report([read_finished(d, i) for i, d in enumerate(args.read, start=1)]))
         return
-    if args.before is None or args.out is None:
-        ap.error("--before and --out are required (or --read RUN_DIR ... to report finished runs)")
+    if args.out is None or (args.before is None and not args.cold):
+        ap.error("--before (or --cold) and --out are required (or --read RUN_DIR ... to report finished runs)")
     args.out.mkdir(parents=True, exist_ok=False)
-    revs = {"before": _git("rev-parse", "--short", args.before), "after": _git("rev-parse", "--short", args.after)}
+    after = _git("rev-parse", "--short", args.after)
+    designs = ("warm", "cold") if args.cold else ("before", "after")
+    revs = {"warm": after, "cold": after} if args.cold else {"before": _git("rev-parse", "--short", args.before),
+                                                              "after": after}
     timings: list[Timing] = []
     for repeat in range(1, args.repeats + 1):
-        order = ("before", "after") if repeat % 2 else ("after", "before")
+        order = designs if repeat % 2 else designs[::-1]
         for design in order:
             print(f"repeat {repeat}: {design} ({revs[design]})", file=sys.stderr, flush=True)
-            timings.append(run_design(design, revs[design], repeat, args.out, setup=args.setup, sweep=args.sweep,
-                                      args=args.args, drift=args.drift))
+            cold = design == "cold"
+            timings.append(run_design(design, revs[design], repeat, args.out, setup=args.setup or cold,
+                                      sweep=args.sweep, args=args.args, drift=args.drift, cold=cold))
             (args.out / "time_to_answer.json").write_text(json.dumps([asdict(t) for t in timings], indent=1))
     drift = f"under drift: one core burnt {args.drift:g} s on, {args.drift:g} s off\n\n" if args.drift else ""
     text = drift + report(timings)

@@ -50,6 +50,15 @@ def test_the_report_marks_a_table_that_differs_from_the_first_before_run(tta: Mo
     assert "after / before (medians): wall 0.35" in text
 
 
+def test_cold_runs_are_reported_against_warm_runs_of_the_same_revision(tta: ModuleType) -> None:
+    """--cold: one revision, a new user's runs (new environment, empty compile caches) beside a returning one's."""
+    warm = tta.read_run(RUN, design="warm", rev="abc", repeat=1, wall_s=600.0, setup_s=0.0)
+    cold = replace(warm, design="cold", wall_s=900.0, setup_s=200.0)
+    text = tta.report([warm, cold])
+    assert "cold / warm (medians): wall 1.50" in text and "after / before" not in text
+    assert [line.endswith("| yes |") for line in text.splitlines() if line.startswith("| cold")] == [True]
+
+
 def test_the_measuring_of_proposed_ks_is_a_phase_of_its_own(tta: ModuleType, tmp_path: Path) -> None:
     run = shutil.copytree(RUN, tmp_path / "run")
     shutil.copytree(run / "verify", run / "propose")  # a proposal run's files, as the tune loop writes them
