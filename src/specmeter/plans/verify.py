@@ -75,8 +75,9 @@ def where_to_verify(rec: DrafterRecommendation, baseline_id: str, point_ids: lis
 
     carried: dict[str, str] = {}
     for seg in rec.segments:
-        # A table edited after the sweep decided (a K other than the segment's) has no sweep evidence there.
-        if seg.basis != "measured" or len(seg.point_ids) != 1 or table_k(seg.start) != seg.k:
+        # A table edited after the sweep decided (a K other than the segment's, or a segment edited away from the
+        # configuration the sweep chose there) has no sweep evidence there.
+        if seg.basis != "measured" or len(seg.point_ids) != 1 or table_k(seg.start) != seg.k or not _as_chosen(seg):
             continue
         open_ = [h for h in seg.evidence if h.outcome == "unsettled"]
         why = "; ".join(h.summary() for h in seg.evidence) or "the only contender measured"
@@ -96,6 +97,13 @@ def where_to_verify(rec: DrafterRecommendation, baseline_id: str, point_ids: lis
         known = {p: c for p in where if (c := cost(p)) is not None}
         run = [min(known, key=lambda p: known[p]) if known else where[0]]  # ties: the first in plan order
     return run, {p: carried[p] for p in point_ids if p not in run}, proof
+
+
+def _as_chosen(seg: Segment) -> bool:
+    """The segment's K is the K of the configuration the sweep chose at its point (its evidence is about that
+    configuration); one edited to another K is not (a chosen configuration the scores do not name: trusted)."""
+    chosen = next((s.k for s in seg.scores if s.config_id == seg.chosen), None)
+    return chosen is None or chosen == seg.k
 
 
 def check_verifiable(kind: str | None, where: str) -> None:

@@ -248,6 +248,24 @@ def test_a_point_where_the_table_was_edited_away_from_the_sweeps_choice_runs() -
     assert "c1" in [p.id for p in plan.points] and "c1" not in plan.carried
 
 
+def test_a_point_whose_segment_was_edited_with_the_table_runs_too() -> None:
+    """An edited answer whose segments say the new K as well (as the refusal to load one that differs asks): the
+    sweep's evidence at c1 is about the K it chose there, not the edited one, so c1 runs."""
+    summary, records = sweep(SETTLED, BATCHES)
+    recommendation = recommend(summary, records)
+    best = recommendation.drafters[0]
+    assert best.spec is not None
+    c1 = next(s for s in best.segments if s.point_ids == ["c1"])
+    ranges = best.spec.num_speculative_tokens_per_batch_size
+    assert c1.k != 2 and ranges
+    table = [(lo, hi, 2 if lo <= c1.start <= hi else k) for lo, hi, k in ranges]
+    edited = best.model_copy(update={
+        "spec": best.spec.model_copy(update={"num_speculative_tokens_per_batch_size": table}),
+        "segments": [s.model_copy(update={"k": 2}) if s is c1 else s for s in best.segments]})
+    run, carried, proof = where_to_verify(edited, "baseline", ["c1", "c4", "c16"])
+    assert run == ["c1"] and not proof and set(carried) == {"c4", "c16"}  # judged there, not only a proof
+
+
 def test_the_verification_table_lists_each_carried_point_with_the_evidence_it_rests_on() -> None:
     summary, records = sweep(SETTLED, BATCHES)
     plan = verify_plan(summary, recommend(summary, records), "run")
