@@ -29,10 +29,10 @@ VERIFY_SUBDIR = "verify"
 Cell = str | int | float | bool | None
 
 REQUEST_COLUMNS: tuple[str, ...] = (
-    "config_id", "role", "spec", "workload", "point_id", "repeat", "conversation_id", "turn", "category", "warmup",
-    "ok", "error_kind", "http_status", "finish_reason", "queued_s", "scheduled_s", "start_s", "ttft_s", "e2e_s",
-    "tpot_s", "prompt_tokens", "output_tokens", "chunks", "sd_source", "sd_steps", "sd_drafted", "sd_accepted",
-    "sd_al", "sd_ar",
+    "config_id", "role", "spec", "workload", "point_id", "repeat", "conversation_id", "turn", "category", "phase",
+    "warmup", "ok", "error_kind", "http_status", "finish_reason", "queued_s", "scheduled_s", "start_s", "ttft_s",
+    "e2e_s", "tpot_s", "prompt_tokens", "output_tokens", "chunks", "sd_source", "sd_steps", "sd_drafted",
+    "sd_accepted", "sd_al", "sd_ar",
 )
 
 _DISTS = ("ttft", "tpot", "e2e")
@@ -115,7 +115,7 @@ def request_rows(summary: RunSummary, records: Sequence[RequestRecord]) -> list[
         sd = r.sd
         rows.append([
             r.config_id, *_config_info(summary.plan, results, r.config_id), r.point_id, r.repeat, r.conversation_id,
-            r.turn, r.category, r.warmup, r.ok, r.error_kind, r.http_status, r.finish_reason, r.queued_s,
+            r.turn, r.category, r.phase, r.warmup, r.ok, r.error_kind, r.http_status, r.finish_reason, r.queued_s,
             r.scheduled_s, r.start_s, r.ttft_s, r.e2e_s, r.tpot_s, r.prompt_tokens, r.output_tokens,
             len(r.chunk_offsets_s), sd.source if sd else None, sd.num_steps if sd else None,
             sd.num_draft_tokens if sd else None, sd.num_accepted_tokens if sd else None,
