@@ -413,8 +413,8 @@ def summary_tables(summary: RunSummary, calibration: Calibration | None = None) 
     tables = (plan_table(summary), placed, jobs_table(summary), sd_table(summary), tree_table(summary),
               synthetic_table(summary), drafter_table(summary, calibration), *category_tables(summary),
               length_table(summary), phase_table(summary), throughput_table(summary), batch_time_table(summary),
-              replica_table(summary),
-              latency_table(summary), speedup_table(summary), decision_table(summary), head_to_head_table(summary),
+              replica_table(summary), latency_table(summary), speedup_table(summary), decision_table(summary),
+              head_to_head_table(summary),
               *search_tables(summary), *ramp_tables(summary), sampling_table(summary), verification_table(summary),
               lossless_table(summary), workload_bias_table(summary))
     return [t for t in tables if t is not None]
