@@ -1,14 +1,16 @@
 """A table that verification contradicted, corrected from the pooled evidence of the sweep and every
 verification round.
 
-Verification runs each point's best static K beside the dynamic table, on the same requests. Where that
-static K beats the table head to head and it is not the table's K at the batch the engine ran, the sweep's
-choice there was wrong. The correction then decides again on all the evidence: the sweep's requests, and each
-verification's, where the dynamic server counts as the static configuration of the K it drafted at that point
-(the engine's per-step stats confirmed it followed the table; its dynamic mode's small overhead counts against
-that K, never for it). Verification repeats are kept apart from the sweep's, so pairing stays within a run. The
-runs that measured Ks the step-cost model proposed pool the same way (a proposed K joins as a configuration of
-its own): they are part of the evidence the answer was decided on.
+Verification runs each point's best static K beside the dynamic table, on the same requests, and the engine's own
+adaptive speculation the sweep measured best there. Where that static K beats the table head to head and it is not
+the table's K at the batch the engine ran, or the adaptive mode beats it, the sweep's choice there was wrong. The
+correction then decides again on all the evidence: the sweep's requests, and each verification's, where the
+dynamic server counts as the static configuration of the K it drafted at that point (the engine's per-step stats
+confirmed it followed the table; its dynamic mode's small overhead counts against that K, never for it), and the
+adaptive configuration as itself, so the drafter choice reads the new duel too. Verification repeats are kept
+apart from the sweep's, so pairing stays within a run. The runs that measured Ks the step-cost model proposed pool
+the same way (a proposed K joins as a configuration of its own): they are part of the evidence the answer was
+decided on.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ def _joined(summary: RunSummary, config: PlannedConfig, res: ConfigResult) -> Co
 
 
 def disagreements(verify: RunSummary) -> list[str]:
-    """One line per verified point where a static K other than the table's beat it."""
+    """One line per verified point where a static K other than the table's, or the engine's adaptive mode, beat
+    it."""
     return [vp.note for vp in verify.analysis.verification if vp.disagrees]
 
 
@@ -85,7 +88,9 @@ def correct(sweep: Evidence, verifications: Sequence[Evidence], previous: Recomm
     rec.round, rec.corrects = previous.round + 1, previous_file
     rec.proposed = [judged(p, rec) for p in previous.proposed]  # the proposals' outcomes, read again
     reasons = [line for v, _ in verifications[-1:] for line in disagreements(v)]
-    rec.changes = [*changes(table(previous), table(rec)), *(f"because {r}" for r in reasons)]
+    drafters = [b.drafter for b in (previous.best, rec.best) if b is not None]
+    switched = [f"drafter: {drafters[0]} -> {drafters[1]}"] if len(set(drafters)) == 2 else []
+    rec.changes = [*switched, *changes(table(previous), table(rec)), *(f"because {r}" for r in reasons)]
     return rec
 
 
@@ -100,7 +105,10 @@ def table(rec: Recommendation) -> list[KRange]:
 
 
 def same_table(a: Recommendation, b: Recommendation) -> bool:
-    return [r.entry for r in table(a)] == [r.entry for r in table(b)]
+    """The same drafter with the same Ks: one answer (a drafter with the Ks of another, say the engine's adaptive
+    mode in place of a table, is another)."""
+    drafter = (a.best.drafter if a.best else None) == (b.best.drafter if b.best else None)
+    return drafter and [r.entry for r in table(a)] == [r.entry for r in table(b)]
 
 
 def changes(before: Sequence[KRange], after: Sequence[KRange]) -> list[str]:

@@ -63,7 +63,7 @@ def choose_drafter(drafters: Sequence[DrafterRecommendation], configs: Sequence[
     runner_up = max(others, key=lambda d: d.score or 0.0)
     margin = duel(chosen.drafter, runner_up.drafter)
     reason = _reason(chosen, runner_up, margin, order[0], walked.evidence)
-    mode = {d.drafter: _engine_adaptive(d, configs) for d in (chosen, runner_up)}
+    mode = {d.drafter: engine_adaptive(d, configs) for d in (chosen, runner_up)}
     if mode[chosen.drafter]:
         reason = f"deploy the engine's adaptive mode ({mode[chosen.drafter]}): {reason}"
     elif mode[runner_up.drafter]:
@@ -72,7 +72,7 @@ def choose_drafter(drafters: Sequence[DrafterRecommendation], configs: Sequence[
                          evidence=walked.evidence, reason=reason)
 
 
-def _engine_adaptive(d: DrafterRecommendation, configs: Sequence[PlannedConfig]) -> str | None:
+def engine_adaptive(d: DrafterRecommendation, configs: Sequence[PlannedConfig]) -> str | None:
     """How the engine varies this drafter's K at run time itself, where it does: its adaptive mode, or a draft
     model's confidence floor (llama.cpp's --spec-draft-p-min); None for static Ks."""
     specs = [c.spec for c in configs if c.id in d.candidates]

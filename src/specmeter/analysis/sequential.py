@@ -57,7 +57,7 @@ from specmeter.analysis.choice import Duel, choose, contenders
 from specmeter.analysis.families import families
 from specmeter.analysis.headline import headline_metric
 from specmeter.analysis.headtohead import Arena
-from specmeter.analysis.verify import at_point, drafted_check, table_challenge
+from specmeter.analysis.verify import adaptive_challenge, at_point, drafted_check, table_challenge
 from specmeter.config.models import LoadSpec
 from specmeter.schemas.analysis import HeadToHead
 from specmeter.schemas.plan import Role
@@ -128,7 +128,8 @@ def distinct(walks: Sequence[Sequence[HeadToHead]]) -> list[HeadToHead]:
 def verify_decisions(summary: RunSummary, records: Sequence[RequestRecord], arena: Arena,
                      point_id: str) -> list[HeadToHead] | None:
     """Whether the best static K beats what the table runs at the batch the engine ran
-    (analysis.verify.table_challenge): the one comparison whose outcome corrects the table. The table against the
+    (analysis.verify.table_challenge), and whether the engine's own adaptive speculation does, where the sweep
+    measured it (adaptive_challenge): the comparisons whose outcomes correct the table. The table against the
     baseline is reported, not waited on: where the table drafts at a measured point, the sweep's walk settled that
     its K beats the baseline there (an open comparison keeps the cheaper), and where it drafts none the challenge is
     the best static K against the baseline itself. So a point whose best static K is the table's own stops after
@@ -139,8 +140,8 @@ def verify_decisions(summary: RunSummary, records: Sequence[RequestRecord], aren
     if dynamic is None or plan.main_baseline is None:
         return None
     table_k = drafted_check(dynamic, point_id, at_point(summary, point_id), records).expected_k
-    challenge = table_challenge(plan, arena, point_id, table_k)
-    return [challenge] if challenge is not None else []
+    duels = (table_challenge(plan, arena, point_id, table_k), adaptive_challenge(plan, arena, point_id, table_k))
+    return [h for h in duels if h is not None]
 
 
 def resting(summary: RunSummary, walks: Sequence[Sequence[HeadToHead]], point_id: str,

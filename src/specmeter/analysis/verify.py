@@ -52,8 +52,9 @@ def verification(summary: RunSummary, records: Sequence[RequestRecord],
             )
             if static_id and any(k == 0 for *_, k in config.spec.num_speculative_tokens_per_batch_size or []):
                 vp.recovery = recovery_check(config.id, static_id, point.id, records)
-            if vs_static is not None and static_id is not None:
-                _challenge(vp, summary, records, plan.config(static_id).k)
+            static_k = plan.config(static_id).k if vs_static is not None and static_id is not None else None
+            if static_k is not None or point.id in plan.adaptive:
+                _challenge(vp, summary, records, static_k)
             out.append(vp)
     return out
 
@@ -151,44 +152,77 @@ def collapsed_table(verify: RunSummary) -> str | None:
 
 def table_challenge(plan: Plan, arena: Arena, point_id: str, table_k: int | None) -> HeadToHead | None:
     """The duel that says whether the table is wrong at a point: the best static K against what the table runs
-    there. Against the dynamic server where the table drafts a K; against the baseline where it drafts none (a
-    K = 0 range still pays the drafter's pass, so beating it says nothing a table can act on: only a static K
-    that beats serving without speculation does). None where the best static is the table's own K: the two
-    differ only by the dynamic mode's overhead, not by a K."""
+    there (_table_side). None where the best static is the table's own K: the two differ only by the dynamic
+    mode's overhead, not by a K."""
     static_id = plan.best_static.get(point_id)
+    if static_id is None or static_id not in arena.sides or plan.config(static_id).k == table_k:
+        return None
+    against = _table_side(plan, arena, table_k)
+    return arena.duel(static_id, against) if against is not None else None
+
+
+def adaptive_challenge(plan: Plan, arena: Arena, point_id: str, table_k: int | None) -> HeadToHead | None:
+    """The duel that says whether the engine's own adaptive speculation beats the table at a point: the adaptive
+    configuration the sweep measured best there against what the table runs there, as the drafter choice set the
+    two drafters' picks against each other. None where the plan judges the table against none there."""
+    adaptive_id = plan.adaptive.get(point_id)
+    if adaptive_id is None or adaptive_id not in arena.sides:
+        return None
+    against = _table_side(plan, arena, table_k)
+    return arena.duel(adaptive_id, against) if against is not None else None
+
+
+def _table_side(plan: Plan, arena: Arena, table_k: int | None) -> str | None:
+    """What a challenger to the table is set against at a point: the dynamic server where the table drafts a K,
+    the baseline where it drafts none (a K = 0 range still pays the drafter's pass, so beating it says nothing a
+    table can act on: only beating serving without speculation does)."""
     dynamic = next((c for c in plan.configs if c.role is Role.verification), None)
     base = plan.main_baseline
-    if static_id is None or dynamic is None or base is None or static_id not in arena.sides:
-        return None
-    if plan.config(static_id).k == table_k:
+    if dynamic is None or base is None:
         return None
     against = base.id if table_k == 0 else dynamic.id
-    return arena.duel(static_id, against) if against in arena.sides else None
+    return against if against in arena.sides else None
 
 
-def _challenge(vp: VerifyPoint, summary: RunSummary, records: Sequence[RequestRecord], static_k: int) -> None:
-    """Is the table wrong where the engine ran? Notes what the best static K did against it either way."""
+def _challenge(vp: VerifyPoint, summary: RunSummary, records: Sequence[RequestRecord],
+               static_k: int | None) -> None:
+    """Is the table wrong where the engine ran? Notes what the best static K, and the engine's own adaptive
+    speculation where the sweep measured it, did against the table either way."""
     plan = summary.plan
     point = plan.point(vp.point_id)
     arena = Arena.of(summary.configs, records, vp.point_id, headline_metric(point),
                      min_gain=plan.min_gain, indifference=plan.indifference,
                      confidence=decision_confidence(summary, vp.point_id))
     table_k = vp.drafted.expected_k
-    vp.static_k = static_k
-    vp.challenge = table_challenge(plan, arena, vp.point_id, table_k)
+    notes: list[str] = []
+    if static_k is not None:
+        vp.static_k = static_k
+        vp.challenge = table_challenge(plan, arena, vp.point_id, table_k)
+        notes.append(_static_note(vp, arena, static_k, table_k))
+    vp.adaptive_id = plan.adaptive.get(vp.point_id)
+    vp.vs_adaptive = adaptive_challenge(plan, arena, vp.point_id, table_k)
+    if vp.vs_adaptive is not None:
+        if vp.vs_adaptive.outcome == "beats":
+            vp.disagrees = True
+            notes.append(f"the engine's adaptive speculation beats the table here: {vp.vs_adaptive.summary()}")
+        else:
+            notes.append(f"against the engine's adaptive speculation the table holds: {vp.vs_adaptive.summary()}")
+    vp.note = "; ".join(notes)
+
+
+def _static_note(vp: VerifyPoint, arena: Arena, static_k: int, table_k: int | None) -> str:
+    """What the best static K did against the table (setting `disagrees` where it is the table's error)."""
     if vp.challenge is None:
         same = arena.duel(vp.static_id or "", vp.config_id)
-        vp.note = (f"the best static is the table's own K (K={static_k}): {same.summary()}; a difference is the "
-                   "dynamic mode's overhead, not a wrong K")
-    elif vp.challenge.outcome != "beats":
-        vp.note = f"the table holds here: {vp.challenge.summary()}"
-    elif table_k is None:
-        vp.note = (f"{vp.challenge.summary()}, but the engine's batch was not recorded, so the table's K there is "
-                   "unknown")
-    else:
-        vp.disagrees = True
-        at = f"batch {vp.drafted.engine_batch:.1f}" if vp.drafted.engine_batch is not None else "this point"
-        vp.note = f"the table is wrong at {at}: K={static_k} beats its K={table_k} ({vp.challenge.summary()})"
+        return (f"the best static is the table's own K (K={static_k}): {same.summary()}; a difference is the "
+                "dynamic mode's overhead, not a wrong K")
+    if vp.challenge.outcome != "beats":
+        return f"the table holds here: {vp.challenge.summary()}"
+    if table_k is None:
+        return f"{vp.challenge.summary()}, but the engine's batch was not recorded, so the table's K there is unknown"
+    vp.disagrees = True
+    at = f"batch {vp.drafted.engine_batch:.1f}" if vp.drafted.engine_batch is not None else "this point"
+    return f"the table is wrong at {at}: K={static_k} beats its K={table_k} ({vp.challenge.summary()})"
 
 
 def at_point(summary: RunSummary, point_id: str) -> list[PointResult]:

@@ -1,6 +1,8 @@
 """`specmeter verify`: run a sweep's recommended dynamic-SD config on the sweep's own load points,
 interleaved with the baseline and the best static configuration of each point, so the table is judged on
-identical requests measured at the same time, not against numbers taken minutes earlier.
+identical requests measured at the same time, not against numbers taken minutes earlier. Where the sweep also
+measured the engine's own adaptive speculation (an adaptive mode, a confidence floor), the best of it at each point
+runs beside them: the table must beat that too, or the answer is to turn the engine's adaptive mode on.
 
 Verification runs where the table can be wrong: at the points whose decisions the sweep left unsettled. Where
 every head-to-head comparison behind a point's K was settled, more rounds could not change that K at the stated
@@ -21,6 +23,7 @@ import statistics
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
+from specmeter.analysis.drafter_choice import engine_adaptive
 from specmeter.common.errors import InputError
 from specmeter.config.dynamic_k import dynamic_k_at
 from specmeter.data.workload import reload_conversations
@@ -44,6 +47,26 @@ def best_static(rec: DrafterRecommendation, baseline_id: str) -> dict[str, str]:
     """Per measured point, the static configuration with the highest objective there (baseline excluded)."""
     return {pid: top.config_id for seg in rec.segments if (top := top_static(seg, baseline_id)) is not None
             for pid in seg.point_ids}
+
+
+def best_adaptive(rec: Recommendation, configs: Sequence[PlannedConfig], baseline_id: str) -> dict[str, str]:
+    """Per measured point, the engine's own adaptive speculation the table is judged against too: of the drafters
+    whose K the engine varies itself (an adaptive mode, a confidence floor), the configuration with the highest
+    objective there. Empty where the answer's drafter is one of them (there is no table of static Ks to judge)."""
+    best = rec.best
+    if best is None or engine_adaptive(best, configs):
+        return {}
+    found: dict[str, Score] = {}
+    for d in rec.drafters[1:]:
+        if not engine_adaptive(d, configs):
+            continue
+        for seg in d.segments:
+            if (top := top_static(seg, baseline_id)) is None or top.config_id not in d.candidates:
+                continue
+            for pid in seg.point_ids:
+                if pid not in found or (top.value or 0.0) > (found[pid].value or 0.0):
+                    found[pid] = top
+    return {pid: score.config_id for pid, score in found.items()}
 
 
 def round_seconds(source: RunSummary, point_id: str, config_ids: Sequence[str]) -> float | None:
@@ -137,9 +160,12 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
         return round_seconds(source, pid, [base.id, static, static]) if static is not None else None
 
     run, carried, proof = where_to_verify(drafter, base.id, [p.id for p in measured], every_point, futile, cost)
-    # Each static runs where it is judged against the table: a static best only at carried points never starts.
+    # Each static runs where it is judged against the table: a static best only at carried points never starts;
+    # so does the engine's adaptive mode the sweep measured best at each point run.
     against = {p: c for p, c in statics_at.items() if p in run}
-    statics = [plan.config(cid) for cid in drafter.candidates if cid in set(against.values())]
+    adaptive = {p: c for p, c in best_adaptive(rec, plan.configs, base.id).items() if p in run}
+    judged = {*against.values(), *adaptive.values()}
+    statics = [c for c in plan.configs if c.id in judged]
     if endpoint is None and not base.engine.launch:
         raise InputError(f"{where}: the sweep attached to running servers, so specmeter cannot launch the dynamic "
                          "config; start a server with the recommended --speculative-config and pass --endpoint URL")
@@ -157,8 +183,8 @@ def verify_plan(source: RunSummary, rec: Recommendation, where: str, *, endpoint
     load = plan.load.measuring_again([p for p in measured if p.id in run])
     load = load.with_precision(interleave=True, repeats=reps, default="fixed" if proof else "adaptive")
     return Plan(kind="verify", configs=[base, *statics, dynamic], load=load, repeats=reps, interleave=True,
-                workload=plan.workload, best_static=against, carried=carried, proof=proof, min_gain=rec.min_gain,
-                indifference=indifference_for(rec.min_gain, rec.indifference))
+                workload=plan.workload, best_static=against, adaptive=adaptive, carried=carried, proof=proof,
+                min_gain=rec.min_gain, indifference=indifference_for(rec.min_gain, rec.indifference))
 
 
 def verify_execution(source_dir: Path, source: RunSummary, rec: Recommendation, *, endpoint: str | None = None,

@@ -4,7 +4,7 @@ head-to-head comparisons behind each choice, how many rounds each point took, an
 from __future__ import annotations
 
 from specmeter.report.grid import Grid, fmt, grid, point_label, ratio_text
-from specmeter.schemas.analysis import VerifyPoint
+from specmeter.schemas.analysis import HeadToHead, VerifyPoint
 from specmeter.schemas.results import RunSummary
 
 
@@ -55,8 +55,8 @@ def verification_table(summary: RunSummary) -> Grid | None:
     rows = summary.analysis.verification
     if not rows and not summary.plan.carried:
         return None
-    t = grid("The dynamic config, run: against the baseline and the sweep's best static config at each point "
-             "(same requests, interleaved)",
+    t = grid("The dynamic config, run: against the baseline and the sweep's best static config at each point, and "
+             "the engine's own adaptive mode where the sweep measured it (same requests, interleaved)",
              ("point", "engine batch", "table K", "drafted K (steps)", "followed", "vs baseline tok/s",
               "vs baseline TPOT", "best static", "vs static tok/s", "vs static TPOT", "the table"),
              left={"point", "drafted K (steps)", "followed", "best static", "the table"}, no_wrap={"best static"})
@@ -76,24 +76,34 @@ def verification_table(summary: RunSummary) -> Grid | None:
 
 
 def _judgement(v: VerifyPoint) -> str:
-    """Does the table hold at this point, head to head against the best static K (and does acceptance recover
-    after its K = 0 steps)?"""
-    verdict = _head_to_head(v)
+    """Does the table hold at this point, head to head against the best static K and the engine's own adaptive
+    speculation (and does acceptance recover after its K = 0 steps)?"""
+    verdicts = [_head_to_head(v), *([_against_adaptive(v.vs_adaptive)] if v.vs_adaptive is not None else [])]
     if v.recovery is not None and v.recovery.recovered is False:
-        return f"{verdict}; {v.recovery.note}"
-    return verdict
+        verdicts.append(v.recovery.note)
+    return "; ".join(verdicts)
 
 
 def _head_to_head(v: VerifyPoint) -> str:
     if v.challenge is None:
         return "-"
-    if v.disagrees:
-        return f"WRONG: K={v.static_k} beats K={v.drafted.expected_k}"
     if v.challenge.outcome == "beats":
+        if v.drafted.expected_k is not None:
+            return f"WRONG: K={v.static_k} beats K={v.drafted.expected_k}"
         return "holds (same K wins: the dynamic mode's cost)"
-    if v.challenge.outcome == "tie":
-        return f"holds (a tie, {v.challenge.at_most()})"
-    return "holds" if v.challenge.outcome == "does_not_beat" else "holds (not settled)"
+    return _holds(v.challenge)
+
+
+def _against_adaptive(h: HeadToHead) -> str:
+    if h.outcome == "beats":
+        return f"WRONG: the engine's adaptive mode ({h.config_id}) beats it"
+    return f"{_holds(h)} against the engine's adaptive mode ({h.config_id})"
+
+
+def _holds(h: HeadToHead) -> str:
+    if h.outcome == "tie":
+        return f"holds (a tie, {h.at_most()})"
+    return "holds" if h.outcome == "does_not_beat" else "holds (not settled)"
 
 
 def sampling_table(summary: RunSummary) -> Grid | None:

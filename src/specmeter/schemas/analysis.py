@@ -231,8 +231,15 @@ class VerifyPoint(BaseModel):
     static_k: int | None = Field(default=None, description="The K of the best static configuration.")
     challenge: HeadToHead | None = Field(default=None, description="The best static against the dynamic table, "
                                          "head to head (beats: the static wins by more than the minimum gain).")
+    adaptive_id: str | None = Field(default=None, description="The engine's own adaptive speculation the sweep "
+                                    "measured best at this point, which the table is judged against too (None: the "
+                                    "sweep measured none).")
+    vs_adaptive: HeadToHead | None = Field(default=None, description="That adaptive configuration against the "
+                                           "table, head to head (beats: the engine's adaptive mode wins by more "
+                                           "than the minimum gain).")
     disagrees: bool = Field(default=False, description="A static K other than the table's beat the table at the "
-                            "batch the engine ran: the table is wrong there.")
+                            "batch the engine ran, or the engine's adaptive speculation beat it: the table is wrong "
+                            "there.")
     recovery: RecoveryCheck | None = Field(default=None, description="Where the table has a K = 0 range and steps "
                                            "drafted nothing here: whether acceptance came back after them.")
     note: str = ""

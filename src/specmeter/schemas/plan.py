@@ -125,6 +125,9 @@ class Plan(BaseModel):
     best_static: dict[str, str] = Field(default_factory=dict, description="verify: per point id, the static "
                                         "configuration the sweep found best there, which the dynamic one is judged "
                                         "against.")
+    adaptive: dict[str, str] = Field(default_factory=dict, description="verify: per point id, the engine's own "
+                                     "adaptive mode (or confidence floor) the sweep measured best there, which the "
+                                     "dynamic table is judged against too (empty: the sweep measured none).")
     carried: dict[str, str] = Field(default_factory=dict, description="verify: the sweep's points not run again, "
                                     "each with why: every decision behind the table's K there was settled (or its "
                                     "open ones stopped for futility), so the sweep's paired evidence stands for it.")
@@ -166,9 +169,10 @@ class Plan(BaseModel):
                                  "engine or speculative config")
             if c.matched_random is not None and c.matched_random.source_config not in ids:
                 raise ValueError(f"{c.id}: matched_random source {c.matched_random.source_config} is not in the plan")
-        for point_id, config_id in self.best_static.items():
-            if config_id not in ids:
-                raise ValueError(f"best_static names {config_id} at {point_id}, which is not in the plan")
+        for name, judged in (("best_static", self.best_static), ("adaptive", self.adaptive)):
+            for point_id, config_id in judged.items():
+                if config_id not in ids:
+                    raise ValueError(f"{name} names {config_id} at {point_id}, which is not in the plan")
         for config_id in self.runs_at:
             if config_id not in ids:
                 raise ValueError(f"runs_at names {config_id}, which is not in the plan")
@@ -184,13 +188,13 @@ class Plan(BaseModel):
         return list(dict.fromkeys(p.input_len for p in self.points)) or [None]
 
     def runs(self, config: PlannedConfig, point_id: str) -> bool:
-        """Whether the configuration runs at the point. A verify plan runs a static configuration only where
-        it is the best static (the only place it is judged against); a proposal plan runs each configuration
-        where its runs_at says; everything else runs everywhere."""
+        """Whether the configuration runs at the point. A verify plan runs a static configuration (or an adaptive
+        one) only where the table is judged against it; a proposal plan runs each configuration where its runs_at
+        says; everything else runs everywhere."""
         if config.id in self.runs_at:
             return point_id in self.runs_at[config.id]
-        judged = set(self.best_static.values())
-        return config.id not in judged or self.best_static.get(point_id) == config.id
+        judged = {*self.best_static.values(), *self.adaptive.values()}
+        return config.id not in judged or config.id in (self.best_static.get(point_id), self.adaptive.get(point_id))
 
     def config(self, config_id: str) -> PlannedConfig:
         return next(c for c in self.configs if c.id == config_id)

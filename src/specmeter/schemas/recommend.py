@@ -195,8 +195,9 @@ class Recommendation(BaseModel):
     notes: list[str] = Field(default_factory=list)
     round: int = Field(default=1, ge=1, description="1: from the sweep; n > 1: corrected after n - 1 verifications.")
     verification: VerificationState = Field(
-        default="not run", description="held: no static K beat the table at any verified point; disagreed: one "
-        "did, and a corrected table follows; kept: one did, but decided again on the pooled evidence of sweep and "
+        default="not run", description="held: no static K (nor the engine's adaptive mode, where the sweep "
+        "measured it) beat the table at any verified point; disagreed: one did, and a corrected table follows; kept: "
+        "one did, but decided again on the pooled evidence of sweep and "
         "verification the table stands; ignored: the engine drafted the table's largest K everywhere, as a static "
         "K, so nothing verified the table (a failed verification); collapsed: acceptance did not come back after the "
         "table's K = 0 steps (a failed verification).")
