@@ -7,12 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specmeter.common.errors import InputError, SpecmeterError
 from specmeter.config.endpoints import Endpoint
-from specmeter.config.files import build_model, load_yaml, parse_spec_json, sections_over
-from specmeter.config.models import EngineSpec, LoadSpec, SpecConfig
+from specmeter.config.run import run_settings
 from specmeter.config.schedule import Schedule
-from specmeter.config.workload import WorkloadSpec
 from specmeter.data.matched import vocab_from_model
 from specmeter.data.selection import output_policy
 from specmeter.data.workload import load_conversations
@@ -46,53 +43,10 @@ class RunRequest:
     vocab_size: int | None = None
 
 
-@dataclass(frozen=True)
-class PlanInputs:
-    """What `run` measures with: the file's sections with the flags over them, validated."""
-
-    engine: EngineSpec
-    spec: SpecConfig
-    workload: WorkloadSpec
-    load: LoadSpec
-
-
-def build_plan_inputs(
-    config_file: Path | None,
-    cli_engine: dict[str, Any],
-    cli_spec: str | None,
-    cli_load: dict[str, Any],
-    cli_workload: dict[str, Any] | None = None,
-) -> PlanInputs:
-    """Merge a YAML config (sections engine/spec/workload/load) with CLI flags (flags win over the file, the file
-    over the fields' defaults), then validate."""
-    raw: dict[str, Any] = load_yaml(config_file) if config_file else {}
-    where = str(config_file) if config_file else "command line"
-    unknown = set(raw) - {"engine", "spec", "workload", "load"}
-    if unknown:
-        raise SpecmeterError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}; use engine, spec, workload "
-                             "and load")
-    given = {"workload": cli_workload or {}, "load": cli_load, "engine": cli_engine}
-    laid = sections_over(raw, given, where)
-    workload, load, engine = laid.workload, laid.load, laid.engine
-    if workload.lengths:  # named as it was given: the flag, else the file's key
-        said = (f"--input-len {','.join(map(str, workload.lengths))}" if "input_len" in given["workload"] else
-                f"{where}: workload.input_len {workload.lengths}")
-        raise InputError(f"{said}: run keeps the dataset's prompts in a range (a sweep file's workload.input_len "
-                         "makes lengths an axis); give LO:HI, e.g. 0:512")
-    if load.search:
-        said = "--concurrency auto" if "concurrency" in cli_load else f"{where}: load.{load.search[0].key} auto"
-        raise InputError(f"{said}: run has no load search; give levels like 1,4,16 (`specmeter sweep` takes auto)")
-    if cli_spec is not None:
-        spec = parse_spec_json(cli_spec)
-    else:
-        spec = build_model(SpecConfig, raw.get("spec") or {}, f"{where}: spec")
-    return PlanInputs(engine, spec, workload, load)
-
-
 def run(req: RunRequest, term: Terminal) -> None:
     """Validate everything before a server starts, load the workload, plan, and measure into a new run
     directory under `req.out`."""
-    inputs = build_plan_inputs(req.config_file, req.engine, req.spec_json, req.load, req.workload)
+    inputs = run_settings(req.config_file, req.engine, req.spec_json, req.load, req.workload)
     eng, sp, ld, w = inputs.engine, inputs.spec, inputs.load, inputs.workload
     notes = []
     if eng.launch:

@@ -183,13 +183,13 @@ def test_top_p_is_one_field_from_the_command_line_to_the_request(monkeypatch: py
     asked: dict[str, Any] = {}
     monkeypatch.setattr("specmeter.workflows.run.run", lambda req, term: asked.setdefault("run", req))
     assert CliRunner().invoke(app, ["run", "--model", "m", "--top-p", "0.9"]).exit_code == 0
-    from specmeter.workflows.run import build_plan_inputs
+    from specmeter.config.run import run_settings
 
-    load = build_plan_inputs(None, {"model": "m"}, None, asked["run"].load).load
+    load = run_settings(None, {"model": "m"}, None, asked["run"].load).load
     assert load.top_p == 0.9
     assert build_request(Conversation(id="c", turns=["hi"]), 0, [], load, "m").body["top_p"] == 0.9
     with pytest.raises(InputError, match="top_p"):
-        build_plan_inputs(None, {"model": "m"}, None, {"top_p": 1.5})
+        run_settings(None, {"model": "m"}, None, {"top_p": 1.5})
 
 
 def test_load_points_given_as_flags_replace_the_files_in_run_and_sweep(monkeypatch: pytest.MonkeyPatch,
@@ -197,7 +197,7 @@ def test_load_points_given_as_flags_replace_the_files_in_run_and_sweep(monkeypat
     """--concurrency is one field's flag (LoadSpec's shorthand): its text read once at the command line, the points
     made by the model; over a file, the points given replace the file's, in run and sweep alike, and auto (a load
     search) interleaves the sweep as the file's own would."""
-    from specmeter.workflows.run import build_plan_inputs
+    from specmeter.config.run import run_settings
     from specmeter.workflows.sweep import sweep_spec
 
     asked: dict[str, Any] = {}
@@ -210,7 +210,7 @@ def test_load_points_given_as_flags_replace_the_files_in_run_and_sweep(monkeypat
     assert runner.invoke(app, ["run", "--config", str(tmp_path / "run.yaml"), "--concurrency", "2,8"]).exit_code == 0
     assert runner.invoke(app, ["sweep", str(tmp_path / "sweep.yaml"), "--concurrency", "auto"]).exit_code == 0
     assert asked["run"].load["concurrency"] == [2, 8]  # read once, as a file gives it
-    run_load = build_plan_inputs(tmp_path / "run.yaml", {}, None, asked["run"].load).load
+    run_load = run_settings(tmp_path / "run.yaml", {}, None, asked["run"].load).load
     assert [p.id for p in run_load.points] == ["c2", "c8"]
     spec = sweep_spec(asked["sweep"])
     assert [s.axis for s in spec.load.search] == ["concurrency"] and spec.interleave
@@ -218,13 +218,13 @@ def test_load_points_given_as_flags_replace_the_files_in_run_and_sweep(monkeypat
 
 
 def test_a_load_search_is_refused_where_the_command_has_none(tmp_path: Path) -> None:
-    from specmeter.workflows.run import build_plan_inputs
+    from specmeter.config.run import run_settings
 
     with pytest.raises(InputError, match=r"^--concurrency auto: run has no load search"):
-        build_plan_inputs(None, {"model": "m"}, None, {"concurrency": "auto"})
+        run_settings(None, {"model": "m"}, None, {"concurrency": "auto"})
     (tmp_path / "run.yaml").write_text("engine: {model: m}\nload: {concurrency: auto}\n")
     with pytest.raises(InputError, match=r"run.yaml: load.concurrency auto: run has no load search"):
-        build_plan_inputs(tmp_path / "run.yaml", {}, None, {})
+        run_settings(tmp_path / "run.yaml", {}, None, {})
     result = CliRunner().invoke(app, ["demo", "--concurrency", "auto", "--out", str(tmp_path)])
     assert isinstance(result.exception, InputError) and "demo has no load search" in str(result.exception)
 
@@ -233,20 +233,20 @@ def test_top_k_is_one_field_from_the_command_line_and_the_file_to_the_request(tm
     """A load setting added as one field: a file key and a flag of run and sweep (flag over file), its help the
     field's, refused out of bounds naming the key, sent by the client, and compared between runs."""
     from specmeter.analysis.compare import LOAD_FIELDS
+    from specmeter.config.run import run_settings
     from specmeter.data.model import Conversation
     from specmeter.load.requests import build_request
-    from specmeter.workflows.run import build_plan_inputs
 
     described = LoadSpec.model_fields["top_k"].description
     assert options("run")["--top-k"].help == options("sweep")["--top-k"].help == described
     (tmp_path / "run.yaml").write_text("engine: {model: m}\nload: {top_k: 20}\n")
-    assert build_plan_inputs(tmp_path / "run.yaml", {}, None, {}).load.top_k == 20
-    load = build_plan_inputs(tmp_path / "run.yaml", {}, None, {"top_k": 5}).load
+    assert run_settings(tmp_path / "run.yaml", {}, None, {}).load.top_k == 20
+    load = run_settings(tmp_path / "run.yaml", {}, None, {"top_k": 5}).load
     assert build_request(Conversation(id="c", turns=["hi"]), 0, [], load, "m").body["top_k"] == 5
     assert "top_k" not in build_request(Conversation(id="c", turns=["hi"]), 0, [], LoadSpec(), "m").body
     assert "top_k" in LOAD_FIELDS  # two runs sampled differently are not the same workload
     with pytest.raises(InputError, match="top_k"):
-        build_plan_inputs(None, {"model": "m"}, None, {"top_k": 0})
+        run_settings(None, {"model": "m"}, None, {"top_k": 0})
 
 
 def test_run_and_sweep_both_take_the_baseline_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
