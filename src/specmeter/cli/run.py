@@ -18,7 +18,7 @@ from specmeter.config.drafts import Drafts
 from specmeter.config.endpoints import BaselineServer
 from specmeter.config.models import LoadSpec
 from specmeter.config.output import RunOutput
-from specmeter.config.run import RunOptions
+from specmeter.config.run import RunOptions, run_settings
 from specmeter.config.schedule import Schedule
 from specmeter.config.tune import Tuning
 
@@ -92,8 +92,7 @@ def run(
 
     one_spec = parse.once(drafts.get("spec"), "--spec", "run measures one speculative config (`specmeter sweep` takes several)")
     workflow.run(workflow.RunRequest(
-        config_file=asked.config, engine=engine, spec_json=one_spec, load=load, out=output.out, name=output.name,
-        workload=workload,
+        settings=run_settings(asked.config, engine, one_spec, load, workload), out=output.out, name=output.name,
         baseline=asked.baseline, baseline_endpoint=server.baseline_endpoint, schedule=validated(Schedule, schedule),
         api_key=access.api_key, command=command_line(),
         compare_random=asked.compare_random, vocab_size=asked.vocab_size,

@@ -74,10 +74,12 @@ def sweep(
                                    repeats=schedule.get("repeats"),
                                    api_key=key, command=command_line())
     decided = {name: value for name, value in criteria.items() if name != "objective"}  # min_gain, indifference
-    workflow.sweep(workflow.SweepRequest(out=output.out, file=file, flags=drafts, top={**schedule, **decided, **top},
-                                         name=output.name, engine=engine, api_key=key, load=load, workload=workload,
-                                         dry_run=where.dry_run, command=command_line(),
-                                         verify=checks, propose=proposals, slurm=slurm), terminal())
+    request = workflow.SweepRequest(
+        spec=workflow.sweep_spec(file, drafts, {"engine": engine, "workload": workload, "load": load},
+                                 {**schedule, **decided, **top}),
+        out=output.out, gpus_given="gpus" in top, name=output.name, api_key=key, dry_run=where.dry_run,
+        command=command_line(), verify=checks, propose=proposals, slurm=slurm)
+    workflow.sweep(request, terminal())
 
 
 def slurm_job(

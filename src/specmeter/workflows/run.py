@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from specmeter.config.endpoints import Endpoint
-from specmeter.config.run import run_settings
+from specmeter.config.run import RunSettings
 from specmeter.config.schedule import Schedule
 from specmeter.data.matched import vocab_from_model
 from specmeter.data.selection import output_policy
@@ -23,16 +22,12 @@ from specmeter.workflows.terminal import Terminal
 
 @dataclass(frozen=True)
 class RunRequest:
-    """What `run` was asked, parsed: flag values are None where the flag was not given (the file's, or the
-    default, then holds)."""
+    """What `run` was asked: the settings it measures with, resolved and validated (config/run.py `run_settings`:
+    the flags over the file over the defaults), and where and how to run them."""
 
-    config_file: Path | None
-    engine: dict[str, Any]  # EngineSpec keys
-    spec_json: str | None
-    load: dict[str, Any]  # LoadSpec keys
+    settings: RunSettings
     out: Path
     name: str | None = None
-    workload: dict[str, Any] = field(default_factory=dict)  # WorkloadSpec keys
     baseline: bool = True
     baseline_endpoint: Endpoint | None = None
     schedule: Schedule = field(default_factory=Schedule)  # --repeats, --interleave
@@ -44,10 +39,9 @@ class RunRequest:
 
 
 def run(req: RunRequest, term: Terminal) -> None:
-    """Validate everything before a server starts, load the workload, plan, and measure into a new run
+    """Check the local models before a server starts, load the workload, plan, and measure into a new run
     directory under `req.out`."""
-    inputs = run_settings(req.config_file, req.engine, req.spec_json, req.load, req.workload)
-    eng, sp, ld, w = inputs.engine, inputs.spec, inputs.load, inputs.workload
+    eng, sp, ld, w = req.settings.engine, req.settings.spec, req.settings.load, req.settings.workload
     notes = []
     if eng.launch:
         check_local_models(eng, sp)

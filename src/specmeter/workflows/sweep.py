@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,27 +42,22 @@ from specmeter.workflows.verify import DeployAnswer, VerifyRequest, answering, r
 
 @dataclass(frozen=True)
 class SweepRequest:
-    """What `sweep` was asked: a file or the flags, what overrides both, where the run directory goes, and
-    with `verify` set, how to verify the table the sweep gives."""
+    """What `sweep` was asked: the sweep, resolved and validated (`sweep_spec`: the flags over the file or the
+    shorthand, over the defaults), where the run directory goes, and with `verify` set, how to verify the table the
+    sweep gives."""
 
+    spec: SweepSpec
     out: Path
-    file: Path | None = None
-    flags: Drafts = field(default_factory=Drafts)  # the shorthand --spec '{...}' --k 1,2,4
-    # The sweep file's top-level settings given as flags, over the file's: repeats, interleave, min_gain,
-    # indifference, ceiling, gpus.
-    top: dict[str, Any] = field(default_factory=dict)
+    gpus_given: bool = False  # --gpus on the command line (where the sweep's GPUs came from, for its one line)
     name: str | None = None
     api_key: str | None = None
     command: list[str] = field(default_factory=list)
     verify: VerifyRequest | None = None
     propose: ProposeRequest | None = None  # with `verify`: the proposed Ks measured before round 1 (None: none)
-    engine: dict[str, Any] = field(default_factory=dict)  # EngineSpec settings given as flags, over the file's
-    workload: dict[str, Any] = field(default_factory=dict)  # WorkloadSpec settings given as flags, over the file's
-    load: dict[str, Any] = field(default_factory=dict)  # LoadSpec settings given as flags, over the file's
     slurm: SlurmOptions | None = None  # --executor slurm: run the plan as Slurm jobs (None: here)
     dry_run: bool = False  # print the servers and their placement, start nothing
 
-    def __post_init__(self) -> None:  # what the request cannot ask together, before any file is read
+    def __post_init__(self) -> None:  # what the request cannot ask together, before anything is planned
         if self.propose is not None and self.verify is None:
             raise InputError("--propose measures the Ks the step-cost model proposes in the tune loop that --verify "
                              "runs on the sweep's servers: add --verify (or drop --propose)")
@@ -69,12 +65,12 @@ class SweepRequest:
             raise InputError("--verify runs the recommended config on the sweep's servers, which end with their "
                              "Slurm jobs; sweep on Slurm without --verify, then `specmeter verify RUN_DIR` where a "
                              "server can run")
-        if self.slurm is not None and "gpus" in self.top:
+        if self.slurm is not None and self.gpus_given:
             raise InputError("--gpus names GPUs of this machine; on Slurm each job places its servers on the GPUs of "
                              "its own allocation: drop --gpus (ask for them with --gpus-per-job)")
 
 
-def sweep_from_flags(flags: Drafts, engine: dict[str, Any]) -> SweepSpec:
+def sweep_from_flags(flags: Drafts, engine: Mapping[str, Any]) -> SweepSpec:
     """The sweep file the shorthand flags (and the engine's settings given) stand for, validated as one."""
     if not engine.get("model") or not flags.spec:
         raise InputError("sweep: give a sweep file, or --model and at least one --spec (with --k for several K)")
@@ -93,31 +89,37 @@ def sweep_from_flags(flags: Drafts, engine: dict[str, Any]) -> SweepSpec:
     return spec
 
 
-def sweep_spec(req: SweepRequest) -> SweepSpec:
-    """The sweep as asked: the file or the flags, with the top-level settings given as flags over them."""
-    if req.file is not None:
-        if req.flags.given() or req.engine.get("model"):
-            raise InputError(f"{req.file}: give the sweep either as a file or as --model/--spec/--k flags, not both")
-        sw = read_sweep_file(req.file)
+def sweep_spec(file: Path | None, drafts: Drafts | None = None, given: Mapping[str, Mapping[str, Any]] | None = None,
+               top: Mapping[str, Any] | None = None) -> SweepSpec:
+    """The sweep as asked, in one resolution: the sweep file, or the shorthand flags (`drafts` and the engine's
+    model); the engine, workload and load settings `given` as flags over its sections, and the top-level ones
+    (`top`: repeats, interleave, min_gain, indifference, ceiling, gpus, baseline_endpoint) over its keys; the flags
+    win, then the file, then the fields' defaults."""
+    drafts, given, top = drafts or Drafts(), given or {}, top or {}
+    engine = given.get("engine", {})
+    if file is not None:
+        if drafts.given() or engine.get("model"):
+            raise InputError(f"{file}: give the sweep either as a file or as --model/--spec/--k flags, not both")
+        sw = read_sweep_file(file)
     else:
-        sw = sweep_from_flags(req.flags, req.engine)
-    gain, zone = check_min_gain(req.top.get("min_gain")), req.top.get("indifference")
+        sw = sweep_from_flags(drafts, engine)
+    gain, zone = check_min_gain(top.get("min_gain")), top.get("indifference")
     # The file's zone counts too: a --min-gain above it needs a wider --indifference.
     check_indifference(sw.indifference if zone is None else zone, sw.min_gain if gain is None else gain)
-    where = str(req.file) if req.file is not None else "command line"
-    laid = sections_over(sw, {"engine": req.engine, "workload": req.workload, "load": req.load}, where)
+    where = str(file) if file is not None else "command line"
+    laid = sections_over(sw, given, where)
     sections = {"engine": laid.engine, "workload": laid.workload, "load": laid.load}
-    return laid_over(SweepSpec, sw, {**sections, **req.top}, where)  # validated once more as a whole: a search
+    return laid_over(SweepSpec, sw, {**sections, **top}, where)  # validated once more as a whole: a search
     # given as a flag interleaves the sweep, as one in the file does
 
 
 def sweep(req: SweepRequest, term: Terminal) -> None:
-    """Validate everything before a server starts, measure the sweep into a new run directory, and with
+    """Check what the sweep's servers need before one starts, measure the sweep into a new run directory, and with
     `req.verify` measure the Ks the step-cost model proposes (`req.propose`), recommend and verify on the same
     servers (one JSON document for all of it under --json)."""
-    sw = sweep_spec(req)
+    sw = req.spec
     # On Slurm the GPUs are those of each job's allocation, known only there: each job places its own servers.
-    placement = None if req.slurm is not None else sweep_placement(sw, "gpus" in req.top)
+    placement = None if req.slurm is not None else sweep_placement(sw, req.gpus_given)
     if req.verify is not None:  # refused before the sweep, not after it
         refuse_unverifiable(sw, placement)
     ex = prepared(sw, placement, req, term)

@@ -149,7 +149,8 @@ def one_line_error(res: subprocess.CompletedProcess[str]) -> str:
     (["compare", "a", "b", "--check", "--max-al-drop", "2"], "--max-al-drop 2: a bare number is a fraction"),
     (["compare", "a", "b", "--max-al-drop", "2%"], "--max-al-drop bound --check"),
     (["report", "r", "-q", "-v"], "-q/--quiet and -v/--verbose together"),
-    (["sweep", "--propose", "2"], "--propose measures the Ks the step-cost model proposes"),
+    (["sweep", "--model", "m", "--spec", '{"method": "ngram"}', "-k", "2", "--propose", "2"],
+     "--propose measures the Ks the step-cost model proposes"),
     (["demo", "--propose-k", "6-1"], "--propose-k 6-1: K runs from 1, and LOW is at most HIGH"),
 ])
 def test_a_malformed_flag_value_is_one_line_naming_the_flag(args: list[str], says: str) -> None:

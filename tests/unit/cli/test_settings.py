@@ -136,13 +136,12 @@ def test_a_flag_reaches_the_run_and_the_sweep_over_their_files(monkeypatch: pyte
                   "--tokenizer", "t"]):
         result = runner.invoke(app, argv)
         assert result.exit_code == 0, result.output
-    run_load = asked["run"].load
-    assert run_load["temperature"] == 0.7 and run_load["stop_at_saturation"] is False and run_load["duration_s"] == 3
-    assert "warmup" not in run_load  # not given: the file's, else the field's default, holds
-    assert asked["run"].engine == {"model": "m", "env": {"A": "1", "B": "2"}}  # KEY=VALUE items, as the field takes
-    from specmeter.workflows.sweep import sweep_spec
-
-    spec = sweep_spec(asked["sweep"])
+    run_load = asked["run"].settings.load  # resolved and validated before the workflow runs
+    assert run_load.temperature == 0.7 and run_load.stop_at_saturation is False and run_load.duration_s == 3
+    assert run_load.warmup == LoadSpec().warmup  # not given: the field's default holds
+    run_engine = asked["run"].settings.engine
+    assert run_engine.model == "m" and run_engine.env == {"A": "1", "B": "2"}  # KEY=VALUE items, as the field takes
+    spec = asked["sweep"].spec  # resolved and validated before the workflow runs
     assert spec.load.temperature == 0.7 and not spec.load.stop_at_saturation  # the flags over the file
     assert spec.load.warmup == 1  # the file's, where no flag was given
     assert spec.load.num_prompts == 7 and spec.workload.num_prompts is None  # over workload.num_prompts too
@@ -163,9 +162,7 @@ def test_run_and_sweep_shape_request_rate_points_alike(monkeypatch: pytest.Monke
     result = CliRunner().invoke(app, ["sweep", str(tmp_path / "sweep.yaml"), "--arrival", "gamma", "--burstiness",
                                       "0.5", "--max-concurrency", "4"])
     assert result.exit_code == 0, result.output
-    from specmeter.workflows.sweep import sweep_spec
-
-    assert [p.id for p in sweep_spec(asked["sweep"]).load.points] == ["c1", "r2-gamma0.5-cap4"]
+    assert [p.id for p in asked["sweep"].spec.load.points] == ["c1", "r2-gamma0.5-cap4"]
 
 
 def test_a_wrong_value_is_refused_by_the_field_in_one_line(tmp_path: Path) -> None:
@@ -185,7 +182,7 @@ def test_top_p_is_one_field_from_the_command_line_to_the_request(monkeypatch: py
     assert CliRunner().invoke(app, ["run", "--model", "m", "--top-p", "0.9"]).exit_code == 0
     from specmeter.config.run import run_settings
 
-    load = run_settings(None, {"model": "m"}, None, asked["run"].load).load
+    load = asked["run"].settings.load
     assert load.top_p == 0.9
     assert build_request(Conversation(id="c", turns=["hi"]), 0, [], load, "m").body["top_p"] == 0.9
     with pytest.raises(InputError, match="top_p"):
@@ -197,8 +194,6 @@ def test_load_points_given_as_flags_replace_the_files_in_run_and_sweep(monkeypat
     """--concurrency is one field's flag (LoadSpec's shorthand): its text read once at the command line, the points
     made by the model; over a file, the points given replace the file's, in run and sweep alike, and auto (a load
     search) interleaves the sweep as the file's own would."""
-    from specmeter.config.run import run_settings
-    from specmeter.workflows.sweep import sweep_spec
 
     asked: dict[str, Any] = {}
     monkeypatch.setattr("specmeter.workflows.run.run", lambda req, term: asked.setdefault("run", req))
@@ -209,10 +204,8 @@ def test_load_points_given_as_flags_replace_the_files_in_run_and_sweep(monkeypat
     runner = CliRunner()
     assert runner.invoke(app, ["run", "--config", str(tmp_path / "run.yaml"), "--concurrency", "2,8"]).exit_code == 0
     assert runner.invoke(app, ["sweep", str(tmp_path / "sweep.yaml"), "--concurrency", "auto"]).exit_code == 0
-    assert asked["run"].load["concurrency"] == [2, 8]  # read once, as a file gives it
-    run_load = run_settings(tmp_path / "run.yaml", {}, None, asked["run"].load).load
-    assert [p.id for p in run_load.points] == ["c2", "c8"]
-    spec = sweep_spec(asked["sweep"])
+    assert [p.id for p in asked["run"].settings.load.points] == ["c2", "c8"]
+    spec = asked["sweep"].spec
     assert [s.axis for s in spec.load.search] == ["concurrency"] and spec.interleave
     assert [p.id for p in spec.load.points] == ["c1", "c8", "c64"]  # the search's start points, not the file's
 
@@ -260,6 +253,4 @@ def test_run_and_sweep_both_take_the_baseline_endpoint(monkeypatch: pytest.Monke
         result = CliRunner().invoke(app, argv)
         assert result.exit_code == 0, result.output
     assert asked["run"].baseline_endpoint == base
-    from specmeter.workflows.sweep import sweep_spec
-
-    assert sweep_spec(asked["sweep"]).baseline_endpoint == base
+    assert asked["sweep"].spec.baseline_endpoint == base

@@ -38,7 +38,7 @@ from specmeter.plans.sweep import SweepSpec, read_sweep_file
 from specmeter.rundir.store import load_summary
 from specmeter.schemas.plan import WorkloadSelection
 from specmeter.schemas.search import Bracket
-from specmeter.workflows.sweep import SweepRequest, sweep_spec
+from specmeter.workflows.sweep import sweep_spec
 
 LAUNCH = {"model": "/models/target"}
 STORED = Path(__file__).resolve().parents[2] / "fixtures" / "runs" / "20261123-180233-demo"
@@ -326,8 +326,8 @@ def test_compare_workloads_refuses_a_search() -> None:
 
 def test_the_sweep_shorthand_takes_concurrency_auto(tmp_path: Path) -> None:
     flags = Drafts(spec=['{"method": "ngram"}'], k=[2, 4])
-    sw = sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine={"model": "/models/target"},
-                                 load={"concurrency": levels_or_auto("auto")}))
+    sw = sweep_spec(None, flags, {"engine": {"model": "/models/target"},
+                                  "load": {"concurrency": levels_or_auto("auto")}})
     assert [s.axis for s in sw.load.search] == ["concurrency"] and sw.interleave
     assert levels_or_auto("1,4") == [1, 4]
 

@@ -22,7 +22,7 @@ from specmeter.rundir.run_data import load_run
 from specmeter.rundir.store import load_summary
 from specmeter.schemas.planner import Calibration
 from specmeter.workflows.resume import resume
-from specmeter.workflows.sweep import SweepRequest, sweep
+from specmeter.workflows.sweep import SweepRequest, sweep, sweep_spec
 from specmeter.workflows.terminal import Terminal
 
 pytestmark = pytest.mark.timeout(600)
@@ -57,7 +57,7 @@ def test_an_auto_sweep_brackets_the_crossover_and_a_resume_goes_on_searching(tmp
                      "max_tokens": 32, "warmup": 0, "precision": "fixed"}}), encoding="utf-8")
         killed = KilledAfterChoosing()
         with pytest.raises(RunIncomplete):
-            sweep(SweepRequest(out=tmp_path, file=sweep_file, name="auto"), terminal(killed))
+            sweep(SweepRequest(sweep_spec(sweep_file), tmp_path, name="auto"), terminal(killed))
         run_dir = tmp_path / "auto"
         stopped = load_summary(run_dir)
         (first,) = stopped.load_search

@@ -20,7 +20,7 @@ from specmeter.report.console import VERBOSE, ConsoleOutput
 from specmeter.rundir.run_data import load_run
 from specmeter.rundir.store import RunStore, load_summary
 from specmeter.workflows.resume import resume
-from specmeter.workflows.sweep import SweepRequest, sweep
+from specmeter.workflows.sweep import SweepRequest, sweep, sweep_spec
 from specmeter.workflows.terminal import Terminal
 
 pytestmark = pytest.mark.timeout(300)
@@ -54,7 +54,7 @@ def test_a_listed_ramp_stops_past_the_engines_capacity_and_says_why(tmp_path: Pa
         file = sweep_file(tmp_path, base, sd, {"concurrency": [1, 2, 4, 8, 16],
                                                "slo": {"ttft_ms": 60_000, "e2e_ms": 60_000}})
         reporter = RecordingReporter()
-        sweep(SweepRequest(out=tmp_path, file=file, name="ramp"), terminal(reporter))
+        sweep(SweepRequest(sweep_spec(file), tmp_path, name="ramp"), terminal(reporter))
         run_dir = tmp_path / "ramp"
         summary = load_summary(run_dir)
         assert summary.status == "complete"
@@ -101,7 +101,7 @@ def test_a_load_search_stays_at_or_below_the_saturated_load(tmp_path: Path) -> N
     with base, sd:
         file = sweep_file(tmp_path, base, sd, {"concurrency": {"auto": {"min": 1, "max": 64,
                                                                          "start": [1, 4, 16, 64]}}})
-        sweep(SweepRequest(out=tmp_path, file=file, name="auto"), terminal(RecordingReporter()))
+        sweep(SweepRequest(sweep_spec(file), tmp_path, name="auto"), terminal(RecordingReporter()))
     summary = load_summary(tmp_path / "auto")
     (ramp,) = summary.ramp
     assert ramp.saturated_at == "c16" and ramp.skipped == ["c64"]

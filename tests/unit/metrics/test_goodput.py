@@ -89,12 +89,12 @@ def test_the_report_and_the_csv_show_goodput_beside_throughput() -> None:
 
 def test_sweep_flags_set_the_slo_and_the_ramp_over_the_file(tmp_path: Path) -> None:
     from specmeter.config.drafts import Drafts
-    from specmeter.workflows.sweep import SweepRequest, sweep_spec
+    from specmeter.workflows.sweep import sweep_spec
 
     flags = Drafts(spec=['{"method": "ngram", "num_speculative_tokens": 2}'])
-    plain = sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine={"model": "m"}, load={"concurrency": [1, 4]}))
+    plain = sweep_spec(None, flags, {"engine": {"model": "m"}, "load": {"concurrency": [1, 4]}})
     assert plain.load.slo is None and plain.load.stop_at_saturation  # the default: the ramp stops at saturation
-    asked = sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine={"model": "m"},
-                                    load={"concurrency": [1, 4], "slo": parse_slo("ttft_ms=500,tpot_ms=50"),
-                                          "stop_at_saturation": False}))
+    asked = sweep_spec(None, flags, {"engine": {"model": "m"},
+                                       "load": {"concurrency": [1, 4], "slo": parse_slo("ttft_ms=500,tpot_ms=50"),
+                                                "stop_at_saturation": False}})
     assert asked.load.slo == SLO(ttft_ms=500, tpot_ms=50) and not asked.load.stop_at_saturation

@@ -359,12 +359,11 @@ def test_the_indifference_zone_defaults_to_three_percent_and_is_never_narrower_t
 
 def test_sweep_flags_set_min_gain_and_indifference_over_the_file(tmp_path: Path) -> None:
     from specmeter.config.drafts import Drafts
-    from specmeter.workflows.sweep import SweepRequest, sweep_spec
+    from specmeter.workflows.sweep import sweep_spec
 
     flags, engine = Drafts(spec=['{"method": "ngram", "num_speculative_tokens": 2}']), {"model": "m"}
-    assert sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine=engine)).plan(WORKLOAD).indifference == 0.03
-    asked = sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine=engine,
-                                    top={"indifference": 0.05})).plan(WORKLOAD)
+    assert sweep_spec(None, flags, {"engine": engine}).plan(WORKLOAD).indifference == 0.03
+    asked = sweep_spec(None, flags, {"engine": engine}, {"indifference": 0.05}).plan(WORKLOAD)
     assert (asked.min_gain, asked.indifference) == (0.01, 0.05)
-    wider = sweep_spec(SweepRequest(out=tmp_path, flags=flags, engine=engine, top={"min_gain": 0.04})).plan(WORKLOAD)
+    wider = sweep_spec(None, flags, {"engine": engine}, {"min_gain": 0.04}).plan(WORKLOAD)
     assert (wider.min_gain, wider.indifference) == (0.04, 0.04)  # the default follows a larger min gain

@@ -29,7 +29,7 @@ from specmeter.rundir.store import RunStore, load_summary
 from specmeter.workflows.plan import PlanRequest, plan_run
 from specmeter.workflows.recommend import recommend
 from specmeter.workflows.resume import resume
-from specmeter.workflows.sweep import SweepRequest, sweep
+from specmeter.workflows.sweep import SweepRequest, sweep, sweep_spec
 from specmeter.workflows.terminal import Terminal
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -141,7 +141,7 @@ def test_a_sweep_runs_every_length_at_every_load_and_decides_per_length(tmp_path
     sd = FakeEngine(k=2, output_tokens=16, alpha=0.8, step_s=0.005)  # drafts the K the sweep gives it
     with base, sd:
         file = _length_sweep(tmp_path, base, sd, k=2, concurrency=[1, 2], stop_at_saturation=False)
-        sweep(SweepRequest(out=tmp_path, file=file, name="axis"), terminal())
+        sweep(SweepRequest(sweep_spec(file), tmp_path, name="axis"), terminal())
         run_dir = tmp_path / "axis"
         summary = load_summary(run_dir)
         ids = ["in16-c1", "in16-c2", "in48-c1", "in48-c2"]
@@ -202,7 +202,7 @@ def test_the_load_ramp_climbs_each_input_length_on_its_own(tmp_path: Path) -> No
     sd = FakeEngine(output_tokens=16, alpha=0.7, step_s=0.01, max_num_seqs=4)
     with base, sd:
         file = _length_sweep(tmp_path, base, sd, k=4, concurrency=[1, 2, 4, 8, 16, 32])
-        sweep(SweepRequest(out=tmp_path, file=file, name="ramp"), terminal())
+        sweep(SweepRequest(sweep_spec(file), tmp_path, name="ramp"), terminal())
         summary = load_summary(tmp_path / "ramp")
         assert sorted(r.input_len or 0 for r in summary.ramp) == [16, 48]
         for ramp in summary.ramp:
